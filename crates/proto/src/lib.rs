@@ -1,0 +1,340 @@
+//! Herald's wire protocol, with no I/O.
+//!
+//! One protocol, two encodings: JSON (WebSocket text frames, SSE, long-poll
+//! bodies) and a compact binary encoding (WebSocket binary frames, length-prefixed
+//! frames on the raw TCP transport). Both encode the same message model defined
+//! here, so the server's session logic never knows which one a client speaks.
+//!
+//! Codecs take a complete message (the transport has already found the frame
+//! boundaries) and return a typed value or a [`DecodeError`]; encoders append to
+//! a `BytesMut`. The server encodes a publication once per encoding and shares the
+//! resulting `Bytes` with every subscriber. The normative description, with test
+//! vectors, is `docs/protocol.md` and `spec/vectors/`.
+
+pub mod binary;
+pub mod codes;
+pub mod json;
+pub mod shootout;
+
+use bytes::{Bytes, BytesMut};
+
+pub use codes::{DisconnectCode, ErrorCode};
+
+/// Which of the two encodings a connection speaks. Chosen once per connection
+/// (WebSocket subprotocol `herald.json` / `herald.binary`; the raw TCP transport is
+/// always binary; SSE and long-polling are always JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// JSON objects, one per frame.
+    Json,
+    /// The compact binary encoding of `docs/protocol.md`.
+    Binary,
+}
+
+impl Encoding {
+    /// The WebSocket subprotocol token that selects this encoding.
+    pub const fn subprotocol(self) -> &'static str {
+        match self {
+            Encoding::Json => "herald.json",
+            Encoding::Binary => "herald.binary",
+        }
+    }
+
+    /// Decodes one client command.
+    pub fn decode_request(self, buf: &[u8]) -> Result<Request, DecodeError> {
+        match self {
+            Encoding::Json => json::decode_request(buf),
+            Encoding::Binary => binary::decode_request(buf),
+        }
+    }
+
+    /// Encodes one client command (used by the bench and by tests).
+    pub fn encode_request(self, req: &Request, out: &mut BytesMut) {
+        match self {
+            Encoding::Json => json::encode_request(req, out),
+            Encoding::Binary => binary::encode_request(req, out),
+        }
+    }
+
+    /// Decodes one server message (used by the bench and by tests).
+    pub fn decode_server(self, buf: &[u8]) -> Result<ServerMsg, DecodeError> {
+        match self {
+            Encoding::Json => json::decode_server(buf),
+            Encoding::Binary => binary::decode_server(buf),
+        }
+    }
+
+    /// Encodes one server message.
+    pub fn encode_server(self, msg: &ServerMsg, out: &mut BytesMut) {
+        match self {
+            Encoding::Json => json::encode_server(msg, out),
+            Encoding::Binary => binary::encode_server(msg, out),
+        }
+    }
+
+    /// Encodes one server message into fresh, shareable bytes.
+    pub fn encode_server_bytes(self, msg: &ServerMsg) -> Bytes {
+        let mut out = BytesMut::with_capacity(64);
+        self.encode_server(msg, &mut out);
+        out.freeze()
+    }
+}
+
+/// A client command together with the id its reply will carry.
+///
+/// `id == 0` means "no reply wanted on success" (fire-and-forget publish); errors
+/// are still reported, with id 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Chosen by the client; echoed in the reply.
+    pub id: u32,
+    /// What the client asks for.
+    pub cmd: Command,
+}
+
+/// A position in a channel's stream: the epoch names one unbroken history, the
+/// offset counts publications within it (the first publication has offset 1).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Position {
+    /// Changes whenever history may have been lost (e.g. a restart of the
+    /// in-memory broker); offsets from another epoch are meaningless.
+    pub epoch: String,
+    /// The offset of the last publication seen.
+    pub offset: u64,
+}
+
+/// Client → server commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// First command on a connection: authenticates and names the client.
+    Connect {
+        /// A connection token (JWT); checked once auth is configured.
+        token: Option<String>,
+        /// A free-form client name, for logs and presence.
+        name: Option<String>,
+    },
+    /// Start receiving publications of a channel (or a wildcard pattern).
+    Subscribe {
+        /// Channel name or pattern.
+        channel: String,
+        /// Resume after this position: the reply carries what was missed.
+        recover: Option<Position>,
+        /// Also receive join/leave pushes for this channel.
+        join_leave: bool,
+    },
+    /// Stop receiving publications of a channel.
+    Unsubscribe {
+        /// Channel name or pattern, as subscribed.
+        channel: String,
+    },
+    /// Publish data to a channel.
+    Publish {
+        /// Target channel (no wildcards).
+        channel: String,
+        /// Opaque payload. In JSON it is any JSON value, kept as its text.
+        data: Bytes,
+    },
+    /// Keep-alive and latency probe; the reply is an empty ping.
+    Ping,
+    /// Read a channel's retained history.
+    History {
+        /// Channel name.
+        channel: String,
+        /// Only publications after this position.
+        since: Option<Position>,
+        /// At most this many publications (0 = server default).
+        limit: u32,
+    },
+    /// Who is subscribed to a channel.
+    Presence {
+        /// Channel name.
+        channel: String,
+    },
+}
+
+/// Server → client messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerMsg {
+    /// The successful answer to the command with this id.
+    Reply {
+        /// The command's id.
+        id: u32,
+        /// The command-specific result.
+        reply: Reply,
+    },
+    /// The failed answer to the command with this id (0 if the command could
+    /// not be parsed far enough to know its id).
+    Error {
+        /// The command's id, or 0.
+        id: u32,
+        /// A code from [`ErrorCode`] (numbered ranges in docs/protocol.md).
+        code: u16,
+        /// Human-readable detail.
+        message: String,
+    },
+    /// Something the server sends unasked.
+    Push(Push),
+}
+
+/// Command-specific success results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Answer to `connect`.
+    Connect {
+        /// The server-assigned client id.
+        client: String,
+        /// Server version.
+        version: String,
+        /// Seconds between server heartbeats; a client that hears nothing for
+        /// about twice this should reconnect.
+        ping_interval: u32,
+    },
+    /// Answer to `subscribe`.
+    Subscribe {
+        /// The channel's current epoch.
+        epoch: String,
+        /// The channel's current top offset.
+        offset: u64,
+        /// True when `recover` was asked and every missed publication is in
+        /// `publications`; false when recovery was impossible.
+        recovered: bool,
+        /// Missed publications, oldest first (only with `recover`).
+        publications: Vec<HistoryItem>,
+    },
+    /// Answer to `unsubscribe`.
+    Unsubscribe,
+    /// Answer to `publish`: where the publication landed.
+    Publish {
+        /// The channel's epoch.
+        epoch: String,
+        /// The publication's offset.
+        offset: u64,
+    },
+    /// Answer to `ping`.
+    Ping,
+    /// Answer to `history`.
+    History {
+        /// The channel's epoch.
+        epoch: String,
+        /// The channel's current top offset.
+        offset: u64,
+        /// Retained publications, oldest first.
+        publications: Vec<HistoryItem>,
+    },
+    /// Answer to `presence`.
+    Presence {
+        /// Everyone currently subscribed.
+        clients: Vec<ClientInfo>,
+    },
+}
+
+/// One retained publication, as returned by history and recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryItem {
+    /// Its offset in the channel.
+    pub offset: u64,
+    /// Its payload.
+    pub data: Bytes,
+}
+
+/// Who a connection is, for presence and join/leave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    /// Server-assigned client id.
+    pub client: String,
+    /// User id from the token ("" for anonymous).
+    pub user: String,
+}
+
+/// Unsolicited server messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Push {
+    /// A publication on a subscribed channel.
+    Publication {
+        /// The channel it was published to (the concrete channel, also when the
+        /// subscription was a wildcard pattern).
+        channel: String,
+        /// Its offset in the channel.
+        offset: u64,
+        /// Its payload.
+        data: Bytes,
+    },
+    /// Someone subscribed to a channel (for subscribers that asked for join/leave).
+    Join {
+        /// The channel.
+        channel: String,
+        /// Who joined.
+        info: ClientInfo,
+    },
+    /// Someone unsubscribed from a channel.
+    Leave {
+        /// The channel.
+        channel: String,
+        /// Who left.
+        info: ClientInfo,
+    },
+    /// The server ended a subscription.
+    Unsubscribed {
+        /// The channel.
+        channel: String,
+        /// Why, from [`ErrorCode`] or [`DisconnectCode`].
+        code: u16,
+        /// Human-readable detail.
+        reason: String,
+    },
+    /// The server is about to close the connection.
+    Disconnect {
+        /// A [`DisconnectCode`]: its range says whether to reconnect.
+        code: u16,
+        /// Human-readable detail.
+        reason: String,
+    },
+}
+
+/// Why a message could not be decoded. Every variant maps to
+/// [`ErrorCode::BadRequest`] or [`ErrorCode::UnknownCommand`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not well-formed for the encoding (bad JSON, truncated binary, ...).
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// Well-formed, but names a command or message type we do not know.
+    #[error("unknown command: {0}")]
+    Unknown(String),
+    /// A required field is missing or has the wrong type.
+    #[error("invalid field {field}: {reason}")]
+    Invalid {
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The message parsed up to its id, then failed: the id lets the server
+    /// address its error reply.
+    #[error("{source} (command id {id})")]
+    WithId {
+        /// The id of the failed command.
+        id: u32,
+        /// What went wrong.
+        source: Box<DecodeError>,
+    },
+}
+
+impl DecodeError {
+    /// The id of the command that failed, if it was parsed.
+    pub fn id(&self) -> u32 {
+        match self {
+            DecodeError::WithId { id, .. } => *id,
+            _ => 0,
+        }
+    }
+
+    /// The wire error code for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            DecodeError::WithId { source, .. } => source.code(),
+            DecodeError::Unknown(_) => ErrorCode::UnknownCommand,
+            _ => ErrorCode::BadRequest,
+        }
+    }
+}
