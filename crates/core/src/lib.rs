@@ -1,1 +1,32 @@
-//! (being written)
+//! Herald's core: everything between "a frame arrived" and "these bytes must go to
+//! these connections", with no sockets in sight.
+//!
+//! - [`outbox`]: the bounded, shared outbound queue of one connection, and the
+//!   slow-consumer policy.
+//! - [`client`]: one connected client as the hub sees it (id, encoding, outbox).
+//! - [`hub`]: the sharded subscription index and the fan-out that encodes a
+//!   publication once per encoding and shares the bytes.
+//! - [`broker`]: the `Broker` trait (offsets, history, cross-node delivery) and
+//!   [`memory`], the in-memory broker used by a single node.
+//! - [`session`]: the transport-agnostic protocol state machine of one connection:
+//!   every transport feeds it decoded messages and drains the client's outbox.
+//! - [`node`]: ties hub, broker and configuration together.
+//!
+//! Transports live in `herald-server`; they only move frames.
+
+pub mod broker;
+pub mod channel;
+pub mod client;
+pub mod hub;
+pub mod memory;
+pub mod node;
+pub mod outbox;
+pub mod session;
+
+pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
+pub use client::Client;
+pub use hub::Hub;
+pub use memory::MemoryBroker;
+pub use node::{Node, NodeConfig};
+pub use outbox::{Frame, Outbox, PushOutcome};
+pub use session::Session;

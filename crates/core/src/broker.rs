@@ -1,0 +1,116 @@
+//! The `Broker`: where publications get their position, are retained, and reach
+//! every node.
+//!
+//! # Contract
+//! - **Ordering.** For one channel, a broker assigns offsets 1, 2, 3, ... in the
+//!   order it accepts publications, and delivers them to each node's [`Deliver`]
+//!   handler in that same order, one at a time. Different channels are
+//!   independent.
+//! - **Atomicity.** Assigning the offset, appending to history and handing the
+//!   publication to delivery happen as one step per channel: no reader of
+//!   history can see offset N+1 while N is missing, and a publication is never
+//!   delivered live before it is in history.
+//! - **Delivery.** Live delivery is at most once (a node that is down, or a
+//!   subscriber that is too slow, misses it); history within retention is the
+//!   way to get it back. The epoch changes whenever history may have been lost.
+//! - **Order of calls.** `publish` fixes the publication's place in the channel's
+//!   order when it is *called*, not when the returned completion is awaited, so a
+//!   connection that publishes twice gets its two publications in order even when
+//!   both completions are pending.
+//!
+//! Methods return a [`Completion`]: the in-memory broker answers at once, a
+//! networked broker (Redis) returns a future, so callers keep a fast path with no
+//! task spawn and no allocation for the common case.
+
+use bytes::Bytes;
+use herald_proto::{HistoryItem, Position};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A publication on its way to subscribers.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    /// The concrete channel.
+    pub channel: Arc<str>,
+    /// Its offset in the channel.
+    pub offset: u64,
+    /// Its payload.
+    pub data: Bytes,
+}
+
+/// Receives publications from the broker, in per-channel order (the hub).
+pub trait Deliver: Send + Sync {
+    /// Fans one publication out to this node's subscribers. Must not block on
+    /// I/O: it only queues bytes.
+    fn deliver(&self, publication: &Publication);
+}
+
+/// A result that is either here now or on its way.
+pub enum Completion<T> {
+    /// Available immediately.
+    Ready(T),
+    /// Will be available when the future completes.
+    Pending(Pin<Box<dyn Future<Output = T> + Send>>),
+}
+
+impl<T> std::fmt::Debug for Completion<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Completion::Ready(_) => f.write_str("Completion::Ready"),
+            Completion::Pending(_) => f.write_str("Completion::Pending"),
+        }
+    }
+}
+
+/// Why a broker operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BrokerError {
+    /// The broker's backend is unreachable or failed; retry later.
+    #[error("broker unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The callback of [`Broker::subscribe`].
+pub type Attach = Box<dyn FnOnce(Result<History, BrokerError>) + Send>;
+
+/// A slice of a channel's history.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// The channel's current position (epoch and top offset).
+    pub top: Position,
+    /// Retained publications after the requested position, oldest first.
+    pub publications: Vec<HistoryItem>,
+    /// False when publications after the requested position have already left
+    /// retention (or the epoch differs): the caller must resynchronise.
+    pub complete: bool,
+}
+
+/// Offsets, history and cross-node delivery for channels. See the module docs
+/// for the contract every implementation keeps.
+pub trait Broker: Send + Sync + 'static {
+    /// Publishes `data` to `channel`, returning its position.
+    fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>>;
+
+    /// Attaches a subscriber to `channel` atomically with respect to its
+    /// publications: the broker computes the channel's position and, with
+    /// `since`, the publications after it, then calls `attach` with them at a
+    /// moment when no publication of the channel is in flight. `attach`
+    /// registers the subscriber in the hub and queues the subscribe reply, so the
+    /// reply precedes every live publication, and live delivery continues exactly
+    /// after the history it was given: no gap, no duplicate. On failure `attach`
+    /// receives the error instead.
+    fn subscribe(&self, channel: &str, since: Option<&Position>, attach: Attach);
+
+    /// The channel's current position (offset 0 for a channel never published to).
+    fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>>;
+
+    /// Publications after `since` (or all retained ones), at most `limit`
+    /// (0 = all retained).
+    fn history(
+        &self,
+        channel: &str,
+        since: Option<&Position>,
+        limit: usize,
+    ) -> Completion<Result<History, BrokerError>>;
+}

@@ -1,0 +1,56 @@
+//! One connected client as the hub sees it: an id, the encoding it speaks and
+//! its outbox. Kept small: there may be hundreds of thousands of these.
+
+use crate::outbox::{Frame, Outbox, PushOutcome};
+use bytes::Bytes;
+use herald_proto::Encoding;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A connected client. Shared (`Arc`) between its connection driver, the hub's
+/// subscriber lists and the node's registry.
+#[derive(Debug)]
+pub struct Client {
+    /// Unique within this node's lifetime.
+    pub id: u64,
+    /// The encoding its messages use.
+    pub encoding: Encoding,
+    /// Where everything sent to it goes.
+    pub outbox: Outbox,
+    /// Node-clock second of the last byte received from it (heartbeat check).
+    last_seen: AtomicU32,
+}
+
+impl Client {
+    /// A new client with an empty outbox bounded at `queue_bytes`.
+    pub fn new(id: u64, encoding: Encoding, queue_bytes: usize, now: u32) -> Client {
+        Client {
+            id,
+            encoding,
+            outbox: Outbox::new(queue_bytes),
+            last_seen: AtomicU32::new(now),
+        }
+    }
+
+    /// The client id as shown on the wire (presence, connect reply).
+    pub fn wire_id(&self) -> String {
+        format!("{:x}", self.id)
+    }
+
+    /// Records activity at node-clock second `now`.
+    pub fn touch(&self, now: u32) {
+        self.last_seen.store(now, Ordering::Relaxed);
+    }
+
+    /// Node-clock second of the last activity.
+    pub fn last_seen(&self) -> u32 {
+        self.last_seen.load(Ordering::Relaxed)
+    }
+
+    /// Queues one encoded protocol message in the frame type of its encoding.
+    pub fn send(&self, msg: Bytes) -> PushOutcome {
+        self.outbox.push(match self.encoding {
+            Encoding::Json => Frame::Text(msg),
+            Encoding::Binary => Frame::Binary(msg),
+        })
+    }
+}

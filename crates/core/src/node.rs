@@ -1,0 +1,151 @@
+//! A node: the hub, the broker, the registry of connected clients and the
+//! settings every session obeys.
+
+use crate::broker::Broker;
+use crate::client::Client;
+use crate::hub::Hub;
+use crate::memory::MemoryBroker;
+use herald_proto::Encoding;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+const REGISTRY_SHARDS: usize = 16;
+
+/// A boxed task, handed to the node's spawner.
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Runs tasks on the server's runtime; the core stays runtime-agnostic.
+pub type Spawner = Arc<dyn Fn(Task) + Send + Sync>;
+
+/// Per-session settings. Each field's default is in [`NodeConfig::default`].
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Subscriptions one connection may hold (default 1024).
+    pub max_subscriptions: usize,
+    /// Publications retained per channel by the in-memory broker (default 0:
+    /// history off; set it to let clients recover after reconnects).
+    pub history_size: usize,
+    /// Bytes one connection's outbound queue may hold before the client is
+    /// disconnected as a slow consumer (default 1 MiB).
+    pub client_queue_bytes: usize,
+    /// Seconds between server heartbeats, announced in the connect reply
+    /// (default 25).
+    pub ping_interval: u32,
+    /// The version string announced in the connect reply.
+    pub version: String,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            max_subscriptions: 1024,
+            history_size: 0,
+            client_queue_bytes: 1 << 20,
+            ping_interval: 25,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// One Herald node.
+pub struct Node {
+    /// Settings.
+    pub config: NodeConfig,
+    /// The local subscription index.
+    pub hub: Arc<Hub>,
+    /// Offsets, history, cross-node delivery.
+    pub broker: Arc<dyn Broker>,
+    spawner: Spawner,
+    next_id: AtomicU64,
+    registry: Box<[Mutex<HashMap<u64, Arc<Client>>>]>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Node {
+    /// A node with the in-memory broker.
+    pub fn with_memory_broker(config: NodeConfig, spawner: Spawner) -> Arc<Node> {
+        let hub = Arc::new(Hub::new());
+        let broker = Arc::new(MemoryBroker::new(config.history_size, hub.clone()));
+        Node::new(config, hub, broker, spawner)
+    }
+
+    /// A node over any broker that delivers into `hub`.
+    pub fn new(
+        config: NodeConfig,
+        hub: Arc<Hub>,
+        broker: Arc<dyn Broker>,
+        spawner: Spawner,
+    ) -> Arc<Node> {
+        Arc::new(Node {
+            config,
+            hub,
+            broker,
+            spawner,
+            next_id: AtomicU64::new(1),
+            registry: (0..REGISTRY_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            started: Instant::now(),
+        })
+    }
+
+    /// Seconds since the node started: the clock of heartbeats.
+    pub fn now(&self) -> u32 {
+        self.started.elapsed().as_secs() as u32
+    }
+
+    /// Runs a task on the server's runtime.
+    pub fn spawn(&self, task: Task) {
+        (self.spawner)(task)
+    }
+
+    /// Creates and registers a client.
+    pub fn new_client(&self, encoding: Encoding) -> Arc<Client> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let client = Arc::new(Client::new(
+            id,
+            encoding,
+            self.config.client_queue_bytes,
+            self.now(),
+        ));
+        lock(&self.registry[(id as usize) % REGISTRY_SHARDS]).insert(id, client.clone());
+        client
+    }
+
+    /// Forgets a client (its connection ended).
+    pub fn remove_client(&self, id: u64) {
+        lock(&self.registry[(id as usize) % REGISTRY_SHARDS]).remove(&id);
+    }
+
+    /// Number of connected clients.
+    pub fn client_count(&self) -> usize {
+        self.registry.iter().map(|s| lock(s).len()).sum()
+    }
+
+    /// Calls `f` on every connected client, one registry shard at a time (the
+    /// shard's lock is held during `f`, so `f` must be quick and must not call
+    /// back into the registry).
+    pub fn for_each_client(&self, mut f: impl FnMut(&Arc<Client>)) {
+        for shard in self.registry.iter() {
+            for c in lock(shard).values() {
+                f(c);
+            }
+        }
+    }
+}
