@@ -140,9 +140,7 @@ impl Deliver for Hub {
         for client in subs.values() {
             let frame = match client.encoding {
                 Encoding::Json => json.get_or_insert_with(|| encode_push(p, Encoding::Json)),
-                Encoding::Binary => {
-                    binary.get_or_insert_with(|| encode_push(p, Encoding::Binary))
-                }
+                Encoding::Binary => binary.get_or_insert_with(|| encode_push(p, Encoding::Binary)),
             };
             client.outbox.push(frame.clone());
         }

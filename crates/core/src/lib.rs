@@ -27,6 +27,6 @@ pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;
 pub use hub::Hub;
 pub use memory::MemoryBroker;
-pub use node::{Node, NodeConfig};
+pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};
 pub use session::Session;

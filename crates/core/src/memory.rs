@@ -48,9 +48,7 @@ impl MemoryBroker {
     /// A broker that keeps the last `history_size` publications per channel and
     /// hands every publication to `deliver`.
     pub fn new(history_size: usize, deliver: Arc<dyn Deliver>) -> MemoryBroker {
-        let epoch: String = (0..8)
-            .map(|_| fastrand::alphanumeric())
-            .collect::<String>();
+        let epoch: String = (0..8).map(|_| fastrand::alphanumeric()).collect::<String>();
         MemoryBroker {
             epoch: epoch.into(),
             history_size,
@@ -88,8 +86,7 @@ impl MemoryBroker {
         let after = since.map_or(0, |p| p.offset);
         let same_epoch = since.is_none_or(|p| p.epoch == *self.epoch);
         let oldest = st.history.front().map_or(st.offset + 1, |h| h.offset);
-        let complete =
-            since.is_none() || (same_epoch && after <= st.offset && after + 1 >= oldest);
+        let complete = since.is_none() || (same_epoch && after <= st.offset && after + 1 >= oldest);
         let skip = if same_epoch { after } else { 0 };
         let mut publications: Vec<HistoryItem> = st
             .history
@@ -162,7 +159,9 @@ impl Broker for MemoryBroker {
     }
 
     fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>> {
-        let offset = self.state(channel, false).map_or(0, |(_, s)| lock(&s).offset);
+        let offset = self
+            .state(channel, false)
+            .map_or(0, |(_, s)| lock(&s).offset);
         Completion::Ready(Ok(self.position_of(offset)))
     }
 
@@ -219,7 +218,12 @@ mod tests {
         let got = lock(&rec.0).clone();
         assert_eq!(
             got,
-            vec![("a".into(), 1), ("a".into(), 2), ("a".into(), 3), ("b".into(), 1)]
+            vec![
+                ("a".into(), 1),
+                ("a".into(), 2),
+                ("a".into(), 3),
+                ("b".into(), 1)
+            ]
         );
     }
 
@@ -230,11 +234,23 @@ mod tests {
             ready(b.publish("h", Bytes::from(vec![i]))).unwrap();
         }
         let all = ready(b.history("h", None, 0)).unwrap();
-        assert_eq!(all.publications.iter().map(|p| p.offset).collect::<Vec<_>>(), vec![4, 5]);
-        let pos = |offset| Position { epoch: b.epoch().to_string(), offset };
+        assert_eq!(
+            all.publications
+                .iter()
+                .map(|p| p.offset)
+                .collect::<Vec<_>>(),
+            vec![4, 5]
+        );
+        let pos = |offset| Position {
+            epoch: b.epoch().to_string(),
+            offset,
+        };
         assert!(ready(b.history("h", Some(&pos(3)), 0)).unwrap().complete);
         assert!(!ready(b.history("h", Some(&pos(2)), 0)).unwrap().complete);
-        let other = Position { epoch: "other".into(), offset: 4 };
+        let other = Position {
+            epoch: "other".into(),
+            offset: 4,
+        };
         assert!(!ready(b.history("h", Some(&other), 0)).unwrap().complete);
     }
 }

@@ -35,6 +35,9 @@ pub enum Frame {
     Ping,
     /// A transport-level answer to a peer's ping (WebSocket pong).
     Pong(Bytes),
+    /// The last frame of a connection: queued by its driver once the queue has
+    /// drained after a close was requested (never by publishers).
+    Close(Closing),
 }
 
 impl Frame {
@@ -42,7 +45,7 @@ impl Frame {
     pub fn payload(&self) -> &[u8] {
         match self {
             Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
-            Frame::Ping => &[],
+            Frame::Ping | Frame::Close(_) => &[],
         }
     }
 }

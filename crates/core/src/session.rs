@@ -94,9 +94,7 @@ impl Session {
                     },
                 );
             }
-            _ if !self.connected => {
-                self.error(id, ErrorCode::Unauthorized, "send connect first")
-            }
+            _ if !self.connected => self.error(id, ErrorCode::Unauthorized, "send connect first"),
             Command::Subscribe {
                 channel, recover, ..
             } => self.subscribe(id, channel, recover),

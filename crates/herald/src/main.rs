@@ -1,1 +1,101 @@
-fn main() {}
+//! The `herald` binary: argument parsing and wiring only.
+//!
+//! `herald serve` runs the server; `herald bench` runs the load generator.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use herald_server::{ServeArgs, ServerConfig};
+use tokio_util::sync::CancellationToken;
+
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Herald: a real-time messaging server and the load generator that proves it.
+#[derive(Debug, Parser)]
+#[command(name = "herald", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (in-memory broker; every option also as HERALD_* env or TOML key).
+    Serve(ServeArgs),
+    /// Run a load-generation scenario against Herald or a peer server.
+    Bench(herald_bench::BenchArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Bench(args) => herald_bench::run(args).context("bench failed"),
+    }
+}
+
+fn init_logs(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = ServerConfig::load(args)?;
+    init_logs(&config.log_format);
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if config.workers > 0 {
+        rt.worker_threads(config.workers);
+    }
+    let rt = rt
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(
+            %addr,
+            broker = "memory",
+            "herald listening: ws://{addr}/ws (herald.json, herald.binary), ws://{addr}/shootout; anonymous clients allowed (no auth configured)"
+        );
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signals(shutdown.clone()));
+        herald_server::run(listener, config, shutdown).await?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn signals(shutdown: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("signal received: shutting down");
+    shutdown.cancel();
+}

@@ -1,1 +1,18 @@
-//! (being written)
+//! Herald's server: transports, HTTP routing, configuration and `herald serve`.
+//!
+//! Transports only move frames: each adapts its socket to the transport-neutral
+//! [`herald_core::Session`] (or the shootout handler) and drains the client's
+//! outbox. Nothing here knows about channels.
+//!
+//! - [`config`]: options, environment, TOML file, defaults.
+//! - [`server`]: accept loop, connection cap, heartbeats, graceful shutdown.
+//! - [`http`]: request head parsing and routing (`/ws`, `/shootout`, `/healthz`).
+//! - [`ws`]: the WebSocket connection driver and the shootout protocol.
+
+pub mod config;
+pub mod http;
+pub mod server;
+pub mod ws;
+
+pub use config::{ConfigError, ServeArgs, ServerConfig};
+pub use server::{run, ServerError};

@@ -1,0 +1,239 @@
+//! `herald serve` options: command line, environment, TOML file, defaults.
+//!
+//! Every option can be given as a flag (`--max-connections 5000`), as an
+//! environment variable (`HERALD_MAX_CONNECTIONS=5000`) or as a key of the TOML
+//! file named by `--config` (`max_connections = 5000`); that is also the order
+//! of precedence. Every option has a default, stated in its help text, so
+//! `herald serve` needs no file at all.
+
+use herald_core::NodeConfig;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Options of `herald serve`. `None` means "not given here".
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeArgs {
+    /// TOML file with any of these options as keys (e.g. `listen = "127.0.0.1:9000"`).
+    #[arg(long, env = "HERALD_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Address to listen on for HTTP and WebSocket [default: 127.0.0.1:8080].
+    #[arg(long, env = "HERALD_LISTEN")]
+    pub listen: Option<SocketAddr>,
+
+    /// Runtime worker threads; 0 = one per available core (respects taskset) [default: 0].
+    #[arg(long, env = "HERALD_WORKERS")]
+    pub workers: Option<usize>,
+
+    /// Largest message a client may send, in bytes; larger ones close the
+    /// connection with 1009 [default: 65536].
+    #[arg(long, env = "HERALD_MAX_MESSAGE_SIZE")]
+    pub max_message_size: Option<usize>,
+
+    /// Bytes one connection's outbound queue may hold; a client that falls this
+    /// far behind is disconnected with 3001 (slow consumer) [default: 1048576].
+    #[arg(long, env = "HERALD_CLIENT_QUEUE_BYTES")]
+    pub client_queue_bytes: Option<usize>,
+
+    /// Most simultaneous connections; further ones get HTTP 503 [default: 100000].
+    #[arg(long, env = "HERALD_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+
+    /// Most subscriptions per connection [default: 1024].
+    #[arg(long, env = "HERALD_MAX_SUBSCRIPTIONS")]
+    pub max_subscriptions: Option<usize>,
+
+    /// Publications retained per channel for history and recovery [default: 0].
+    #[arg(long, env = "HERALD_HISTORY_SIZE")]
+    pub history_size: Option<usize>,
+
+    /// Seconds of client silence after which the server pings it [default: 25].
+    #[arg(long, env = "HERALD_PING_INTERVAL")]
+    pub ping_interval: Option<u32>,
+
+    /// Further seconds without any answer after which the connection is closed
+    /// with 3000 (no pong) [default: 10].
+    #[arg(long, env = "HERALD_PONG_TIMEOUT")]
+    pub pong_timeout: Option<u32>,
+
+    /// Seconds a new connection has to send its HTTP request [default: 10].
+    #[arg(long, env = "HERALD_HANDSHAKE_TIMEOUT")]
+    pub handshake_timeout: Option<u64>,
+
+    /// Seconds to drain connections on SIGINT/SIGTERM before exiting [default: 10].
+    #[arg(long, env = "HERALD_SHUTDOWN_TIMEOUT")]
+    pub shutdown_timeout: Option<u64>,
+
+    /// Log format: `text` or `json` [default: text].
+    #[arg(long, env = "HERALD_LOG_FORMAT")]
+    pub log_format: Option<String>,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file named by `--config` could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown keys.
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is out of range.
+    #[error("invalid option {0}")]
+    Invalid(String),
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Worker threads (0 = per core).
+    pub workers: usize,
+    /// Largest incoming message.
+    pub max_message_size: usize,
+    /// Most simultaneous connections.
+    pub max_connections: usize,
+    /// Time to pong before the connection is closed.
+    pub pong_timeout: Duration,
+    /// Time to send the HTTP request.
+    pub handshake_timeout: Duration,
+    /// Time to drain on shutdown.
+    pub shutdown_timeout: Duration,
+    /// `text` or `json`.
+    pub log_format: String,
+    /// Session settings.
+    pub node: NodeConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig::resolve(ServeArgs::default()).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+impl ServerConfig {
+    /// Loads the file named in `args` (if any) and resolves every option.
+    pub fn load(args: ServeArgs) -> Result<ServerConfig, ConfigError> {
+        let Some(path) = args.config.clone() else {
+            return ServerConfig::resolve(args);
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let file: ServeArgs = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.clone(),
+            source: Box::new(e),
+        })?;
+        ServerConfig::resolve(args.or(file))
+    }
+
+    /// Applies defaults to whatever was not given.
+    pub fn resolve(a: ServeArgs) -> Result<ServerConfig, ConfigError> {
+        let d = NodeConfig::default();
+        let log_format = a.log_format.unwrap_or_else(|| "text".into());
+        if log_format != "text" && log_format != "json" {
+            return Err(ConfigError::Invalid(format!(
+                "log_format = {log_format:?} (expected text or json)"
+            )));
+        }
+        let ping_interval = a.ping_interval.unwrap_or(d.ping_interval);
+        if ping_interval == 0 {
+            return Err(ConfigError::Invalid("ping_interval must be > 0".into()));
+        }
+        Ok(ServerConfig {
+            listen: a
+                .listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            workers: a.workers.unwrap_or(0),
+            max_message_size: a.max_message_size.unwrap_or(65536),
+            max_connections: a.max_connections.unwrap_or(100_000),
+            pong_timeout: Duration::from_secs(u64::from(a.pong_timeout.unwrap_or(10))),
+            handshake_timeout: Duration::from_secs(a.handshake_timeout.unwrap_or(10)),
+            shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
+            log_format,
+            node: NodeConfig {
+                max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
+                history_size: a.history_size.unwrap_or(d.history_size),
+                client_queue_bytes: a.client_queue_bytes.unwrap_or(d.client_queue_bytes),
+                ping_interval,
+                version: d.version,
+            },
+        })
+    }
+}
+
+impl ServeArgs {
+    /// Each option from `self` if given, else from `other`.
+    fn or(self, other: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            config: self.config,
+            listen: self.listen.or(other.listen),
+            workers: self.workers.or(other.workers),
+            max_message_size: self.max_message_size.or(other.max_message_size),
+            client_queue_bytes: self.client_queue_bytes.or(other.client_queue_bytes),
+            max_connections: self.max_connections.or(other.max_connections),
+            max_subscriptions: self.max_subscriptions.or(other.max_subscriptions),
+            history_size: self.history_size.or(other.history_size),
+            ping_interval: self.ping_interval.or(other.ping_interval),
+            pong_timeout: self.pong_timeout.or(other.pong_timeout),
+            handshake_timeout: self.handshake_timeout.or(other.handshake_timeout),
+            shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
+            log_format: self.log_format.or(other.log_format),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_fills_gaps_and_flags_win() {
+        let dir = std::env::temp_dir().join(format!("herald-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:9999\"\nhistory_size = 7\n").unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            history_size: Some(3),
+            ..ServeArgs::default()
+        };
+        let c = ServerConfig::load(args).unwrap();
+        assert_eq!(c.listen.port(), 9999);
+        assert_eq!(c.node.history_size, 3);
+        assert_eq!(c.max_message_size, 65536);
+
+        std::fs::write(&path, "no_such_option = 1\n").unwrap();
+        let err = ServerConfig::load(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("no_such_option"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let e = ServerConfig::resolve(ServeArgs {
+            log_format: Some("xml".into()),
+            ..ServeArgs::default()
+        });
+        assert!(e.is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Accepting connections, heartbeats and graceful shutdown.
+//!
+//! One [`run`] serves a listener until its [`CancellationToken`] fires; the
+//! binary and the integration tests both use it (tests on port 0). A semaphore
+//! caps connections (over the cap: HTTP 503); accept errors back off instead of
+//! spinning (e.g. out of file descriptors). Every connection driver runs on a
+//! [`TaskTracker`], so shutdown is: stop accepting, ask every client to go away
+//! (close 1001, after whatever is already queued), and wait for the drivers,
+//! at most `shutdown_timeout`.
+//!
+//! Heartbeats use one sweeper task, not a timer per connection: every
+//! `ping_interval` it pings clients that have been silent that long and closes
+//! (3000, no pong) those silent for `ping_interval + pong_timeout`.
+
+use crate::config::ServerConfig;
+use crate::http::serve_connection;
+use crate::ws::shootout::ShootoutGroup;
+use herald_core::outbox::Frame;
+use herald_core::{Node, Task};
+use herald_proto::DisconnectCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// State shared by every connection of one server.
+#[derive(Debug)]
+pub struct Shared {
+    /// Resolved configuration.
+    pub config: ServerConfig,
+    /// The node: hub, broker, sessions.
+    pub node: Arc<Node>,
+    /// The `/shootout` broadcast group.
+    pub shootout: Arc<ShootoutGroup>,
+    /// Tracks connection drivers for shutdown.
+    pub tracker: TaskTracker,
+}
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The listener could not be used.
+    #[error("listener failed: {0}")]
+    Listener(#[from] std::io::Error),
+}
+
+/// Builds the shared state for `config` on the current tokio runtime.
+pub fn shared(config: ServerConfig) -> Arc<Shared> {
+    let spawner = Arc::new(|task: Task| {
+        tokio::spawn(task);
+    });
+    let node = Node::with_memory_broker(config.node.clone(), spawner);
+    Arc::new(Shared {
+        config,
+        node,
+        shootout: Arc::new(ShootoutGroup::default()),
+        tracker: TaskTracker::new(),
+    })
+}
+
+/// Serves `listener` until `shutdown` is cancelled, then drains.
+pub async fn run(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    let shared = shared(config);
+    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+    let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        let (mut stream, _peer) = match accepted {
+            Ok(a) => {
+                backoff = Duration::from_millis(5);
+                a
+            }
+            Err(e) => {
+                // EMFILE and friends: wait instead of spinning on the error.
+                tracing::warn!(error = %e, "accept failed; backing off {backoff:?}");
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n")
+                    .await;
+            });
+            continue;
+        };
+        tokio::spawn(serve_connection(stream, shared.clone(), permit));
+    }
+    drop(listener);
+    sweeper.abort();
+    drain(&shared).await;
+    Ok(())
+}
+
+/// Asks every client to go away and waits, bounded, for their drivers.
+async fn drain(shared: &Shared) {
+    let clients = shared.node.client_count();
+    tracing::info!(clients, "shutting down: closing connections with 1001");
+    shared.node.for_each_client(|c| {
+        c.outbox.close(
+            DisconnectCode::GoingAway.code(),
+            DisconnectCode::GoingAway.reason(),
+            false,
+        )
+    });
+    shared.tracker.close();
+    if tokio::time::timeout(shared.config.shutdown_timeout, shared.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = shared.node.client_count(),
+            "shutdown timeout: dropping remaining connections"
+        );
+    }
+}
+
+async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let interval = shared.config.node.ping_interval;
+    let timeout = shared.config.pong_timeout.as_secs() as u32;
+    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(interval)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = shared.node.now();
+        shared.node.for_each_client(|c| {
+            let silent = now.saturating_sub(c.last_seen());
+            if silent >= interval + timeout {
+                c.outbox.close(
+                    DisconnectCode::NoPong.code(),
+                    DisconnectCode::NoPong.reason(),
+                    true,
+                );
+            } else if silent >= interval {
+                c.outbox.push(Frame::Ping);
+            }
+        });
+    }
+}

@@ -1,0 +1,399 @@
+//! The WebSocket connection driver: a hand-written future per connection that
+//! only moves frames.
+//!
+//! Why not an `async fn` with a WebSocket library: an idle connection must cost
+//! well under 1 KiB (see docs/decisions/0001-io-engine.md). This driver owns no
+//! buffer while idle: it waits for readiness, reads into one buffer per worker
+//! thread, decodes every whole frame in place, and keeps a private copy only of a
+//! partial frame — freed as soon as the frame completes. Output is the client's
+//! shared [`Outbox`](herald_core::Outbox): many queued frames go out in one
+//! vectored write, headers rendered on the stack and payloads referenced, never
+//! copied. Being a plain `Future` (no `select!`, no timers while open), its state
+//! is a few hundred bytes.
+//!
+//! Close handshake: a close we start (protocol error, slow consumer, shutdown,
+//! missing pong) is queued after what must still go out, then the write side is
+//! shut and we wait, bounded, for the peer's close or EOF so that the peer
+//! reads our close frame instead of a reset. A close the peer starts is echoed
+//! and the connection ends.
+
+use bytes::Bytes;
+use herald_core::outbox::{Closing, Frame, Queue};
+use herald_core::{Client, Node};
+use herald_ws::{Decoder, Message, OpCode, ProtocolError};
+use std::cell::RefCell;
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+/// Size of the per-thread read buffer.
+const READ_BUF: usize = 64 * 1024;
+/// Reads per poll before yielding to other connections.
+const READ_BUDGET: usize = 16;
+/// Frames per vectored write.
+const WRITE_BATCH: usize = 64;
+/// Bytes per vectored write (beyond this the kernel buffer is full anyway).
+const WRITE_BYTES: usize = 256 * 1024;
+/// How long to wait for the peer's close after sending ours.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+thread_local! {
+    static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; READ_BUF].into_boxed_slice());
+}
+
+/// What a WebSocket endpoint does with complete data messages.
+pub trait Handler: Send + Unpin + 'static {
+    /// One complete text (`binary == false`) or binary message. Replies go to
+    /// the client's outbox.
+    fn on_message(&mut self, payload: &[u8], binary: bool);
+    /// The client whose outbox this connection drains.
+    fn client(&self) -> &Arc<Client>;
+}
+
+/// One WebSocket connection after its handshake.
+pub struct Connection<H: Handler> {
+    stream: TcpStream,
+    handler: H,
+    node: Arc<Node>,
+    decoder: Decoder,
+    /// Bytes of an incomplete frame, kept between reads (empty when idle).
+    partial: Vec<u8>,
+    /// We have received the peer's close frame, or EOF.
+    peer_closed: bool,
+    /// Our close frame has been queued.
+    close_queued: bool,
+    /// Our close frame has been written and the write side shut.
+    close_sent: bool,
+    /// Bounds the wait for the peer's close (only while closing).
+    close_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+enum ReadOutcome {
+    /// Nothing more to read now.
+    Pending,
+    /// The peer closed the TCP stream or the read failed.
+    Eof,
+    /// Budget exhausted; more may be readable.
+    Yield,
+}
+
+enum WriteOutcome {
+    /// Everything queued was written; woken again by the next push.
+    Idle,
+    /// The socket is full; woken when writable.
+    Pending,
+    /// The close frame went out and the write side is shut.
+    Closed,
+    /// The write failed: the peer is gone.
+    Failed,
+}
+
+impl<H: Handler> Connection<H> {
+    /// Wraps a stream whose handshake is done. `leftover` holds bytes read after
+    /// the request head (a client may send its first frame right away).
+    pub fn new(
+        stream: TcpStream,
+        handler: H,
+        node: Arc<Node>,
+        max_message: usize,
+        leftover: &[u8],
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Connection<H> {
+        let mut conn = Connection {
+            stream,
+            handler,
+            node,
+            decoder: Decoder::new(herald_ws::Role::Server, max_message),
+            partial: Vec::new(),
+            peer_closed: false,
+            close_queued: false,
+            close_sent: false,
+            close_timer: None,
+            _permit: permit,
+        };
+        if !leftover.is_empty() {
+            conn.absorb(&mut leftover.to_vec());
+        }
+        conn
+    }
+
+    fn close(&self, code: u16, reason: &'static str) {
+        self.handler.client().outbox.close(code, reason, true);
+    }
+
+    /// Decodes and dispatches every whole frame at the front of `buf`; returns
+    /// how many bytes were consumed.
+    fn process(&mut self, buf: &mut [u8]) -> usize {
+        let mut off = 0;
+        while off < buf.len() {
+            if self.peer_closed || self.handler.client().outbox.is_closing() {
+                // Closing: input is read and dropped.
+                return buf.len();
+            }
+            let (decoder, handler) = (&mut self.decoder, &mut self.handler);
+            match decoder.decode(&mut buf[off..]) {
+                Ok(None) => break,
+                Ok(Some((n, msg))) => {
+                    off += n;
+                    match msg {
+                        None => {}
+                        Some(Message::Text(p)) => handler.on_message(p, false),
+                        Some(Message::Binary(p)) => handler.on_message(p, true),
+                        Some(Message::Ping(p)) => {
+                            handler
+                                .client()
+                                .outbox
+                                .push(Frame::Pong(Bytes::copy_from_slice(p)));
+                        }
+                        Some(Message::Pong(_)) => {}
+                        Some(Message::Close(code, _)) => {
+                            // Echo the peer's code (RFC 6455 §5.5.1).
+                            let echo = code.unwrap_or(1000);
+                            handler.client().outbox.close(echo, "", true);
+                            self.peer_closed = true;
+                            return buf.len();
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.protocol_error(&e);
+                    return buf.len();
+                }
+            }
+        }
+        off
+    }
+
+    fn protocol_error(&self, e: &ProtocolError) {
+        let code = e.close_code();
+        let reason = match code {
+            1007 => "invalid utf-8",
+            1009 => "message too big",
+            _ => "protocol error",
+        };
+        tracing::debug!(client = self.handler.client().id, error = %e, "websocket protocol error");
+        self.close(code, reason);
+    }
+
+    /// Feeds newly read bytes through the decoder, keeping any partial frame.
+    fn absorb(&mut self, data: &mut [u8]) {
+        if self.partial.is_empty() {
+            let used = self.process(data);
+            if used < data.len() {
+                self.partial.extend_from_slice(&data[used..]);
+            }
+        } else {
+            let mut buf = std::mem::take(&mut self.partial);
+            buf.extend_from_slice(data);
+            let used = self.process(&mut buf);
+            buf.drain(..used);
+            if !buf.is_empty() {
+                self.partial = buf;
+            }
+            // An emptied buffer is dropped here: idle connections hold none.
+        }
+    }
+
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
+        for _ in 0..READ_BUDGET {
+            match self.stream.poll_read_ready(cx) {
+                Poll::Pending => return ReadOutcome::Pending,
+                Poll::Ready(Err(_)) => return ReadOutcome::Eof,
+                Poll::Ready(Ok(())) => {}
+            }
+            let got = READ.with(|cell| {
+                let mut buf = cell.borrow_mut();
+                match self.stream.try_read(&mut buf[..]) {
+                    Ok(0) => Err(true),
+                    Ok(n) => {
+                        self.handler.client().touch(self.node.now());
+                        self.absorb(&mut buf[..n]);
+                        Ok(())
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+                    Err(_) => Err(true),
+                }
+            });
+            if got.is_err() {
+                return ReadOutcome::Eof;
+            }
+        }
+        ReadOutcome::Yield
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> WriteOutcome {
+        loop {
+            if self.close_sent {
+                return WriteOutcome::Closed;
+            }
+            let client = self.handler.client().clone();
+            let step = client.outbox.with_queue(|q| {
+                if q.frames.is_empty() {
+                    match q.closing() {
+                        Some(c) if !self.close_queued => {
+                            self.close_queued = true;
+                            q.frames.push_back(Frame::Close(c));
+                        }
+                        Some(_) => return Step::CloseDone,
+                        None => {
+                            q.set_waker(cx.waker());
+                            return Step::Idle;
+                        }
+                    }
+                }
+                write_batch(&self.stream, q)
+            });
+            match step {
+                Step::Idle => return WriteOutcome::Idle,
+                Step::Progress => continue,
+                Step::CloseDone => {
+                    let _ = Pin::new(&mut self.stream).poll_shutdown(cx);
+                    self.close_sent = true;
+                    return WriteOutcome::Closed;
+                }
+                Step::WouldBlock => match self.stream.poll_write_ready(cx) {
+                    Poll::Pending => return WriteOutcome::Pending,
+                    Poll::Ready(Ok(())) => continue,
+                    Poll::Ready(Err(_)) => return WriteOutcome::Failed,
+                },
+                Step::Failed => return WriteOutcome::Failed,
+            }
+        }
+    }
+}
+
+enum Step {
+    Idle,
+    Progress,
+    CloseDone,
+    WouldBlock,
+    Failed,
+}
+
+fn opcode_of(frame: &Frame) -> OpCode {
+    match frame {
+        Frame::Text(_) => OpCode::Text,
+        Frame::Binary(_) => OpCode::Binary,
+        Frame::Ping => OpCode::Ping,
+        Frame::Pong(_) => OpCode::Pong,
+        Frame::Close(_) => OpCode::Close,
+    }
+}
+
+/// Renders the close frame's payload (code + reason).
+fn close_payload(c: &Closing, out: &mut [u8; 125]) -> usize {
+    out[..2].copy_from_slice(&c.code.to_be_bytes());
+    let n = c.reason.len().min(123);
+    out[2..2 + n].copy_from_slice(&c.reason.as_bytes()[..n]);
+    2 + n
+}
+
+/// Writes as many queued frames as one vectored write takes and advances the
+/// queue past what was written.
+fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
+    let mut headers = [[0u8; 14]; WRITE_BATCH];
+    let mut hlens = [0usize; WRITE_BATCH];
+    let mut totals = [0usize; WRITE_BATCH];
+    let mut close_buf = [0u8; 125];
+    let mut count = 0;
+    let mut bytes = 0;
+    for (i, frame) in q.frames.iter().take(WRITE_BATCH).enumerate() {
+        let plen = match frame {
+            Frame::Close(c) => close_payload(c, &mut close_buf),
+            f => f.payload().len(),
+        };
+        hlens[i] =
+            herald_ws::write_header(&mut headers[i], true, opcode_of(frame), plen as u64, None);
+        totals[i] = hlens[i] + plen;
+        count = i + 1;
+        bytes += totals[i];
+        if bytes >= WRITE_BYTES {
+            break;
+        }
+    }
+    let mut iov: [IoSlice<'_>; 2 * WRITE_BATCH] = [IoSlice::new(&[]); 2 * WRITE_BATCH];
+    let mut n_iov = 0;
+    let skip = q.head_written;
+    for (i, frame) in q.frames.iter().take(count).enumerate() {
+        let payload: &[u8] = match frame {
+            Frame::Close(_) => &close_buf[..totals[i] - hlens[i]],
+            f => f.payload(),
+        };
+        let (hskip, pskip) = if i == 0 {
+            (skip.min(hlens[0]), skip.saturating_sub(hlens[0]))
+        } else {
+            (0, 0)
+        };
+        if hskip < hlens[i] {
+            iov[n_iov] = IoSlice::new(&headers[i][hskip..hlens[i]]);
+            n_iov += 1;
+        }
+        if pskip < payload.len() {
+            iov[n_iov] = IoSlice::new(&payload[pskip..]);
+            n_iov += 1;
+        }
+    }
+    match stream.try_write_vectored(&iov[..n_iov]) {
+        Ok(0) => Step::Failed,
+        Ok(mut written) => {
+            let mut done = 0;
+            let mut head = 0;
+            for (i, total) in totals.iter().take(count).enumerate() {
+                let remaining = if i == 0 { total - skip } else { *total };
+                if written >= remaining {
+                    written -= remaining;
+                    done += 1;
+                } else {
+                    head = if i == 0 { skip + written } else { written };
+                    break;
+                }
+            }
+            q.advance(done, head);
+            Step::Progress
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Step::WouldBlock,
+        Err(_) => Step::Failed,
+    }
+}
+
+impl<H: Handler> Future for Connection<H> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let read = this.poll_read(cx);
+        if matches!(read, ReadOutcome::Eof) {
+            this.peer_closed = true;
+            if !this.close_queued {
+                // The peer vanished (no close frame): nothing more can be sent.
+                return Poll::Ready(());
+            }
+        }
+        match this.poll_write(cx) {
+            WriteOutcome::Failed => return Poll::Ready(()),
+            WriteOutcome::Closed => {
+                if this.peer_closed {
+                    return Poll::Ready(());
+                }
+                let timer = this
+                    .close_timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_WAIT)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+            WriteOutcome::Idle | WriteOutcome::Pending => {}
+        }
+        if matches!(read, ReadOutcome::Yield) {
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,131 @@
+//! The websocket-shootout benchmark protocol on `/shootout`, so the field's
+//! standard broadcast benchmark runs against Herald unchanged.
+//!
+//! All shootout connections form one broadcast group. A broadcast is copied out
+//! of the read buffer once and the same bytes are queued to every member, in
+//! whatever mode each member speaks (the frame is forwarded as it came). The
+//! sender's `broadcastResult` is queued after the broadcast has been queued to
+//! everyone, so it never overtakes the sender's own copy.
+
+use crate::ws::driver::Handler;
+use bytes::{Bytes, BytesMut};
+use herald_core::outbox::Frame;
+use herald_core::{Client, Node};
+use herald_proto::shootout::{self, ShootoutKind};
+use indexmap::IndexMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Every connected shootout client.
+#[derive(Debug, Default)]
+pub struct ShootoutGroup {
+    members: Mutex<IndexMap<u64, Arc<Client>>>,
+}
+
+impl ShootoutGroup {
+    fn lock(&self) -> MutexGuard<'_, IndexMap<u64, Arc<Client>>> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `frame` to every member; returns how many there were.
+    fn broadcast(&self, frame: &Frame) -> usize {
+        let members = self.lock();
+        for c in members.values() {
+            c.outbox.push(frame.clone());
+        }
+        members.len()
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when nobody is connected.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One shootout connection.
+#[derive(Debug)]
+pub struct ShootoutConn {
+    group: Arc<ShootoutGroup>,
+    client: Arc<Client>,
+    node: Arc<Node>,
+}
+
+impl ShootoutConn {
+    /// Joins `client` to the group.
+    pub fn new(group: Arc<ShootoutGroup>, client: Arc<Client>, node: Arc<Node>) -> ShootoutConn {
+        group.lock().insert(client.id, client.clone());
+        ShootoutConn {
+            group,
+            client,
+            node,
+        }
+    }
+
+    fn reject(&self, why: &str) {
+        let mut out = BytesMut::new();
+        out.extend_from_slice(b"{\"type\":\"error\",\"payload\":");
+        out.extend_from_slice(&serde_json::to_vec(why).unwrap_or_else(|_| b"\"\"".to_vec()));
+        out.extend_from_slice(b"}");
+        self.client.outbox.push(Frame::Text(out.freeze()));
+    }
+}
+
+impl Handler for ShootoutConn {
+    fn on_message(&mut self, payload: &[u8], binary: bool) {
+        if binary {
+            match shootout::parse_binary(payload) {
+                Ok(m) => match m.kind {
+                    ShootoutKind::Echo => {
+                        self.client
+                            .outbox
+                            .push(Frame::Binary(Bytes::copy_from_slice(payload)));
+                    }
+                    ShootoutKind::Broadcast => {
+                        self.group
+                            .broadcast(&Frame::Binary(Bytes::copy_from_slice(payload)));
+                        let mut result = BytesMut::from(payload);
+                        result[0] = b'r';
+                        self.client.outbox.push(Frame::Binary(result.freeze()));
+                    }
+                    ShootoutKind::BroadcastResult => self.reject("unexpected broadcastResult"),
+                },
+                Err(e) => self.reject(&e.to_string()),
+            }
+            return;
+        }
+        match shootout::parse_json(payload) {
+            Ok(m) => match m.kind {
+                ShootoutKind::Echo => {
+                    self.client
+                        .outbox
+                        .push(Frame::Text(Bytes::copy_from_slice(payload)));
+                }
+                ShootoutKind::Broadcast => {
+                    let n = self
+                        .group
+                        .broadcast(&Frame::Text(Bytes::copy_from_slice(payload)));
+                    let mut out = BytesMut::with_capacity(m.payload.len() + 64);
+                    shootout::write_json_broadcast_result(m.payload, n as u64, &mut out);
+                    self.client.outbox.push(Frame::Text(out.freeze()));
+                }
+                ShootoutKind::BroadcastResult => self.reject("unexpected broadcastResult"),
+            },
+            Err(e) => self.reject(&e.to_string()),
+        }
+    }
+
+    fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+}
+
+impl Drop for ShootoutConn {
+    fn drop(&mut self) {
+        self.group.lock().swap_remove(&self.client.id);
+        self.node.remove_client(self.client.id);
+    }
+}

@@ -1,0 +1,236 @@
+//! Test harness: a real server on 127.0.0.1:0 through the same `run` the binary
+//! uses, real WebSocket clients (tokio-tungstenite, an implementation independent
+//! of ours), and raw sockets for frames no well-behaved client would send.
+#![allow(dead_code, missing_docs)]
+
+use futures_util::{SinkExt, StreamExt};
+use herald_server::{ServeArgs, ServerConfig};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Upper bound for any single wait in a test: generous, only to turn a hang
+/// into a failure.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub shutdown: CancellationToken,
+    pub handle: JoinHandle<()>,
+}
+
+pub async fn start(args: ServeArgs) -> TestServer {
+    let config = ServerConfig::resolve(args).expect("config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        herald_server::run(listener, config, token)
+            .await
+            .expect("server run");
+    });
+    TestServer {
+        addr,
+        shutdown,
+        handle,
+    }
+}
+
+pub async fn start_default() -> TestServer {
+    start(ServeArgs::default()).await
+}
+
+pub async fn connect(addr: SocketAddr, path: &str, protocol: Option<&str>) -> Ws {
+    let mut req = format!("ws://{addr}{path}")
+        .into_client_request()
+        .expect("request");
+    if let Some(p) = protocol {
+        req.headers_mut()
+            .insert("sec-websocket-protocol", p.parse().expect("header"));
+    }
+    let (ws, resp) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(req))
+        .await
+        .expect("connect timeout")
+        .expect("connect");
+    if let Some(p) = protocol {
+        assert_eq!(
+            resp.headers()
+                .get("sec-websocket-protocol")
+                .and_then(|v| v.to_str().ok()),
+            Some(p)
+        );
+    }
+    ws
+}
+
+/// Next data message (pings/pongs skipped), or panics after WAIT.
+pub async fn next_msg(ws: &mut Ws) -> Message {
+    loop {
+        let m = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("timed out waiting for a message")
+            .expect("stream ended")
+            .expect("websocket error");
+        match m {
+            Message::Ping(_) | Message::Pong(_) => continue,
+            m => return m,
+        }
+    }
+}
+
+pub async fn send_json(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string())).await.expect("send");
+}
+
+pub async fn recv_json(ws: &mut Ws) -> Value {
+    match next_msg(ws).await {
+        Message::Text(t) => serde_json::from_str(t.as_str()).expect("server sent invalid JSON"),
+        other => panic!("expected a text message, got {other:?}"),
+    }
+}
+
+/// Connects on /ws with JSON and completes `connect`.
+pub async fn json_client(addr: SocketAddr) -> Ws {
+    let mut ws = connect(addr, "/ws", Some("herald.json")).await;
+    send_json(&mut ws, serde_json::json!({"id": 1, "connect": {}})).await;
+    let r = recv_json(&mut ws).await;
+    assert_eq!(r["id"], 1, "{r}");
+    assert!(r["connect"]["client"].is_string(), "{r}");
+    ws
+}
+
+pub async fn subscribe_json(ws: &mut Ws, id: u32, channel: &str) {
+    send_json(
+        ws,
+        serde_json::json!({"id": id, "subscribe": {"channel": channel}}),
+    )
+    .await;
+    let r = recv_json(ws).await;
+    assert_eq!(r["id"], id, "{r}");
+    assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
+}
+
+/// Waits for the close frame and returns its code.
+pub async fn close_code(ws: &mut Ws) -> u16 {
+    loop {
+        let m = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("timed out waiting for close");
+        match m {
+            Some(Ok(Message::Close(Some(CloseFrame { code, .. })))) => return code.into(),
+            Some(Ok(Message::Close(None))) => panic!("close without code"),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => panic!("error instead of close frame: {e}"),
+            None => panic!("stream ended without close frame"),
+        }
+    }
+}
+
+/// A raw client: our own handshake, then hand-crafted frames.
+pub struct Raw {
+    pub stream: TcpStream,
+    pub buf: Vec<u8>,
+}
+
+impl Raw {
+    pub async fn connect(addr: SocketAddr, path: &str, protocol: Option<&str>) -> Raw {
+        let mut stream = TcpStream::connect(addr).await.expect("tcp connect");
+        let key = herald_ws::generate_key();
+        let mut req = Vec::new();
+        let protos: Vec<&str> = protocol.into_iter().collect();
+        herald_ws::write_client_request(&mut req, &addr.to_string(), path, &key, &protos);
+        stream.write_all(&req).await.expect("write handshake");
+        let mut buf = Vec::new();
+        loop {
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout(WAIT, stream.read(&mut chunk))
+                .await
+                .expect("handshake timeout")
+                .expect("read");
+            assert!(n > 0, "server closed during handshake");
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some((_, head)) =
+                herald_ws::parse_client_response(&buf, &key).expect("bad handshake response")
+            {
+                buf.drain(..head);
+                return Raw { stream, buf };
+            }
+        }
+    }
+
+    pub async fn send_frame(&mut self, opcode: herald_ws::OpCode, payload: &[u8]) {
+        let mut out = bytes::BytesMut::new();
+        herald_ws::encode_frame(&mut out, opcode, payload, Some(herald_ws::random_mask()));
+        self.stream.write_all(&out).await.expect("write frame");
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.expect("write raw");
+    }
+
+    /// Reads frames until a close frame arrives; returns its code (None on EOF
+    /// without a close frame).
+    pub async fn close_code(&mut self) -> Option<u16> {
+        let mut dec = herald_ws::Decoder::new(herald_ws::Role::Client, 1 << 24);
+        loop {
+            let mut off = 0;
+            loop {
+                match dec.decode(&mut self.buf[off..]) {
+                    Ok(Some((n, msg))) => {
+                        off += n;
+                        if let Some(herald_ws::Message::Close(code, _)) = msg {
+                            return code;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => panic!("server sent a bad frame: {e}"),
+                }
+            }
+            self.buf.drain(..off);
+            let mut chunk = [0u8; 65536];
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut chunk))
+                .await
+                .expect("timed out waiting for close")
+                .unwrap_or(0);
+            if n == 0 {
+                return None;
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// Proves a server is still serving others: a fresh client subscribes,
+/// publishes and receives its own publication.
+pub async fn assert_serving(addr: SocketAddr) {
+    let mut ws = json_client(addr).await;
+    subscribe_json(&mut ws, 2, "still-alive").await;
+    send_json(
+        &mut ws,
+        serde_json::json!({"id": 3, "publish": {"channel": "still-alive", "data": {"ok": true}}}),
+    )
+    .await;
+    let mut got_pub = false;
+    let mut got_reply = false;
+    while !(got_pub && got_reply) {
+        let m = recv_json(&mut ws).await;
+        if m["pub"]["data"]["ok"] == true {
+            got_pub = true;
+        } else if m["id"] == 3 {
+            got_reply = true;
+        } else {
+            panic!("unexpected {m}");
+        }
+    }
+}
