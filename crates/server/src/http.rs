@@ -57,18 +57,20 @@ async fn read_head(stream: &TcpStream) -> io::Result<(Vec<u8>, usize)> {
     }
 }
 
-async fn respond(stream: &mut TcpStream, status: &str, extra: &str, body: &str) {
+/// Writes a complete plain answer, then closes gently: half-close and drain
+/// the peer's input (bounded), so the peer reads the answer instead of a reset.
+async fn answer(mut stream: TcpStream, status: &str, extra: &str, body: &str) {
     let text = format!(
         "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
         body.len()
     );
     let _ = stream.write_all(text.as_bytes()).await;
-    let _ = stream.shutdown().await;
+    crate::server::linger(stream).await;
 }
 
 /// Serves one accepted connection until it ends.
 pub async fn serve_connection(
-    mut stream: TcpStream,
+    stream: TcpStream,
     shared: Arc<Shared>,
     permit: OwnedSemaphorePermit,
 ) {
@@ -76,19 +78,13 @@ pub async fn serve_connection(
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
         Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
-            respond(
-                &mut stream,
-                "400 Bad Request",
-                "",
-                "malformed HTTP request\n",
-            )
-            .await;
+            answer(stream, "400 Bad Request", "", "malformed HTTP request\n").await;
             return;
         }
         Ok(Err(_)) => return,
         Err(_) => {
-            respond(
-                &mut stream,
+            answer(
+                stream,
                 "408 Request Timeout",
                 "",
                 "request head not received in time\n",
@@ -111,13 +107,7 @@ async fn route(
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
-        respond(
-            &mut stream,
-            "400 Bad Request",
-            "",
-            "malformed HTTP request\n",
-        )
-        .await;
+        answer(stream, "400 Bad Request", "", "malformed HTTP request\n").await;
         return;
     }
     let method = req.method.unwrap_or("");
@@ -127,11 +117,11 @@ async fn route(
         "/ws" => Endpoint::Herald,
         "/shootout" => Endpoint::Shootout,
         "/healthz" => {
-            respond(&mut stream, "200 OK", "", "ok\n").await;
+            answer(stream, "200 OK", "", "ok\n").await;
             return;
         }
         _ => {
-            respond(&mut stream, "404 Not Found", "", "not found\n").await;
+            answer(stream, "404 Not Found", "", "not found\n").await;
             return;
         }
     };
@@ -148,7 +138,7 @@ async fn route(
             } else {
                 ""
             };
-            respond(&mut stream, status, extra, &format!("{e}\n")).await;
+            answer(stream, status, extra, &format!("{e}\n")).await;
             return;
         }
     };

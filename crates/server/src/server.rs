@@ -98,6 +98,7 @@ pub async fn run(
                 let _ = stream
                     .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n")
                     .await;
+                linger(stream).await;
             });
             continue;
         };
@@ -107,6 +108,22 @@ pub async fn run(
     sweeper.abort();
     drain(&shared).await;
     Ok(())
+}
+
+/// Half-closes `stream` and reads whatever the peer still sends (bounded), so
+/// that closing does not reset the connection before the peer has read our answer.
+pub(crate) async fn linger(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// Asks every client to go away and waits, bounded, for their drivers.

@@ -179,6 +179,39 @@ impl Raw {
         self.stream.write_all(bytes).await.expect("write raw");
     }
 
+    /// Reads until the next text message and returns it as JSON.
+    pub async fn next_json(&mut self) -> Value {
+        let mut dec = herald_ws::Decoder::new(herald_ws::Role::Client, 1 << 24);
+        loop {
+            let mut found = None;
+            let mut used = 0;
+            match dec.decode(&mut self.buf) {
+                Ok(Some((n, msg))) => {
+                    used = n;
+                    if let Some(herald_ws::Message::Text(t)) = msg {
+                        found = Some(serde_json::from_slice(t).expect("json"));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => panic!("server sent a bad frame: {e}"),
+            }
+            if used > 0 {
+                self.buf.drain(..used);
+                if let Some(v) = found {
+                    return v;
+                }
+                continue;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut chunk))
+                .await
+                .expect("timed out waiting for a message")
+                .expect("read");
+            assert!(n > 0, "connection closed");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
     /// Reads frames until a close frame arrives; returns its code (None on EOF
     /// without a close frame).
     pub async fn close_code(&mut self) -> Option<u16> {

@@ -1,0 +1,61 @@
+//! A client that stops reading is disconnected with 3001 once its bounded queue
+//! fills; publishers and other subscribers do not wait for it.
+mod common;
+
+use common::*;
+use herald_server::ServeArgs;
+use herald_ws::OpCode;
+use serde_json::json;
+
+#[tokio::test]
+async fn slow_consumer_is_disconnected_and_nobody_else_suffers() {
+    let srv = start(ServeArgs {
+        client_queue_bytes: Some(64 * 1024),
+        ..Default::default()
+    })
+    .await;
+
+    // The slow client subscribes, then never reads again.
+    let mut slow = Raw::connect(srv.addr, "/ws", Some("herald.json")).await;
+    slow.send_frame(OpCode::Text, br#"{"id":1,"connect":{}}"#)
+        .await;
+    slow.send_frame(
+        OpCode::Text,
+        br#"{"id":2,"subscribe":{"channel":"firehose"}}"#,
+    )
+    .await;
+    assert_eq!(slow.next_json().await["id"], 1);
+    assert_eq!(slow.next_json().await["id"], 2);
+
+    let mut fast = json_client(srv.addr).await;
+    subscribe_json(&mut fast, 2, "firehose").await;
+    let mut publisher = json_client(srv.addr).await;
+
+    // ~24 MB in total: far more than the kernel's socket buffers and the 64 KiB
+    // queue can hold for a client that does not read.
+    let blob = "x".repeat(4000);
+    let count = 6000;
+    let reader = tokio::spawn(async move {
+        for i in 0..count {
+            let m = recv_json(&mut fast).await;
+            assert_eq!(
+                m["pub"]["offset"],
+                i + 1,
+                "fast subscriber lost or reordered"
+            );
+        }
+    });
+    for i in 0..count {
+        send_json(
+            &mut publisher,
+            json!({"publish": {"channel": "firehose", "data": {"i": i, "blob": blob}}}),
+        )
+        .await;
+    }
+    tokio::time::timeout(WAIT * 3, reader)
+        .await
+        .expect("fast subscriber starved")
+        .expect("fast subscriber failed");
+    assert_eq!(slow.close_code().await, Some(3001));
+    assert_serving(srv.addr).await;
+}
