@@ -98,6 +98,22 @@ impl Queue {
         self.head_written = head_written;
     }
 
+    /// Drops every queued frame except one already partly written (cutting that
+    /// one would corrupt the stream before the close frame).
+    fn discard(&mut self) {
+        let head = if self.head_written > 0 {
+            self.frames.pop_front()
+        } else {
+            None
+        };
+        self.frames.clear();
+        self.bytes = 0;
+        if let Some(h) = head {
+            self.bytes = h.payload().len() + FRAME_OVERHEAD;
+            self.frames.push_back(h);
+        }
+    }
+
     /// The close requested for this connection, if any.
     pub fn closing(&self) -> Option<Closing> {
         self.closing
@@ -142,9 +158,7 @@ impl Outbox {
         }
         let cost = frame.payload().len() + FRAME_OVERHEAD;
         if q.bytes + cost > self.max_bytes {
-            q.frames.clear();
-            q.bytes = 0;
-            q.head_written = 0;
+            q.discard();
             q.closing = Some(Closing {
                 code: DisconnectCode::SlowConsumer.code(),
                 reason: DisconnectCode::SlowConsumer.reason(),
@@ -172,9 +186,8 @@ impl Outbox {
         if q.closing.is_some() {
             return;
         }
-        if discard && q.head_written == 0 {
-            q.frames.clear();
-            q.bytes = 0;
+        if discard {
+            q.discard();
         }
         q.closing = Some(Closing { code, reason });
         if let Some(w) = q.waker.take() {
@@ -224,6 +237,21 @@ mod tests {
         assert_eq!(o.push(Frame::Ping), PushOutcome::Closed);
         let c = o.with_queue(|q| q.closing());
         assert_eq!(c.map(|c| c.code), Some(3001));
+    }
+
+    #[test]
+    fn discard_keeps_a_partly_written_frame() {
+        let o = Outbox::new(2 * (4 + FRAME_OVERHEAD));
+        o.push(Frame::Binary(Bytes::from_static(b"head")));
+        o.push(Frame::Binary(Bytes::from_static(b"tail")));
+        o.with_queue(|q| q.advance(0, 3));
+        assert_eq!(
+            o.push(Frame::Binary(Bytes::from_static(b"more"))),
+            PushOutcome::Overflow
+        );
+        let left: Vec<Vec<u8>> =
+            o.with_queue(|q| q.frames.iter().map(|f| f.payload().to_vec()).collect());
+        assert_eq!(left, vec![b"head".to_vec()]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use herald_server::ServeArgs;
 use herald_ws::OpCode;
 use serde_json::json;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_consumer_is_disconnected_and_nobody_else_suffers() {
     let srv = start(ServeArgs {
         client_queue_bytes: Some(64 * 1024),
@@ -45,12 +45,16 @@ async fn slow_consumer_is_disconnected_and_nobody_else_suffers() {
             );
         }
     });
+    // Acknowledged publishes: the publisher goes at the server's pace, so a
+    // subscriber that keeps reading never falls 64 KiB behind.
     for i in 0..count {
         send_json(
             &mut publisher,
-            json!({"publish": {"channel": "firehose", "data": {"i": i, "blob": blob}}}),
+            json!({"id": i + 1, "publish": {"channel": "firehose", "data": {"i": i, "blob": blob}}}),
         )
         .await;
+        let r = recv_json(&mut publisher).await;
+        assert_eq!(r["id"], i + 1, "publisher was slowed or failed: {r}");
     }
     tokio::time::timeout(WAIT * 3, reader)
         .await

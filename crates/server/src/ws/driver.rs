@@ -184,6 +184,15 @@ impl<H: Handler> Connection<H> {
 
     /// Feeds newly read bytes through the decoder, keeping any partial frame.
     fn absorb(&mut self, data: &mut [u8]) {
+        self.absorb_inner(data);
+        // A reassembled fragmented message leaves its buffer in the decoder
+        // until released: an idle connection must hold none.
+        if self.decoder.holds_buffer() && !self.decoder.in_fragment() {
+            self.decoder.release_buffer();
+        }
+    }
+
+    fn absorb_inner(&mut self, data: &mut [u8]) {
         if self.partial.is_empty() {
             let used = self.process(data);
             if used < data.len() {

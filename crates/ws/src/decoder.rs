@@ -1,0 +1,331 @@
+//! The message decoder: frames in, whole messages out (RFC 6455 §5.4–§5.6, §8.1).
+//!
+//! [`Decoder::decode`] takes a caller-owned buffer, parses at most one frame
+//! from its front, unmasks it in place and hands back borrowed slices, so an
+//! unfragmented message is never copied. Only a fragmented message needs
+//! memory of its own: the decoder boxes a reassembly buffer when the first
+//! fragment arrives and frees it once the message has been handed out. An idle
+//! decoder is therefore one null pointer, the size limit and the role (24
+//! bytes on 64-bit targets), which matters for a server holding tens of
+//! thousands of mostly idle connections (see `MEASURED.md`).
+//!
+//! Limits are enforced from the frame header, before the payload has arrived,
+//! so a peer cannot make us buffer more than `max_message` bytes by declaring
+//! a huge frame and trickling it in. Text is validated as UTF-8 incrementally,
+//! fragment by fragment, so an invalid sequence fails fast instead of at the
+//! end of a long message.
+
+use crate::error::close_code;
+use crate::frame::{apply_mask, parse_header, OpCode, Role};
+
+/// Re-exported here too: it is the error type of [`Decoder::decode`].
+pub use crate::error::ProtocolError;
+
+/// A complete message, or a control frame, borrowed from the decoder's input
+/// buffer (or, for a reassembled fragmented message, from the decoder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// A text message, already checked to be valid UTF-8. Handed out as
+    /// bytes because Herald's JSON parser takes bytes.
+    Text(&'a [u8]),
+    /// A binary message.
+    Binary(&'a [u8]),
+    /// A ping; answer it with a pong carrying the same payload.
+    Ping(&'a [u8]),
+    /// A pong.
+    Pong(&'a [u8]),
+    /// A close frame: its status code (`None` for an empty payload) and its
+    /// UTF-8 reason. The code is already checked to be allowed on the wire.
+    Close(Option<u16>, &'a str),
+}
+
+/// State of a fragmented message being reassembled. Boxed inside the
+/// [`Decoder`] so that it costs nothing while no fragmented message is in flight.
+#[derive(Debug)]
+struct Fragment {
+    /// The payload bytes received so far, unmasked.
+    data: Vec<u8>,
+    /// The message is text and must be valid UTF-8.
+    text: bool,
+    /// The final fragment has arrived and the message was handed out; the
+    /// buffer is only kept because the returned [`Message`] borrows it, and is
+    /// freed by the next [`Decoder::decode`] or [`Decoder::release_buffer`].
+    done: bool,
+}
+
+/// Decodes frames into messages for one connection. See the module docs.
+#[derive(Debug)]
+pub struct Decoder {
+    /// The fragmented message in progress, if any. `None` (a null pointer)
+    /// for an idle connection: no buffer is allocated until a message
+    /// actually arrives in fragments.
+    fragment: Option<Box<Fragment>>,
+    /// The largest message, in payload bytes, that we accept; data frames
+    /// that would exceed it are refused with close code 1009.
+    max_message: usize,
+    /// Decides which masking rule incoming frames must follow.
+    role: Role,
+}
+
+impl Decoder {
+    /// A decoder for the given end of the connection, accepting data messages
+    /// (whole or reassembled) of at most `max_message` payload bytes. Control
+    /// frames are bounded by RFC 6455 itself (125 bytes) and ignore the limit.
+    pub fn new(role: Role, max_message: usize) -> Decoder {
+        Decoder {
+            fragment: None,
+            max_message,
+            role,
+        }
+    }
+
+    /// The role this decoder was built for.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The configured maximum message size.
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
+    /// True while a fragmented message is being reassembled.
+    pub fn in_fragment(&self) -> bool {
+        self.fragment.as_ref().is_some_and(|f| !f.done)
+    }
+
+    /// True when the decoder owns a heap buffer: while a fragmented message
+    /// is in progress, and after one completed until the next `decode` or
+    /// [`release_buffer`](Decoder::release_buffer) call.
+    pub fn holds_buffer(&self) -> bool {
+        self.fragment.is_some()
+    }
+
+    /// Frees the reassembly buffer of a fragmented message that has already
+    /// been handed out. Call it after handling such a message if the
+    /// connection may now go idle; `decode` does the same on its next call.
+    /// Does nothing while a message is still being reassembled.
+    pub fn release_buffer(&mut self) {
+        if self.fragment.as_ref().is_some_and(|f| f.done) {
+            self.fragment = None;
+        }
+    }
+
+    /// Decodes at most one frame from the front of `buf`, unmasking it in place.
+    ///
+    /// - `Ok(None)`: `buf` does not yet hold a whole frame; keep the bytes,
+    ///   read more, and call again with the longer buffer. Nothing was changed.
+    /// - `Ok(Some((consumed, msg)))`: one frame of `consumed` bytes was taken
+    ///   (and unmasked in place; drop those bytes from the buffer). `msg` is
+    ///   `Some` when the frame completed a message: a whole unfragmented
+    ///   frame, a control frame (which may arrive between fragments), or the
+    ///   last fragment of a fragmented message, whose payload then borrows the
+    ///   decoder's reassembly buffer.
+    /// - `Err`: the peer broke the protocol; send a close frame with
+    ///   [`ProtocolError::close_code`] and drop the connection. The decoder
+    ///   should not be used afterwards.
+    ///
+    /// Oversized frames are refused as soon as their header is in `buf`,
+    /// before their payload arrives. Never panics, whatever `buf` holds.
+    pub fn decode<'a>(
+        &'a mut self,
+        buf: &'a mut [u8],
+    ) -> Result<Option<(usize, Option<Message<'a>>)>, ProtocolError> {
+        self.release_buffer();
+        let Some(header) = parse_header(buf)? else {
+            return Ok(None);
+        };
+        match (self.role, header.mask) {
+            (Role::Server, None) => return Err(ProtocolError::UnmaskedFrame),
+            (Role::Client, Some(_)) => return Err(ProtocolError::MaskedFrame),
+            _ => {}
+        }
+        match (header.opcode, self.fragment.is_some()) {
+            (OpCode::Continuation, false) => return Err(ProtocolError::UnexpectedContinuation),
+            (OpCode::Text | OpCode::Binary, true) => {
+                return Err(ProtocolError::ExpectedContinuation)
+            }
+            _ => {}
+        }
+        let too_big = |size: u64| ProtocolError::MessageTooBig {
+            size,
+            max: self.max_message,
+        };
+        if !header.opcode.is_control() {
+            let buffered = self.fragment.as_ref().map_or(0, |f| f.data.len()) as u64;
+            let size = buffered.saturating_add(header.payload_len);
+            if size > self.max_message as u64 {
+                return Err(too_big(size));
+            }
+        }
+        // Both conversions succeed after the size check; failing them is
+        // still an oversized frame rather than a panic.
+        let payload_len =
+            usize::try_from(header.payload_len).map_err(|_| too_big(header.payload_len))?;
+        let end = header
+            .header_len
+            .checked_add(payload_len)
+            .ok_or_else(|| too_big(header.payload_len))?;
+        if buf.len() < end {
+            return Ok(None);
+        }
+        let payload = &mut buf[header.header_len..end];
+        if let Some(key) = header.mask {
+            apply_mask(payload, key, 0);
+        }
+        let payload: &'a [u8] = payload;
+
+        let message = match header.opcode {
+            OpCode::Text | OpCode::Binary => {
+                let text = header.opcode == OpCode::Text;
+                if !header.fin {
+                    if text {
+                        check_utf8(payload, 0, false)?;
+                    }
+                    self.fragment = Some(Box::new(Fragment {
+                        data: payload.to_vec(),
+                        text,
+                        done: false,
+                    }));
+                    return Ok(Some((end, None)));
+                }
+                if text {
+                    check_utf8(payload, 0, true)?;
+                    Message::Text(payload)
+                } else {
+                    Message::Binary(payload)
+                }
+            }
+            OpCode::Continuation => {
+                let Some(fragment) = self.fragment.as_deref_mut() else {
+                    return Err(ProtocolError::UnexpectedContinuation);
+                };
+                let previous = fragment.data.len();
+                fragment.data.extend_from_slice(payload);
+                if fragment.text {
+                    check_utf8(&fragment.data, previous, header.fin)?;
+                }
+                if !header.fin {
+                    return Ok(Some((end, None)));
+                }
+                fragment.done = true;
+                let data: &'a [u8] = &fragment.data;
+                if fragment.text {
+                    Message::Text(data)
+                } else {
+                    Message::Binary(data)
+                }
+            }
+            OpCode::Close => parse_close(payload)?,
+            OpCode::Ping => Message::Ping(payload),
+            OpCode::Pong => Message::Pong(payload),
+        };
+        Ok(Some((end, Some(message))))
+    }
+}
+
+/// Checks that `data` is UTF-8, given that `data[..checked]` was already
+/// found valid except possibly for an incomplete character at its end. When
+/// `complete` is false, `data` may itself end in an incomplete character.
+fn check_utf8(data: &[u8], checked: usize, complete: bool) -> Result<(), ProtocolError> {
+    // An incomplete character is at most 3 bytes long: back up that far, then
+    // forward over continuation bytes to the nearest character boundary.
+    let mut start = checked.saturating_sub(3);
+    while start < checked && data.get(start).is_some_and(|&b| b & 0xC0 == 0x80) {
+        start += 1;
+    }
+    let tail = data.get(start..).unwrap_or_default();
+    match std::str::from_utf8(tail) {
+        Ok(_) => Ok(()),
+        // `error_len() == None`: the input ends inside a character that may
+        // still be completed by the next fragment.
+        Err(e) if !complete && e.error_len().is_none() => Ok(()),
+        Err(_) => Err(ProtocolError::InvalidUtf8),
+    }
+}
+
+/// Parses a close frame's payload (§5.5.1): empty, or a valid 2-byte code
+/// followed by a UTF-8 reason.
+fn parse_close(payload: &[u8]) -> Result<Message<'_>, ProtocolError> {
+    match payload {
+        [] => Ok(Message::Close(None, "")),
+        [_] => Err(ProtocolError::CloseTooShort),
+        [hi, lo, reason @ ..] => {
+            let code = u16::from_be_bytes([*hi, *lo]);
+            if !close_code::is_valid(code) {
+                return Err(ProtocolError::InvalidCloseCode(code));
+            }
+            let reason =
+                std::str::from_utf8(reason).map_err(|_| ProtocolError::InvalidCloseReason)?;
+            Ok(Message::Close(Some(code), reason))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decoder_is_small() {
+        assert!(
+            std::mem::size_of::<Decoder>() <= 24,
+            "{}",
+            std::mem::size_of::<Decoder>()
+        );
+    }
+
+    #[test]
+    fn incremental_utf8_across_every_split() {
+        let text = "aé€😀z".as_bytes();
+        for split in 0..=text.len() {
+            let mut data = text[..split].to_vec();
+            assert_eq!(check_utf8(&data, 0, false), Ok(()), "split {split}");
+            let checked = data.len();
+            data.extend_from_slice(&text[split..]);
+            assert_eq!(check_utf8(&data, checked, true), Ok(()), "split {split}");
+        }
+    }
+
+    #[test]
+    fn incremental_utf8_rejects_early() {
+        // A lone continuation byte cannot start anything: rejected before the end.
+        assert_eq!(
+            check_utf8(b"ab\x80", 0, false),
+            Err(ProtocolError::InvalidUtf8)
+        );
+        // A truncated character is fine until the message is complete.
+        assert_eq!(check_utf8(b"ab\xE2\x82", 0, false), Ok(()));
+        assert_eq!(
+            check_utf8(b"ab\xE2\x82", 0, true),
+            Err(ProtocolError::InvalidUtf8)
+        );
+        // Surrogates and overlong forms are invalid as soon as they are seen.
+        assert_eq!(
+            check_utf8(b"\xED\xA0", 0, false),
+            Err(ProtocolError::InvalidUtf8)
+        );
+        assert_eq!(
+            check_utf8(b"\xC0", 0, false),
+            Err(ProtocolError::InvalidUtf8)
+        );
+    }
+
+    #[test]
+    fn close_payloads() {
+        assert_eq!(parse_close(b""), Ok(Message::Close(None, "")));
+        assert_eq!(parse_close(b"\x03"), Err(ProtocolError::CloseTooShort));
+        assert_eq!(
+            parse_close(b"\x03\xe8bye"),
+            Ok(Message::Close(Some(1000), "bye"))
+        );
+        assert_eq!(
+            parse_close(b"\x03\xed"),
+            Err(ProtocolError::InvalidCloseCode(1005))
+        );
+        assert_eq!(
+            parse_close(b"\x03\xe8\xff"),
+            Err(ProtocolError::InvalidCloseReason)
+        );
+    }
+}
