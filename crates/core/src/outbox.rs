@@ -62,13 +62,20 @@ pub enum PushOutcome {
     Overflow,
 }
 
-/// Why and how a connection is closing.
+/// Why a connection is closing: the close code sent to the client. The reason
+/// text is derived from the code ([`Closing::reason`]), which keeps this (and
+/// every idle connection's queue) small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Closing {
     /// Close code sent to the client.
     pub code: u16,
-    /// Close reason sent to the client.
-    pub reason: &'static str,
+}
+
+impl Closing {
+    /// The reason sent with the code ("" for codes we only echo).
+    pub fn reason(&self) -> &'static str {
+        DisconnectCode::from_code(self.code).map_or("", DisconnectCode::reason)
+    }
 }
 
 /// The queue's state, visible to the driver while it holds the lock.
@@ -78,8 +85,8 @@ pub struct Queue {
     pub frames: VecDeque<Frame>,
     /// How many bytes of the encoded `frames[0]` were already written (a partial
     /// write); the driver resumes from there.
-    pub head_written: usize,
-    bytes: usize,
+    pub head_written: u32,
+    bytes: u32,
     waker: Option<Waker>,
     closing: Option<Closing>,
 }
@@ -87,12 +94,10 @@ pub struct Queue {
 impl Queue {
     /// Removes the first `n` frames (fully written) and resets the head offset to
     /// `head_written`.
-    pub fn advance(&mut self, n: usize, head_written: usize) {
+    pub fn advance(&mut self, n: usize, head_written: u32) {
         for _ in 0..n {
             if let Some(f) = self.frames.pop_front() {
-                self.bytes = self
-                    .bytes
-                    .saturating_sub(f.payload().len() + FRAME_OVERHEAD);
+                self.bytes = self.bytes.saturating_sub(cost(&f));
             }
         }
         self.head_written = head_written;
@@ -109,7 +114,7 @@ impl Queue {
         self.frames.clear();
         self.bytes = 0;
         if let Some(h) = head {
-            self.bytes = h.payload().len() + FRAME_OVERHEAD;
+            self.bytes = cost(&h);
             self.frames.push_back(h);
         }
     }
@@ -128,11 +133,17 @@ impl Queue {
     }
 }
 
+/// Queue budget a frame uses (payloads beyond 4 GiB cannot be queued anyway:
+/// the message size limit is far below).
+fn cost(f: &Frame) -> u32 {
+    (f.payload().len() + FRAME_OVERHEAD).min(u32::MAX as usize) as u32
+}
+
 /// A bounded, shared outbound queue. See the module docs for the policy.
 #[derive(Debug)]
 pub struct Outbox {
     queue: Mutex<Queue>,
-    max_bytes: usize,
+    max_bytes: u32,
 }
 
 impl Outbox {
@@ -140,7 +151,7 @@ impl Outbox {
     pub fn new(max_bytes: usize) -> Outbox {
         Outbox {
             queue: Mutex::new(Queue::default()),
-            max_bytes,
+            max_bytes: max_bytes.min(u32::MAX as usize) as u32,
         }
     }
 
@@ -156,12 +167,11 @@ impl Outbox {
         if q.closing.is_some() {
             return PushOutcome::Closed;
         }
-        let cost = frame.payload().len() + FRAME_OVERHEAD;
-        if q.bytes + cost > self.max_bytes {
+        let cost = cost(&frame);
+        if q.bytes.saturating_add(cost) > self.max_bytes {
             q.discard();
             q.closing = Some(Closing {
                 code: DisconnectCode::SlowConsumer.code(),
-                reason: DisconnectCode::SlowConsumer.reason(),
             });
             if let Some(w) = q.waker.take() {
                 w.wake();
@@ -181,7 +191,7 @@ impl Outbox {
     /// Asks the driver to close the connection with `code`. With `discard`, queued
     /// frames are dropped; otherwise they are written first. A second close
     /// request is ignored (the first reason wins).
-    pub fn close(&self, code: u16, reason: &'static str, discard: bool) {
+    pub fn close(&self, code: u16, discard: bool) {
         let mut q = self.lock();
         if q.closing.is_some() {
             return;
@@ -189,7 +199,7 @@ impl Outbox {
         if discard {
             q.discard();
         }
-        q.closing = Some(Closing { code, reason });
+        q.closing = Some(Closing { code });
         if let Some(w) = q.waker.take() {
             w.wake();
         }
@@ -270,9 +280,9 @@ mod tests {
     fn close_without_discard_keeps_frames() {
         let o = Outbox::new(1 << 20);
         o.push(Frame::Text(Bytes::from_static(b"x")));
-        o.close(1001, "going away", false);
+        o.close(1001, false);
         assert_eq!(o.len(), 1);
-        o.close(3001, "ignored", true);
+        o.close(3001, true);
         assert_eq!(o.with_queue(|q| q.closing()).map(|c| c.code), Some(1001));
     }
 }

@@ -113,6 +113,25 @@ impl DisconnectCode {
         self as u16
     }
 
+    /// The known code with this number, if any.
+    pub const fn from_code(code: u16) -> Option<DisconnectCode> {
+        Some(match code {
+            1001 => DisconnectCode::GoingAway,
+            1002 => DisconnectCode::ProtocolError,
+            1007 => DisconnectCode::InvalidPayload,
+            1009 => DisconnectCode::MessageTooBig,
+            3000 => DisconnectCode::NoPong,
+            3001 => DisconnectCode::SlowConsumer,
+            3002 => DisconnectCode::TokenExpired,
+            3003 => DisconnectCode::ConnectTimeout,
+            3500 => DisconnectCode::InvalidToken,
+            3501 => DisconnectCode::BadProtocol,
+            3502 => DisconnectCode::Forbidden,
+            3503 => DisconnectCode::ConnectionLimit,
+            _ => return None,
+        })
+    }
+
     /// Whether a client should reconnect after this code.
     pub const fn reconnect(self) -> bool {
         let c = self as u16;

@@ -16,7 +16,6 @@ use std::io;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 
 /// Largest request head accepted.
 const MAX_HEAD: usize = 8 * 1024;
@@ -69,11 +68,8 @@ async fn answer(mut stream: TcpStream, status: &str, extra: &str, body: &str) {
 }
 
 /// Serves one accepted connection until it ends.
-pub async fn serve_connection(
-    stream: TcpStream,
-    shared: Arc<Shared>,
-    permit: OwnedSemaphorePermit,
-) {
+pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+    let _handshake = Handshaking::new(shared.clone());
     let head = tokio::time::timeout(shared.config.handshake_timeout, read_head(&stream)).await;
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
@@ -93,17 +89,11 @@ pub async fn serve_connection(
             return;
         }
     };
-    route(stream, shared, permit, &buf, head_len).await;
+    route(stream, shared, &buf, head_len).await;
 }
 
 /// Where each request goes.
-async fn route(
-    mut stream: TcpStream,
-    shared: Arc<Shared>,
-    permit: OwnedSemaphorePermit,
-    buf: &[u8],
-    head_len: usize,
-) {
+async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: &[u8], head_len: usize) {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
@@ -167,15 +157,36 @@ async fn route(
             };
             let client = node.new_client(encoding);
             let session = Session::new(node.clone(), client);
-            let conn = Connection::new(stream, session, node, max, leftover, Some(permit));
+            let conn = Connection::new(stream, session, max, leftover);
             shared.tracker.spawn(conn);
         }
         Endpoint::Shootout => {
             let client = node.new_client(Encoding::Json);
             let handler = ShootoutConn::new(shared.shootout.clone(), client, node.clone());
-            let conn = Connection::new(stream, handler, node, max, leftover, Some(permit));
+            let conn = Connection::new(stream, handler, max, leftover);
             shared.tracker.spawn(conn);
         }
+    }
+}
+
+/// Counts a connection as "handshaking" while it exists, so that the
+/// connection cap also covers connections not yet registered as clients.
+struct Handshaking(Arc<Shared>);
+
+impl Handshaking {
+    fn new(shared: Arc<Shared>) -> Handshaking {
+        shared
+            .handshaking
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Handshaking(shared)
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0
+            .handshaking
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

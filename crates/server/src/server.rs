@@ -1,7 +1,7 @@
 //! Accepting connections, heartbeats and graceful shutdown.
 //!
 //! One [`run`] serves a listener until its [`CancellationToken`] fires; the
-//! binary and the integration tests both use it (tests on port 0). A semaphore
+//! binary and the integration tests both use it (tests on port 0). A counter
 //! caps connections (over the cap: HTTP 503); accept errors back off instead of
 //! spinning (e.g. out of file descriptors). Every connection driver runs on a
 //! [`TaskTracker`], so shutdown is: stop accepting, ask every client to go away
@@ -18,11 +18,11 @@ use crate::ws::shootout::ShootoutGroup;
 use herald_core::outbox::Frame;
 use herald_core::{Node, Task};
 use herald_proto::DisconnectCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -37,6 +37,8 @@ pub struct Shared {
     pub shootout: Arc<ShootoutGroup>,
     /// Tracks connection drivers for shutdown.
     pub tracker: TaskTracker,
+    /// Connections accepted but not yet registered as clients.
+    pub handshaking: AtomicUsize,
 }
 
 /// Why the server stopped with an error.
@@ -58,6 +60,7 @@ pub fn shared(config: ServerConfig) -> Arc<Shared> {
         node,
         shootout: Arc::new(ShootoutGroup::default()),
         tracker: TaskTracker::new(),
+        handshaking: AtomicUsize::new(0),
     })
 }
 
@@ -68,7 +71,6 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let shared = shared(config);
-    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -93,7 +95,10 @@ pub async fn run(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
+        // The cap counts registered clients plus handshakes in progress: no
+        // per-connection permit object, so it costs idle connections nothing.
+        let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
+        if open >= shared.config.max_connections {
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n")
@@ -101,8 +106,8 @@ pub async fn run(
                 linger(stream).await;
             });
             continue;
-        };
-        tokio::spawn(serve_connection(stream, shared.clone(), permit));
+        }
+        tokio::spawn(serve_connection(stream, shared.clone()));
     }
     drop(listener);
     sweeper.abort();
@@ -130,13 +135,9 @@ pub(crate) async fn linger(mut stream: tokio::net::TcpStream) {
 async fn drain(shared: &Shared) {
     let clients = shared.node.client_count();
     tracing::info!(clients, "shutting down: closing connections with 1001");
-    shared.node.for_each_client(|c| {
-        c.outbox.close(
-            DisconnectCode::GoingAway.code(),
-            DisconnectCode::GoingAway.reason(),
-            false,
-        )
-    });
+    shared
+        .node
+        .for_each_client(|c| c.outbox.close(DisconnectCode::GoingAway.code(), false));
     shared.tracker.close();
     if tokio::time::timeout(shared.config.shutdown_timeout, shared.tracker.wait())
         .await
@@ -163,11 +164,7 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
         shared.node.for_each_client(|c| {
             let silent = now.saturating_sub(c.last_seen());
             if silent >= interval + timeout {
-                c.outbox.close(
-                    DisconnectCode::NoPong.code(),
-                    DisconnectCode::NoPong.reason(),
-                    true,
-                );
+                c.outbox.close(DisconnectCode::NoPong.code(), true);
             } else if silent >= interval {
                 c.outbox.push(Frame::Ping);
             }

@@ -30,7 +30,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 
 /// Size of the per-thread read buffer.
 const READ_BUF: usize = 64 * 1024;
@@ -54,16 +53,18 @@ pub trait Handler: Send + Unpin + 'static {
     fn on_message(&mut self, payload: &[u8], binary: bool);
     /// The client whose outbox this connection drains.
     fn client(&self) -> &Arc<Client>;
+    /// The node the client belongs to (its clock times heartbeats).
+    fn node(&self) -> &Arc<Node>;
 }
 
 /// One WebSocket connection after its handshake.
 pub struct Connection<H: Handler> {
     stream: TcpStream,
     handler: H,
-    node: Arc<Node>,
     decoder: Decoder,
-    /// Bytes of an incomplete frame, kept between reads (empty when idle).
-    partial: Vec<u8>,
+    /// Bytes of an incomplete frame, kept between reads (none when idle; boxed
+    /// so that the common case costs one pointer).
+    partial: Option<Box<Vec<u8>>>,
     /// We have received the peer's close frame, or EOF.
     peer_closed: bool,
     /// Our close frame has been queued.
@@ -72,7 +73,6 @@ pub struct Connection<H: Handler> {
     close_sent: bool,
     /// Bounds the wait for the peer's close (only while closing).
     close_timer: Option<Pin<Box<tokio::time::Sleep>>>,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 enum ReadOutcome {
@@ -101,22 +101,18 @@ impl<H: Handler> Connection<H> {
     pub fn new(
         stream: TcpStream,
         handler: H,
-        node: Arc<Node>,
         max_message: usize,
         leftover: &[u8],
-        permit: Option<OwnedSemaphorePermit>,
     ) -> Connection<H> {
         let mut conn = Connection {
             stream,
             handler,
-            node,
             decoder: Decoder::new(herald_ws::Role::Server, max_message),
-            partial: Vec::new(),
+            partial: None,
             peer_closed: false,
             close_queued: false,
             close_sent: false,
             close_timer: None,
-            _permit: permit,
         };
         if !leftover.is_empty() {
             conn.absorb(&mut leftover.to_vec());
@@ -124,8 +120,8 @@ impl<H: Handler> Connection<H> {
         conn
     }
 
-    fn close(&self, code: u16, reason: &'static str) {
-        self.handler.client().outbox.close(code, reason, true);
+    fn close(&self, code: u16) {
+        self.handler.client().outbox.close(code, true);
     }
 
     /// Decodes and dispatches every whole frame at the front of `buf`; returns
@@ -156,7 +152,7 @@ impl<H: Handler> Connection<H> {
                         Some(Message::Close(code, _)) => {
                             // Echo the peer's code (RFC 6455 §5.5.1).
                             let echo = code.unwrap_or(1000);
-                            handler.client().outbox.close(echo, "", true);
+                            handler.client().outbox.close(echo, true);
                             self.peer_closed = true;
                             return buf.len();
                         }
@@ -172,14 +168,8 @@ impl<H: Handler> Connection<H> {
     }
 
     fn protocol_error(&self, e: &ProtocolError) {
-        let code = e.close_code();
-        let reason = match code {
-            1007 => "invalid utf-8",
-            1009 => "message too big",
-            _ => "protocol error",
-        };
         tracing::debug!(client = self.handler.client().id, error = %e, "websocket protocol error");
-        self.close(code, reason);
+        self.close(e.close_code());
     }
 
     /// Feeds newly read bytes through the decoder, keeping any partial frame.
@@ -193,20 +183,22 @@ impl<H: Handler> Connection<H> {
     }
 
     fn absorb_inner(&mut self, data: &mut [u8]) {
-        if self.partial.is_empty() {
-            let used = self.process(data);
-            if used < data.len() {
-                self.partial.extend_from_slice(&data[used..]);
+        match self.partial.take() {
+            None => {
+                let used = self.process(data);
+                if used < data.len() {
+                    self.partial = Some(Box::new(data[used..].to_vec()));
+                }
             }
-        } else {
-            let mut buf = std::mem::take(&mut self.partial);
-            buf.extend_from_slice(data);
-            let used = self.process(&mut buf);
-            buf.drain(..used);
-            if !buf.is_empty() {
-                self.partial = buf;
+            Some(mut buf) => {
+                buf.extend_from_slice(data);
+                let used = self.process(&mut buf);
+                buf.drain(..used);
+                if !buf.is_empty() {
+                    self.partial = Some(buf);
+                }
+                // An emptied buffer is dropped here: idle connections hold none.
             }
-            // An emptied buffer is dropped here: idle connections hold none.
         }
     }
 
@@ -222,7 +214,7 @@ impl<H: Handler> Connection<H> {
                 match self.stream.try_read(&mut buf[..]) {
                     Ok(0) => Err(true),
                     Ok(n) => {
-                        self.handler.client().touch(self.node.now());
+                        self.handler.client().touch(self.handler.node().now());
                         self.absorb(&mut buf[..n]);
                         Ok(())
                     }
@@ -299,8 +291,9 @@ fn opcode_of(frame: &Frame) -> OpCode {
 /// Renders the close frame's payload (code + reason).
 fn close_payload(c: &Closing, out: &mut [u8; 125]) -> usize {
     out[..2].copy_from_slice(&c.code.to_be_bytes());
-    let n = c.reason.len().min(123);
-    out[2..2 + n].copy_from_slice(&c.reason.as_bytes()[..n]);
+    let reason = c.reason();
+    let n = reason.len().min(123);
+    out[2..2 + n].copy_from_slice(&reason.as_bytes()[..n]);
     2 + n
 }
 
@@ -329,7 +322,7 @@ fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
     }
     let mut iov: [IoSlice<'_>; 2 * WRITE_BATCH] = [IoSlice::new(&[]); 2 * WRITE_BATCH];
     let mut n_iov = 0;
-    let skip = q.head_written;
+    let skip = q.head_written as usize;
     for (i, frame) in q.frames.iter().take(count).enumerate() {
         let payload: &[u8] = match frame {
             Frame::Close(_) => &close_buf[..totals[i] - hlens[i]],
@@ -364,7 +357,7 @@ fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
                     break;
                 }
             }
-            q.advance(done, head);
+            q.advance(done, head as u32);
             Step::Progress
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Step::WouldBlock,

@@ -5,7 +5,7 @@ pub mod driver;
 pub mod shootout;
 
 use crate::ws::driver::Handler;
-use herald_core::{Client, Session};
+use herald_core::{Client, Node, Session};
 use std::sync::Arc;
 
 /// Herald's protocol over WebSocket: frames go straight to the shared session.
@@ -16,5 +16,9 @@ impl Handler for Session {
 
     fn client(&self) -> &Arc<Client> {
         Session::client(self)
+    }
+
+    fn node(&self) -> &Arc<Node> {
+        Session::node(self)
     }
 }

@@ -121,6 +121,10 @@ impl Handler for ShootoutConn {
     fn client(&self) -> &Arc<Client> {
         &self.client
     }
+
+    fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
 }
 
 impl Drop for ShootoutConn {
