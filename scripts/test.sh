@@ -5,16 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== toolchain"
-rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo --version
+cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt missing: rustup component add rustfmt"; exit 1; }
+cargo clippy --version >/dev/null 2>&1 || { echo "clippy missing: rustup component add clippy"; exit 1; }
 
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== build once (release binary reused by the integration tests)"
-cargo build --release --locked -p herald
-export HERALD_BIN="$PWD/target/release/herald"
-
-echo "== Rust unit and integration tests"
+echo "== Rust unit, integration and doc tests (real servers on 127.0.0.1, port 0)"
 cargo test --workspace --locked
+
+echo "== criterion benches compile and run once (no timing is asserted)"
+cargo bench --workspace --locked -- --test >/dev/null
