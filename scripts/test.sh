@@ -13,8 +13,7 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-echo "== Rust unit, integration and doc tests (real servers on 127.0.0.1, port 0)"
-cargo test --workspace --locked
-
-echo "== criterion benches compile and run once (no timing is asserted)"
-cargo bench --workspace --locked -- --test >/dev/null
+echo "== Rust unit and integration tests (real servers on 127.0.0.1, port 0);"
+echo "   criterion benches run once each in test mode (no timing is asserted)"
+cargo test --workspace --all-targets --locked
+cargo test --workspace --doc --locked
