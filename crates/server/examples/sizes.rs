@@ -3,7 +3,8 @@ fn main() {
     use std::mem::size_of;
     println!(
         "Connection<Session> = {}",
-        size_of::<herald_server::ws::driver::Connection<herald_core::Session>>()
+        size_of::<herald_server::conn::Connection<herald_core::Session, herald_server::ws::WsWire>>(
+        )
     );
     println!("Session = {}", size_of::<herald_core::Session>());
     println!("Client = {}", size_of::<herald_core::Client>());

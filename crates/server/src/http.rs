@@ -7,9 +7,10 @@
 //! deliberately minimal (`/healthz`, errors); richer HTTP endpoints (SSE,
 //! long-polling, the publish API) plug in at [`route`].
 
+use crate::conn::Connection;
 use crate::server::Shared;
-use crate::ws::driver::Connection;
 use crate::ws::shootout::ShootoutConn;
+use crate::ws::WsWire;
 use herald_core::Session;
 use herald_proto::Encoding;
 use std::io;
@@ -157,13 +158,13 @@ async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: &[u8], head_len:
             };
             let client = node.new_client(encoding);
             let session = Session::new(node.clone(), client);
-            let conn = Connection::new(stream, session, max, leftover);
+            let conn = Connection::new(stream, session, WsWire::new(max), leftover);
             shared.tracker.spawn(conn);
         }
         Endpoint::Shootout => {
             let client = node.new_client(Encoding::Json);
             let handler = ShootoutConn::new(shared.shootout.clone(), client, node.clone());
-            let conn = Connection::new(stream, handler, max, leftover);
+            let conn = Connection::new(stream, handler, WsWire::new(max), leftover);
             shared.tracker.spawn(conn);
         }
     }

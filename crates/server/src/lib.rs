@@ -7,9 +7,12 @@
 //! - [`config`]: options, environment, TOML file, defaults.
 //! - [`server`]: accept loop, connection cap, heartbeats, graceful shutdown.
 //! - [`http`]: request head parsing and routing (`/ws`, `/shootout`, `/healthz`).
-//! - [`ws`]: the WebSocket connection driver and the shootout protocol.
+//! - [`conn`]: the connection driver every socket transport shares.
+//! - [`ws`]: WebSocket framing and the shootout protocol.
+//! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
 
 pub mod config;
+pub mod conn;
 pub mod http;
 pub mod server;
 pub mod ws;

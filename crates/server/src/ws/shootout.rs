@@ -7,7 +7,7 @@
 //! sender's `broadcastResult` is queued after the broadcast has been queued to
 //! everyone, so it never overtakes the sender's own copy.
 
-use crate::ws::driver::Handler;
+use crate::conn::Handler;
 use bytes::{Bytes, BytesMut};
 use herald_core::outbox::Frame;
 use herald_core::{Client, Node};

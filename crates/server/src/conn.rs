@@ -1,5 +1,6 @@
-//! The WebSocket connection driver: a hand-written future per connection that
-//! only moves frames.
+//! The connection driver shared by the WebSocket and raw TCP transports: a
+//! hand-written future per connection that only moves frames. What differs
+//! between the two — how frames are delimited on the wire — is a [`Wire`].
 //!
 //! Why not an `async fn` with a WebSocket library: an idle connection must cost
 //! well under 1 KiB (see docs/decisions/0001-io-engine.md). This driver owns no
@@ -19,8 +20,7 @@
 
 use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame, Queue};
-use herald_core::{Client, Node};
-use herald_ws::{Decoder, Message, OpCode, ProtocolError};
+use herald_core::{Client, Node, Session};
 use std::cell::RefCell;
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -46,7 +46,46 @@ thread_local! {
     static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; READ_BUF].into_boxed_slice());
 }
 
-/// What a WebSocket endpoint does with complete data messages.
+/// One decoded unit of input.
+#[derive(Debug)]
+pub enum Incoming<'a> {
+    /// A complete data message.
+    Message {
+        /// Its bytes.
+        payload: &'a [u8],
+        /// Binary (true) or text (false).
+        binary: bool,
+    },
+    /// A transport ping to be answered with this payload (WebSocket ping).
+    Ping(&'a [u8]),
+    /// A transport heartbeat or pong: activity, nothing to answer.
+    Heartbeat,
+    /// The peer starts the close handshake, with this code.
+    Close(Option<u16>),
+}
+
+/// How frames are delimited on one transport: decoding input in place and
+/// rendering the header of each outgoing frame. No I/O.
+pub trait Wire: Send + Unpin + 'static {
+    /// Decodes at most one unit from the front of `buf` (in place).
+    /// `Ok(None)`: incomplete. `Ok(Some((consumed, unit)))`: `consumed` bytes were
+    /// used, `unit` is what they completed (None for a non-final fragment).
+    /// `Err(code)`: a violation; the connection closes with `code`.
+    #[allow(clippy::type_complexity)]
+    fn decode<'a>(
+        &'a mut self,
+        buf: &'a mut [u8],
+    ) -> Result<Option<(usize, Option<Incoming<'a>>)>, u16>;
+    /// Frees any reassembly buffer (called when input is idle).
+    fn release(&mut self) {}
+    /// Renders the header of `frame`, whose payload is `payload_len` bytes, into
+    /// `out`; returns the header length.
+    fn header(&self, frame: &Frame, payload_len: usize, out: &mut [u8; 14]) -> usize;
+    /// Renders the payload of the final close frame into `out`.
+    fn close_payload(&self, closing: &Closing, out: &mut [u8; 125]) -> usize;
+}
+
+/// What an endpoint does with complete data messages.
 pub trait Handler: Send + Unpin + 'static {
     /// One complete text (`binary == false`) or binary message. Replies go to
     /// the client's outbox.
@@ -57,11 +96,11 @@ pub trait Handler: Send + Unpin + 'static {
     fn node(&self) -> &Arc<Node>;
 }
 
-/// One WebSocket connection after its handshake.
-pub struct Connection<H: Handler> {
+/// One connection after its handshake.
+pub struct Connection<H: Handler, W: Wire> {
     stream: TcpStream,
     handler: H,
-    decoder: Decoder,
+    wire: W,
     /// Bytes of an incomplete frame, kept between reads (none when idle; boxed
     /// so that the common case costs one pointer).
     partial: Option<Box<Vec<u8>>>,
@@ -95,19 +134,14 @@ enum WriteOutcome {
     Failed,
 }
 
-impl<H: Handler> Connection<H> {
+impl<H: Handler, W: Wire> Connection<H, W> {
     /// Wraps a stream whose handshake is done. `leftover` holds bytes read after
     /// the request head (a client may send its first frame right away).
-    pub fn new(
-        stream: TcpStream,
-        handler: H,
-        max_message: usize,
-        leftover: &[u8],
-    ) -> Connection<H> {
+    pub fn new(stream: TcpStream, handler: H, wire: W, leftover: &[u8]) -> Connection<H, W> {
         let mut conn = Connection {
             stream,
             handler,
-            decoder: Decoder::new(herald_ws::Role::Server, max_message),
+            wire,
             partial: None,
             peer_closed: false,
             close_queued: false,
@@ -133,23 +167,24 @@ impl<H: Handler> Connection<H> {
                 // Closing: input is read and dropped.
                 return buf.len();
             }
-            let (decoder, handler) = (&mut self.decoder, &mut self.handler);
-            match decoder.decode(&mut buf[off..]) {
+            let (wire, handler) = (&mut self.wire, &mut self.handler);
+            match wire.decode(&mut buf[off..]) {
                 Ok(None) => break,
                 Ok(Some((n, msg))) => {
                     off += n;
                     match msg {
                         None => {}
-                        Some(Message::Text(p)) => handler.on_message(p, false),
-                        Some(Message::Binary(p)) => handler.on_message(p, true),
-                        Some(Message::Ping(p)) => {
+                        Some(Incoming::Message { payload, binary }) => {
+                            handler.on_message(payload, binary)
+                        }
+                        Some(Incoming::Ping(p)) => {
                             handler
                                 .client()
                                 .outbox
                                 .push(Frame::Pong(Bytes::copy_from_slice(p)));
                         }
-                        Some(Message::Pong(_)) => {}
-                        Some(Message::Close(code, _)) => {
+                        Some(Incoming::Heartbeat) => {}
+                        Some(Incoming::Close(code)) => {
                             // Echo the peer's code (RFC 6455 §5.5.1).
                             let echo = code.unwrap_or(1000);
                             handler.client().outbox.close(echo, true);
@@ -158,8 +193,13 @@ impl<H: Handler> Connection<H> {
                         }
                     }
                 }
-                Err(e) => {
-                    self.protocol_error(&e);
+                Err(code) => {
+                    tracing::debug!(
+                        client = self.handler.client().id,
+                        code,
+                        "transport protocol error"
+                    );
+                    self.close(code);
                     return buf.len();
                 }
             }
@@ -167,19 +207,12 @@ impl<H: Handler> Connection<H> {
         off
     }
 
-    fn protocol_error(&self, e: &ProtocolError) {
-        tracing::debug!(client = self.handler.client().id, error = %e, "websocket protocol error");
-        self.close(e.close_code());
-    }
-
     /// Feeds newly read bytes through the decoder, keeping any partial frame.
     fn absorb(&mut self, data: &mut [u8]) {
         self.absorb_inner(data);
-        // A reassembled fragmented message leaves its buffer in the decoder
+        // A reassembled message may leave its buffer in the wire's decoder
         // until released: an idle connection must hold none.
-        if self.decoder.holds_buffer() && !self.decoder.in_fragment() {
-            self.decoder.release_buffer();
-        }
+        self.wire.release();
     }
 
     fn absorb_inner(&mut self, data: &mut [u8]) {
@@ -249,7 +282,7 @@ impl<H: Handler> Connection<H> {
                         }
                     }
                 }
-                write_batch(&self.stream, q)
+                write_batch(&self.stream, &self.wire, q)
             });
             match step {
                 Step::Idle => return WriteOutcome::Idle,
@@ -278,28 +311,9 @@ enum Step {
     Failed,
 }
 
-fn opcode_of(frame: &Frame) -> OpCode {
-    match frame {
-        Frame::Text(_) => OpCode::Text,
-        Frame::Binary(_) => OpCode::Binary,
-        Frame::Ping => OpCode::Ping,
-        Frame::Pong(_) => OpCode::Pong,
-        Frame::Close(_) => OpCode::Close,
-    }
-}
-
-/// Renders the close frame's payload (code + reason).
-fn close_payload(c: &Closing, out: &mut [u8; 125]) -> usize {
-    out[..2].copy_from_slice(&c.code.to_be_bytes());
-    let reason = c.reason();
-    let n = reason.len().min(123);
-    out[2..2 + n].copy_from_slice(&reason.as_bytes()[..n]);
-    2 + n
-}
-
 /// Writes as many queued frames as one vectored write takes and advances the
 /// queue past what was written.
-fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
+fn write_batch(stream: &TcpStream, wire: &impl Wire, q: &mut Queue) -> Step {
     let mut headers = [[0u8; 14]; WRITE_BATCH];
     let mut hlens = [0usize; WRITE_BATCH];
     let mut totals = [0usize; WRITE_BATCH];
@@ -308,11 +322,10 @@ fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
     let mut bytes = 0;
     for (i, frame) in q.frames.iter().take(WRITE_BATCH).enumerate() {
         let plen = match frame {
-            Frame::Close(c) => close_payload(c, &mut close_buf),
+            Frame::Close(c) => wire.close_payload(c, &mut close_buf),
             f => f.payload().len(),
         };
-        hlens[i] =
-            herald_ws::write_header(&mut headers[i], true, opcode_of(frame), plen as u64, None);
+        hlens[i] = wire.header(frame, plen, &mut headers[i]);
         totals[i] = hlens[i] + plen;
         count = i + 1;
         bytes += totals[i];
@@ -365,7 +378,7 @@ fn write_batch(stream: &TcpStream, q: &mut Queue) -> Step {
     }
 }
 
-impl<H: Handler> Future for Connection<H> {
+impl<H: Handler, W: Wire> Future for Connection<H, W> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -397,5 +410,21 @@ impl<H: Handler> Future for Connection<H> {
             cx.waker().wake_by_ref();
         }
         Poll::Pending
+    }
+}
+
+/// Herald's protocol: messages go straight to the shared session, whatever the
+/// transport.
+impl Handler for Session {
+    fn on_message(&mut self, payload: &[u8], binary: bool) {
+        Session::on_message(self, payload, binary);
+    }
+
+    fn client(&self) -> &Arc<Client> {
+        Session::client(self)
+    }
+
+    fn node(&self) -> &Arc<Node> {
+        Session::node(self)
     }
 }
