@@ -14,6 +14,7 @@
 pub mod binary;
 pub mod codes;
 pub mod json;
+mod jsontext;
 pub mod shootout;
 
 use bytes::{Bytes, BytesMut};
@@ -48,6 +49,15 @@ impl Encoding {
         }
     }
 
+    /// Decodes one client command from a shared buffer: publication data is a
+    /// zero-copy slice of `buf` (in JSON, when sent as `data` rather than `b64`).
+    pub fn decode_request_bytes(self, buf: &Bytes) -> Result<Request, DecodeError> {
+        match self {
+            Encoding::Json => json::decode_request_bytes(buf),
+            Encoding::Binary => binary::decode_request_bytes(buf),
+        }
+    }
+
     /// Encodes one client command (used by the bench and by tests).
     pub fn encode_request(self, req: &Request, out: &mut BytesMut) {
         match self {
@@ -64,6 +74,15 @@ impl Encoding {
         }
     }
 
+    /// Decodes one server message from a shared buffer, payloads as zero-copy
+    /// slices of `buf` (used by the bench and by tests).
+    pub fn decode_server_bytes(self, buf: &Bytes) -> Result<ServerMsg, DecodeError> {
+        match self {
+            Encoding::Json => json::decode_server_bytes(buf),
+            Encoding::Binary => binary::decode_server_bytes(buf),
+        }
+    }
+
     /// Encodes one server message.
     pub fn encode_server(self, msg: &ServerMsg, out: &mut BytesMut) {
         match self {
@@ -73,8 +92,15 @@ impl Encoding {
     }
 
     /// Encodes one server message into fresh, shareable bytes.
+    ///
+    /// A publication push allocates exactly once (its encoder reserves the
+    /// whole message); other messages start from a small buffer.
     pub fn encode_server_bytes(self, msg: &ServerMsg) -> Bytes {
-        let mut out = BytesMut::with_capacity(64);
+        let capacity = match msg {
+            ServerMsg::Push(Push::Publication { .. }) => 0,
+            _ => 64,
+        };
+        let mut out = BytesMut::with_capacity(capacity);
         self.encode_server(msg, &mut out);
         out.freeze()
     }

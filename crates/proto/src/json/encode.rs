@@ -1,0 +1,306 @@
+//! Encoding JSON messages in canonical form (docs/protocol.md §3.4), written
+//! straight into the output `BytesMut`.
+//!
+//! Why by hand rather than serde: the canonical form (fixed key order, omitted
+//! defaults, payloads embedded verbatim or as b64) is easiest to guarantee as
+//! literal text, and a publication push must cost one exact-size allocation.
+
+use bytes::{BufMut, BytesMut};
+
+use crate::jsontext::{base64_len, is_json, str_len, u64_len, write_base64, write_str, write_u64};
+use crate::{ClientInfo, Command, HistoryItem, Position, Push, Reply, Request, ServerMsg};
+
+/// Encodes one client command in canonical JSON.
+pub fn encode_request(req: &Request, out: &mut BytesMut) {
+    if let Command::Publish { channel, data } = &req.cmd {
+        out.reserve(64 + channel.len() + base64_len(data.len()));
+    }
+    open(out, req.id);
+    match &req.cmd {
+        Command::Connect { token, name } => {
+            out.extend_from_slice(b"\"connect\":{");
+            let mut obj = Obj::new();
+            if let Some(token) = token {
+                obj.key(out, b"\"token\":");
+                write_str(out, token);
+            }
+            if let Some(name) = name {
+                obj.key(out, b"\"name\":");
+                write_str(out, name);
+            }
+        }
+        Command::Subscribe {
+            channel,
+            recover,
+            join_leave,
+        } => {
+            out.extend_from_slice(b"\"subscribe\":{\"channel\":");
+            write_str(out, channel);
+            if let Some(pos) = recover {
+                out.extend_from_slice(b",\"recover\":");
+                write_position(out, pos);
+            }
+            if *join_leave {
+                out.extend_from_slice(b",\"join_leave\":true");
+            }
+        }
+        Command::Unsubscribe { channel } => {
+            out.extend_from_slice(b"\"unsubscribe\":{\"channel\":");
+            write_str(out, channel);
+        }
+        Command::Publish { channel, data } => {
+            out.extend_from_slice(b"\"publish\":{\"channel\":");
+            write_str(out, channel);
+            out.put_u8(b',');
+            write_data(out, data);
+        }
+        Command::Ping => out.extend_from_slice(b"\"ping\":{"),
+        Command::History {
+            channel,
+            since,
+            limit,
+        } => {
+            out.extend_from_slice(b"\"history\":{\"channel\":");
+            write_str(out, channel);
+            if let Some(pos) = since {
+                out.extend_from_slice(b",\"since\":");
+                write_position(out, pos);
+            }
+            if *limit != 0 {
+                out.extend_from_slice(b",\"limit\":");
+                write_u64(out, u64::from(*limit));
+            }
+        }
+        Command::Presence { channel } => {
+            out.extend_from_slice(b"\"presence\":{\"channel\":");
+            write_str(out, channel);
+        }
+    }
+    out.extend_from_slice(b"}}");
+}
+
+/// Encodes one server message in canonical JSON.
+///
+/// A [`Push::Publication`] is the hot path (encoded once, shared with every
+/// subscriber): it reserves its exact size up front and allocates nothing else.
+pub fn encode_server(msg: &ServerMsg, out: &mut BytesMut) {
+    match msg {
+        ServerMsg::Reply { id, reply } => {
+            open(out, *id);
+            encode_reply(reply, out);
+        }
+        ServerMsg::Error { id, code, message } => {
+            open(out, *id);
+            out.extend_from_slice(b"\"error\":{\"code\":");
+            write_u64(out, u64::from(*code));
+            out.extend_from_slice(b",\"message\":");
+            write_str(out, message);
+        }
+        ServerMsg::Push(push) => {
+            encode_push(push, out);
+        }
+    }
+    out.extend_from_slice(b"}}");
+}
+
+fn encode_reply(reply: &Reply, out: &mut BytesMut) {
+    match reply {
+        Reply::Connect {
+            client,
+            version,
+            ping_interval,
+        } => {
+            out.extend_from_slice(b"\"connect\":{\"client\":");
+            write_str(out, client);
+            out.extend_from_slice(b",\"version\":");
+            write_str(out, version);
+            out.extend_from_slice(b",\"ping_interval\":");
+            write_u64(out, u64::from(*ping_interval));
+        }
+        Reply::Subscribe {
+            epoch,
+            offset,
+            recovered,
+            publications,
+        } => {
+            out.extend_from_slice(b"\"subscribe\":{\"epoch\":");
+            write_str(out, epoch);
+            out.extend_from_slice(b",\"offset\":");
+            write_u64(out, *offset);
+            if *recovered {
+                out.extend_from_slice(b",\"recovered\":true");
+            }
+            if !publications.is_empty() {
+                out.extend_from_slice(b",\"publications\":");
+                write_items(out, publications);
+            }
+        }
+        Reply::Unsubscribe => out.extend_from_slice(b"\"unsubscribe\":{"),
+        Reply::Publish { epoch, offset } => {
+            out.extend_from_slice(b"\"publish\":{\"epoch\":");
+            write_str(out, epoch);
+            out.extend_from_slice(b",\"offset\":");
+            write_u64(out, *offset);
+        }
+        Reply::Ping => out.extend_from_slice(b"\"ping\":{"),
+        Reply::History {
+            epoch,
+            offset,
+            publications,
+        } => {
+            out.extend_from_slice(b"\"history\":{\"epoch\":");
+            write_str(out, epoch);
+            out.extend_from_slice(b",\"offset\":");
+            write_u64(out, *offset);
+            out.extend_from_slice(b",\"publications\":");
+            write_items(out, publications);
+        }
+        Reply::Presence { clients } => {
+            out.extend_from_slice(b"\"presence\":{\"clients\":[");
+            for (i, c) in clients.iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b',');
+                }
+                out.extend_from_slice(b"{\"client\":");
+                write_str(out, &c.client);
+                out.extend_from_slice(b",\"user\":");
+                write_str(out, &c.user);
+                out.put_u8(b'}');
+            }
+            out.put_u8(b']');
+        }
+    }
+}
+
+/// `{"pub":{"channel":` `,"offset":` `,` `"data":` or `"b64":"` and `}}`.
+const PUB_FIXED_LEN: usize = 18 + 10 + 1 + 7 + 2;
+
+fn encode_push(push: &Push, out: &mut BytesMut) {
+    match push {
+        Push::Publication {
+            channel,
+            offset,
+            data,
+        } => {
+            // The exact size, so the buffer is allocated once and, frozen,
+            // needs no copy.
+            let json = is_json(data);
+            let payload = if json {
+                data.len()
+            } else {
+                base64_len(data.len()) + 1
+            };
+            out.reserve(PUB_FIXED_LEN + str_len(channel) + u64_len(*offset) + payload);
+            out.extend_from_slice(b"{\"pub\":{\"channel\":");
+            write_str(out, channel);
+            out.extend_from_slice(b",\"offset\":");
+            write_u64(out, *offset);
+            out.put_u8(b',');
+            write_data_as(out, data, json);
+        }
+        Push::Join { channel, info } => {
+            out.extend_from_slice(b"{\"join\":{");
+            write_member(out, channel, info);
+        }
+        Push::Leave { channel, info } => {
+            out.extend_from_slice(b"{\"leave\":{");
+            write_member(out, channel, info);
+        }
+        Push::Unsubscribed {
+            channel,
+            code,
+            reason,
+        } => {
+            out.extend_from_slice(b"{\"unsub\":{\"channel\":");
+            write_str(out, channel);
+            out.extend_from_slice(b",\"code\":");
+            write_u64(out, u64::from(*code));
+            out.extend_from_slice(b",\"reason\":");
+            write_str(out, reason);
+        }
+        Push::Disconnect { code, reason } => {
+            out.extend_from_slice(b"{\"disconnect\":{\"code\":");
+            write_u64(out, u64::from(*code));
+            out.extend_from_slice(b",\"reason\":");
+            write_str(out, reason);
+        }
+    }
+}
+
+/// `{` and, unless it is 0, `"id":N,`.
+fn open(out: &mut BytesMut, id: u32) {
+    out.put_u8(b'{');
+    if id != 0 {
+        out.extend_from_slice(b"\"id\":");
+        write_u64(out, u64::from(id));
+        out.put_u8(b',');
+    }
+}
+
+/// Comma placement for objects whose fields are all optional.
+struct Obj {
+    first: bool,
+}
+
+impl Obj {
+    fn new() -> Self {
+        Obj { first: true }
+    }
+
+    fn key(&mut self, out: &mut BytesMut, key: &[u8]) {
+        if !self.first {
+            out.put_u8(b',');
+        }
+        self.first = false;
+        out.extend_from_slice(key);
+    }
+}
+
+fn write_position(out: &mut BytesMut, pos: &Position) {
+    out.extend_from_slice(b"{\"epoch\":");
+    write_str(out, &pos.epoch);
+    out.extend_from_slice(b",\"offset\":");
+    write_u64(out, pos.offset);
+    out.put_u8(b'}');
+}
+
+fn write_member(out: &mut BytesMut, channel: &str, info: &ClientInfo) {
+    out.extend_from_slice(b"\"channel\":");
+    write_str(out, channel);
+    out.extend_from_slice(b",\"client\":");
+    write_str(out, &info.client);
+    out.extend_from_slice(b",\"user\":");
+    write_str(out, &info.user);
+}
+
+/// `"data":<json>` when the payload is JSON text, else `"b64":"..."`.
+fn write_data(out: &mut BytesMut, data: &[u8]) {
+    write_data_as(out, data, is_json(data));
+}
+
+/// [`write_data`] with the `is_json` check already done.
+fn write_data_as(out: &mut BytesMut, data: &[u8], json: bool) {
+    if json {
+        out.extend_from_slice(b"\"data\":");
+        out.extend_from_slice(data);
+    } else {
+        out.extend_from_slice(b"\"b64\":\"");
+        write_base64(out, data);
+        out.put_u8(b'"');
+    }
+}
+
+fn write_items(out: &mut BytesMut, items: &[HistoryItem]) {
+    out.put_u8(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.extend_from_slice(b"{\"offset\":");
+        write_u64(out, item.offset);
+        out.put_u8(b',');
+        write_data(out, &item.data);
+        out.put_u8(b'}');
+    }
+    out.put_u8(b']');
+}

@@ -1,0 +1,552 @@
+//! Low-level JSON text for the encoders' hot path: deciding whether payload
+//! bytes can be embedded verbatim, escaping strings, formatting integers and
+//! base64 — each writing straight into the output `BytesMut`.
+//!
+//! Why not serde_json for these: the server encodes every publication push once
+//! and shares it with thousands of subscribers, so encoding must not allocate
+//! beyond the output buffer. Validating with serde_json allocates (its nesting
+//! stack, its boxed errors for every binary payload) and its string escaper is
+//! private. Each helper here is a few dozen lines, produces the same text as
+//! serde_json (and as `JSON.stringify` / Python's `json.dumps(...,
+//! ensure_ascii=False)`), and is checked against serde_json in the tests.
+
+use base64::Engine as _;
+use bytes::{BufMut, BytesMut};
+
+/// Deepest nesting of arrays/objects [`is_json`] accepts. Deeper (but valid)
+/// payloads are sent as base64 instead, which is always correct; the limit
+/// keeps the validator's nesting stack in two machine words.
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// Whether `b` is exactly one JSON value (RFC 8259) with no whitespace before
+/// or after it, valid UTF-8, nested at most [`MAX_DEPTH`] deep.
+///
+/// Such bytes are written verbatim as `"data":<json>`, and a decoder reading
+/// them back gets the same bytes. The check is deliberately never looser than
+/// serde_json's (it is stricter only in the depth limit).
+pub(crate) fn is_json(b: &[u8]) -> bool {
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) if !is_ws(*f) && !is_ws(*l) => {}
+        _ => return false,
+    }
+    if std::str::from_utf8(b).is_err() {
+        return false;
+    }
+    Validator {
+        b,
+        i: 0,
+        stack: [0; 2],
+        depth: 0,
+    }
+    .run()
+}
+
+const fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// A non-recursive JSON grammar check. `stack` holds one bit per open
+/// container (1 = object), so no allocation happens whatever the input.
+struct Validator<'a> {
+    b: &'a [u8],
+    i: usize,
+    stack: [u64; 2],
+    depth: usize,
+}
+
+impl Validator<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(c) = self.peek() {
+            if !is_ws(c) {
+                break;
+            }
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn push(&mut self, object: bool) -> bool {
+        if self.depth >= MAX_DEPTH {
+            return false;
+        }
+        let (word, bit) = (self.depth / 64, self.depth % 64);
+        if let Some(w) = self.stack.get_mut(word) {
+            if object {
+                *w |= 1 << bit;
+            } else {
+                *w &= !(1 << bit);
+            }
+        }
+        self.depth += 1;
+        true
+    }
+
+    /// Whether the innermost open container is an object.
+    fn top_is_object(&self) -> bool {
+        let d = self.depth.wrapping_sub(1);
+        self.stack
+            .get(d / 64)
+            .is_some_and(|w| w & (1 << (d % 64)) != 0)
+    }
+
+    /// `"key" :` after an object's `{` or `,`.
+    fn key(&mut self) -> bool {
+        self.skip_ws();
+        if !self.eat(b'"') || !self.string_rest() {
+            return false;
+        }
+        self.skip_ws();
+        self.eat(b':')
+    }
+
+    fn run(mut self) -> bool {
+        loop {
+            // A value is expected here.
+            self.skip_ws();
+            let Some(c) = self.peek() else { return false };
+            self.i += 1;
+            let scalar_ok = match c {
+                b'{' => {
+                    self.skip_ws();
+                    if self.eat(b'}') {
+                        true
+                    } else {
+                        if !self.push(true) || !self.key() {
+                            return false;
+                        }
+                        continue;
+                    }
+                }
+                b'[' => {
+                    self.skip_ws();
+                    if self.eat(b']') {
+                        true
+                    } else {
+                        if !self.push(false) {
+                            return false;
+                        }
+                        continue;
+                    }
+                }
+                b'"' => self.string_rest(),
+                b't' => self.literal(b"rue"),
+                b'f' => self.literal(b"alse"),
+                b'n' => self.literal(b"ull"),
+                b'-' | b'0'..=b'9' => {
+                    self.i -= 1;
+                    self.number()
+                }
+                _ => false,
+            };
+            if !scalar_ok {
+                return false;
+            }
+            // A value ended: close containers until one continues with `,`.
+            loop {
+                self.skip_ws();
+                if self.depth == 0 {
+                    return self.i == self.b.len();
+                }
+                let object = self.top_is_object();
+                match self.peek() {
+                    Some(b',') => {
+                        self.i += 1;
+                        if object && !self.key() {
+                            return false;
+                        }
+                        break;
+                    }
+                    Some(b'}') if object => {
+                        self.i += 1;
+                        self.depth -= 1;
+                    }
+                    Some(b']') if !object => {
+                        self.i += 1;
+                        self.depth -= 1;
+                    }
+                    _ => return false,
+                }
+            }
+        }
+    }
+
+    fn literal(&mut self, rest: &[u8]) -> bool {
+        if self.b.get(self.i..self.i + rest.len()) == Some(rest) {
+            self.i += rest.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The rest of a string after its opening quote. UTF-8 was checked once
+    /// for the whole input, so only escapes and control characters matter.
+    fn string_rest(&mut self) -> bool {
+        loop {
+            let Some(c) = self.peek() else { return false };
+            self.i += 1;
+            match c {
+                b'"' => return true,
+                b'\\' => {
+                    let Some(e) = self.peek() else { return false };
+                    self.i += 1;
+                    match e {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            let hex = self.b.get(self.i..self.i + 4);
+                            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                                return false;
+                            }
+                            self.i += 4;
+                        }
+                        _ => return false,
+                    }
+                }
+                0..=0x1f => return false,
+                _ => {}
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.i;
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.i += 1;
+        }
+        self.i - start
+    }
+
+    fn number(&mut self) -> bool {
+        self.eat(b'-');
+        if !self.eat(b'0') && self.digits() == 0 {
+            return false;
+        }
+        if self.eat(b'.') && self.digits() == 0 {
+            return false;
+        }
+        if self.eat(b'e') || self.eat(b'E') {
+            if !self.eat(b'+') {
+                self.eat(b'-');
+            }
+            if self.digits() == 0 {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// What to write for each byte inside a string: 0 = itself, `u` = `\u00XX`,
+/// anything else = a backslash and that character.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `s` as a JSON string literal, quotes included.
+pub(crate) fn write_str(out: &mut BytesMut, s: &str) {
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.put_u8(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc = ESCAPE[b as usize];
+        if esc == 0 {
+            continue;
+        }
+        if start < i {
+            out.extend_from_slice(&bytes[start..i]);
+        }
+        if esc == b'u' {
+            let hi = HEX[usize::from(b >> 4)];
+            let lo = HEX[usize::from(b & 0xf)];
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
+        } else {
+            out.extend_from_slice(&[b'\\', esc]);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.put_u8(b'"');
+}
+
+/// How many bytes [`write_str`] writes for `s`, quotes included.
+pub(crate) fn str_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| match ESCAPE[b as usize] {
+            0 => 1,
+            b'u' => 6,
+            _ => 2,
+        })
+        .sum::<usize>()
+        + 2
+}
+
+/// How many digits [`write_u64`] writes for `v`.
+pub(crate) const fn u64_len(v: u64) -> usize {
+    match v.checked_ilog10() {
+        Some(d) => d as usize + 1,
+        None => 1,
+    }
+}
+
+/// Writes `v` in decimal.
+pub(crate) fn write_u64(out: &mut BytesMut, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Writes `data` as standard padded base64 (no quotes).
+pub(crate) fn write_base64(out: &mut BytesMut, data: &[u8]) {
+    let len = data.len().div_ceil(3) * 4;
+    let start = out.len();
+    out.resize(start + len, 0);
+    let written = base64::engine::general_purpose::STANDARD
+        .encode_slice(data, &mut out[start..])
+        .unwrap_or(0);
+    debug_assert_eq!(written, len);
+    out.truncate(start + written);
+}
+
+/// Decodes standard padded base64.
+pub(crate) fn read_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    base64::engine::general_purpose::STANDARD.decode(text)
+}
+
+/// Upper bound of the base64 length of `n` bytes, for reserving.
+pub(crate) const fn base64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    /// The reference: serde_json accepts `b` as one raw value spanning it all.
+    fn serde_accepts(b: &[u8]) -> bool {
+        match serde_json::from_slice::<&RawValue>(b) {
+            Ok(raw) => raw.get().len() == b.len(),
+            Err(_) => false,
+        }
+    }
+
+    #[test]
+    fn accepts_valid_json() {
+        for s in [
+            "0",
+            "-0",
+            "1.5e-3",
+            "-12E+4",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "\"a\\u00e9\\n\\\"\"",
+            "\"é€😀\"",
+            "[]",
+            "{}",
+            "[1, 2 ,[3,{}]]",
+            "{\"a\" : {\"b\":[null]} , \"c\":\"d\"}",
+            "{\"\":0}",
+        ] {
+            assert!(is_json(s.as_bytes()), "{s}");
+            assert!(serde_accepts(s.as_bytes()), "{s}");
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_json() {
+        for s in [
+            "",
+            " 1",
+            "1 ",
+            "01",
+            "1.",
+            ".5",
+            "1e",
+            "-",
+            "+1",
+            "tru",
+            "nul",
+            "\"a",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\t\"",
+            "[1,]",
+            "[,1]",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{1:2}",
+            "[}",
+            "{]",
+            "[1]]",
+            "[[1]",
+            "1 2",
+            "{}{}",
+            "\u{0}",
+        ] {
+            assert!(!is_json(s.as_bytes()), "{s:?}");
+        }
+        assert!(!is_json(b"\"\xff\""));
+        assert!(!is_json(&[0x80, 0x01]));
+    }
+
+    #[test]
+    fn depth_limit() {
+        let ok = format!("{}1{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(is_json(ok.as_bytes()));
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert!(!is_json(deep.as_bytes()));
+        let mixed = format!("{}1{}", "{\"k\":[".repeat(64), "]}".repeat(64));
+        assert!(is_json(mixed.as_bytes()));
+    }
+
+    /// Random strings over a JSON-ish alphabet: whenever we accept, serde_json
+    /// must accept too (we may only be stricter).
+    #[test]
+    fn never_looser_than_serde_json() {
+        let alphabet: &[&[u8]] = &[
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b",",
+            b":",
+            b"\"",
+            b"\\",
+            b"u",
+            b"0",
+            b"1",
+            b"9",
+            b"-",
+            b"+",
+            b".",
+            b"e",
+            b"E",
+            b" ",
+            b"\n",
+            b"true",
+            b"null",
+            b"a",
+            b"\"k\":",
+            "é".as_bytes(),
+            b"\x01",
+            b"/",
+            b"n",
+            b"\xff",
+        ];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut agreed_valid = 0;
+        for _ in 0..200_000 {
+            let len = (next() % 12) as usize;
+            let mut s = Vec::new();
+            for _ in 0..len {
+                s.extend_from_slice(alphabet[(next() % alphabet.len() as u64) as usize]);
+            }
+            let ours = is_json(&s);
+            let theirs = serde_accepts(&s);
+            if ours {
+                assert!(
+                    theirs,
+                    "accepted what serde_json rejects: {:?}",
+                    String::from_utf8_lossy(&s)
+                );
+                agreed_valid += 1;
+            } else if theirs {
+                // Only whitespace at the edges separates us.
+                assert!(
+                    s.first().is_some_and(|c| is_ws(*c)) || s.last().is_some_and(|c| is_ws(*c)),
+                    "rejected valid JSON: {:?}",
+                    String::from_utf8_lossy(&s)
+                );
+            }
+        }
+        assert!(agreed_valid > 100);
+    }
+
+    #[test]
+    fn escapes_like_serde_json() {
+        for s in [
+            "",
+            "plain",
+            "q\"b\\s/",
+            "\u{0}\u{1f}\u{7f}\t\n\r\u{8}\u{c}",
+            "é€😀\u{2028}",
+        ] {
+            let mut out = BytesMut::new();
+            write_str(&mut out, s);
+            assert_eq!(
+                &out[..],
+                serde_json::to_string(s).unwrap_or_default().as_bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn formats_integers() {
+        for v in [0, 7, 10, 99, 12345, u64::from(u32::MAX), u64::MAX] {
+            let mut out = BytesMut::new();
+            write_u64(&mut out, v);
+            assert_eq!(&out[..], v.to_string().as_bytes());
+            assert_eq!(out.len(), u64_len(v));
+        }
+    }
+
+    #[test]
+    fn base64_round_trip() {
+        for data in [&b""[..], b"a", b"ab", b"abc", b"\x00\xff\x10\x80"] {
+            let mut out = BytesMut::new();
+            write_base64(&mut out, data);
+            assert_eq!(out.len(), base64_len(data.len()));
+            let text = std::str::from_utf8(&out).unwrap_or_default();
+            assert_eq!(read_base64(text).ok().as_deref(), Some(data));
+        }
+    }
+}
