@@ -62,6 +62,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let addr = listener.local_addr()?;
+        let tcp = match config.tcp_listen {
+            Some(a) => {
+                let l = tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on {a}"))?;
+                tracing::info!(addr = %l.local_addr()?, "raw TCP transport listening (binary, 4-byte length prefix)");
+                Some(l)
+            }
+            None => None,
+        };
         tracing::info!(
             %addr,
             broker = "memory",
@@ -69,7 +79,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        herald_server::run(listener, config, shutdown).await?;
+        herald_server::run(herald_server::Listeners { http: listener, tcp }, config, shutdown).await?;
         tracing::info!("stopped");
         Ok(())
     })

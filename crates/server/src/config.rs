@@ -25,6 +25,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_LISTEN")]
     pub listen: Option<SocketAddr>,
 
+    /// Also serve the raw TCP transport (binary encoding, 4-byte length prefix)
+    /// on this address [default: off].
+    #[arg(long, env = "HERALD_TCP_LISTEN")]
+    pub tcp_listen: Option<SocketAddr>,
+
     /// Runtime worker threads; 0 = one per available core (respects taskset) [default: 0].
     #[arg(long, env = "HERALD_WORKERS")]
     pub workers: Option<usize>,
@@ -102,6 +107,8 @@ pub enum ConfigError {
 pub struct ServerConfig {
     /// Listen address.
     pub listen: SocketAddr,
+    /// Raw TCP listen address, if any.
+    pub tcp_listen: Option<SocketAddr>,
     /// Worker threads (0 = per core).
     pub workers: usize,
     /// Largest incoming message.
@@ -160,6 +167,7 @@ impl ServerConfig {
             listen: a
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            tcp_listen: a.tcp_listen,
             workers: a.workers.unwrap_or(0),
             max_message_size: a.max_message_size.unwrap_or(65536),
             max_connections: a.max_connections.unwrap_or(100_000),
@@ -184,6 +192,7 @@ impl ServeArgs {
         ServeArgs {
             config: self.config,
             listen: self.listen.or(other.listen),
+            tcp_listen: self.tcp_listen.or(other.tcp_listen),
             workers: self.workers.or(other.workers),
             max_message_size: self.max_message_size.or(other.max_message_size),
             client_queue_bytes: self.client_queue_bytes.or(other.client_queue_bytes),

@@ -15,7 +15,8 @@ pub mod config;
 pub mod conn;
 pub mod http;
 pub mod server;
+pub mod tcp;
 pub mod ws;
 
 pub use config::{ConfigError, ServeArgs, ServerConfig};
-pub use server::{run, ServerError};
+pub use server::{run, Listeners, ServerError};

@@ -64,14 +64,55 @@ pub fn shared(config: ServerConfig) -> Arc<Shared> {
     })
 }
 
-/// Serves `listener` until `shutdown` is cancelled, then drains.
+/// The sockets a server serves.
+#[derive(Debug)]
+pub struct Listeners {
+    /// HTTP and WebSocket.
+    pub http: TcpListener,
+    /// The raw TCP transport, if enabled.
+    pub tcp: Option<TcpListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(http: TcpListener) -> Listeners {
+        Listeners { http, tcp: None }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Http,
+    Tcp,
+}
+
+/// Serves `listeners` until `shutdown` is cancelled, then drains.
 pub async fn run(
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     config: ServerConfig,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
+    let listeners = listeners.into();
     let shared = shared(config);
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
+    let tcp = listeners
+        .tcp
+        .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
+    accept_loop(listeners.http, Kind::Http, shared.clone(), shutdown.clone()).await;
+    if let Some(t) = tcp {
+        let _ = t.await;
+    }
+    sweeper.abort();
+    drain(&shared).await;
+    Ok(())
+}
+
+/// Accepts until `shutdown`; each connection is handed to its transport.
+async fn accept_loop(
+    listener: TcpListener,
+    kind: Kind,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {
@@ -99,6 +140,23 @@ pub async fn run(
         // per-connection permit object, so it costs idle connections nothing.
         let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
         if open >= shared.config.max_connections {
+            if matches!(kind, Kind::Tcp) {
+                // No HTTP on this socket: a disconnect push says why.
+                tokio::spawn(async move {
+                    let mut msg = bytes::BytesMut::new();
+                    herald_proto::Encoding::Binary.encode_server(
+                        &herald_proto::ServerMsg::Push(herald_proto::Push::Disconnect {
+                            code: DisconnectCode::ConnectionLimit.code(),
+                            reason: DisconnectCode::ConnectionLimit.reason().into(),
+                        }),
+                        &mut msg,
+                    );
+                    let _ = stream.write_all(&(msg.len() as u32).to_be_bytes()).await;
+                    let _ = stream.write_all(&msg).await;
+                    linger(stream).await;
+                });
+                continue;
+            }
             tokio::spawn(async move {
                 let _ = stream
                     .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n")
@@ -107,12 +165,13 @@ pub async fn run(
             });
             continue;
         }
-        tokio::spawn(serve_connection(stream, shared.clone()));
+        match kind {
+            Kind::Http => {
+                tokio::spawn(serve_connection(stream, shared.clone()));
+            }
+            Kind::Tcp => crate::tcp::serve_tcp(stream, &shared),
+        }
     }
-    drop(listener);
-    sweeper.abort();
-    drain(&shared).await;
-    Ok(())
 }
 
 /// Half-closes `stream` and reads whatever the peer still sends (bounded), so

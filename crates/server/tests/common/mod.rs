@@ -25,23 +25,45 @@ pub const WAIT: Duration = Duration::from_secs(10);
 
 pub struct TestServer {
     pub addr: SocketAddr,
+    /// The raw TCP transport's address, when started with `start_with_tcp`.
+    pub tcp_addr: Option<SocketAddr>,
     pub shutdown: CancellationToken,
     pub handle: JoinHandle<()>,
 }
 
 pub async fn start(args: ServeArgs) -> TestServer {
+    start_listeners(args, false).await
+}
+
+/// Also serves the raw TCP transport on its own ephemeral port.
+pub async fn start_with_tcp(args: ServeArgs) -> TestServer {
+    start_listeners(args, true).await
+}
+
+async fn start_listeners(args: ServeArgs, with_tcp: bool) -> TestServer {
     let config = ServerConfig::resolve(args).expect("config");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let tcp = if with_tcp {
+        Some(TcpListener::bind("127.0.0.1:0").await.expect("bind tcp"))
+    } else {
+        None
+    };
+    let tcp_addr = tcp.as_ref().map(|l| l.local_addr().expect("addr"));
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let handle = tokio::spawn(async move {
-        herald_server::run(listener, config, token)
+        let listeners = herald_server::Listeners {
+            http: listener,
+            tcp,
+        };
+        herald_server::run(listeners, config, token)
             .await
             .expect("server run");
     });
     TestServer {
         addr,
+        tcp_addr,
         shutdown,
         handle,
     }
