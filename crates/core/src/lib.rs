@@ -22,6 +22,7 @@ pub mod memory;
 pub mod node;
 pub mod outbox;
 pub mod session;
+pub mod shard;
 
 pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;

@@ -10,9 +10,9 @@
 use crate::broker::{Attach, Broker, BrokerError, Completion, Deliver, History, Publication};
 use bytes::Bytes;
 use herald_proto::{HistoryItem, Position};
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::shard::{lock, Sharded};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 64;
 
@@ -26,8 +26,7 @@ struct ChannelState {
 pub struct MemoryBroker {
     epoch: Arc<str>,
     history_size: usize,
-    hasher: RandomState,
-    shards: Box<[Mutex<HashMap<Arc<str>, Arc<Mutex<ChannelState>>>>]>,
+    channels: Sharded<Arc<str>, Arc<Mutex<ChannelState>>>,
     deliver: Arc<dyn Deliver>,
 }
 
@@ -40,10 +39,6 @@ impl std::fmt::Debug for MemoryBroker {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl MemoryBroker {
     /// A broker that keeps the last `history_size` publications per channel and
     /// hands every publication to `deliver`.
@@ -52,8 +47,7 @@ impl MemoryBroker {
         MemoryBroker {
             epoch: epoch.into(),
             history_size,
-            hasher: RandomState::new(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            channels: Sharded::new(SHARDS),
             deliver,
         }
     }
@@ -63,13 +57,8 @@ impl MemoryBroker {
         &self.epoch
     }
 
-    fn shard(&self, channel: &str) -> &Mutex<HashMap<Arc<str>, Arc<Mutex<ChannelState>>>> {
-        let i = (self.hasher.hash_one(channel) as usize) % SHARDS;
-        &self.shards[i]
-    }
-
     fn state(&self, channel: &str, create: bool) -> Option<(Arc<str>, Arc<Mutex<ChannelState>>)> {
-        let mut shard = lock(self.shard(channel));
+        let mut shard = self.channels.lock(channel);
         if let Some((k, v)) = shard.get_key_value(channel) {
             return Some((k.clone(), v.clone()));
         }

@@ -6,11 +6,11 @@ use crate::client::Client;
 use crate::hub::Hub;
 use crate::memory::MemoryBroker;
 use herald_proto::Encoding;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::shard::Sharded;
+use std::sync::Arc;
 use std::time::Instant;
 
 const REGISTRY_SHARDS: usize = 16;
@@ -61,7 +61,7 @@ pub struct Node {
     pub broker: Arc<dyn Broker>,
     spawner: Spawner,
     next_id: AtomicU64,
-    registry: Box<[Mutex<HashMap<u64, Arc<Client>>>]>,
+    registry: Sharded<u64, Arc<Client>>,
     started: Instant,
 }
 
@@ -71,10 +71,6 @@ impl std::fmt::Debug for Node {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Node {
@@ -98,9 +94,7 @@ impl Node {
             broker,
             spawner,
             next_id: AtomicU64::new(1),
-            registry: (0..REGISTRY_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
-                .collect(),
+            registry: Sharded::new(REGISTRY_SHARDS),
             started: Instant::now(),
         })
     }
@@ -124,28 +118,24 @@ impl Node {
             self.config.client_queue_bytes,
             self.now(),
         ));
-        lock(&self.registry[(id as usize) % REGISTRY_SHARDS]).insert(id, client.clone());
+        self.registry.lock(&id).insert(id, client.clone());
         client
     }
 
     /// Forgets a client (its connection ended).
     pub fn remove_client(&self, id: u64) {
-        lock(&self.registry[(id as usize) % REGISTRY_SHARDS]).remove(&id);
+        self.registry.lock(&id).remove(&id);
     }
 
     /// Number of connected clients.
     pub fn client_count(&self) -> usize {
-        self.registry.iter().map(|s| lock(s).len()).sum()
+        self.registry.len()
     }
 
     /// Calls `f` on every connected client, one registry shard at a time (the
     /// shard's lock is held during `f`, so `f` must be quick and must not call
     /// back into the registry).
-    pub fn for_each_client(&self, mut f: impl FnMut(&Arc<Client>)) {
-        for shard in self.registry.iter() {
-            for c in lock(shard).values() {
-                f(c);
-            }
-        }
+    pub fn for_each_client(&self, f: impl FnMut(&Arc<Client>)) {
+        self.registry.for_each(f)
     }
 }

@@ -1,16 +1,19 @@
 //! The first bytes of every connection: read the HTTP/1.1 request head, then
-//! either upgrade to WebSocket or answer a plain request.
+//! either upgrade to WebSocket on our own lean path, or hand the connection to
+//! hyper (HTTP/1.1 with keep-alive, or HTTP/2 when the client opens with the h2c
+//! prior-knowledge preface) for every other endpoint (see [`crate::api`]).
 //!
 //! The head is parsed with `httparse` into a stack array of headers; the buffer
 //! that held it is freed before the connection's long-lived driver starts, so
-//! nothing from the handshake stays resident. Plain HTTP answers here are
-//! deliberately minimal (`/healthz`, errors); richer HTTP endpoints (SSE,
-//! long-polling, the publish API) plug in at [`route`].
+//! nothing from the handshake stays resident. A WebSocket upgrade must be the
+//! first request on its connection (browsers always open a fresh one).
 
 use crate::conn::Connection;
+use crate::rewind::Rewind;
 use crate::server::Shared;
 use crate::ws::shootout::ShootoutConn;
 use crate::ws::WsWire;
+use bytes::Bytes;
 use herald_core::Session;
 use herald_proto::Encoding;
 use std::io;
@@ -23,7 +26,11 @@ const MAX_HEAD: usize = 8 * 1024;
 /// Most headers in a request head.
 const MAX_HEADERS: usize = 32;
 
-/// Reads the request head; returns the buffer and the head's length.
+/// The HTTP/2 connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Reads the request head; returns the buffer and the head's length (0 when
+/// the client opened with the HTTP/2 preface).
 async fn read_head(stream: &TcpStream) -> io::Result<(Vec<u8>, usize)> {
     let mut buf = vec![0u8; 1024];
     let mut len = 0;
@@ -34,6 +41,14 @@ async fn read_head(stream: &TcpStream) -> io::Result<(Vec<u8>, usize)> {
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e),
+        }
+        let seen = len.min(H2_PREFACE.len());
+        if buf[..seen] == H2_PREFACE[..seen] {
+            if len >= H2_PREFACE.len() {
+                buf.truncate(len);
+                return Ok((buf, 0));
+            }
+            continue;
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
@@ -90,30 +105,44 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
             return;
         }
     };
-    route(stream, shared, &buf, head_len).await;
+    if head_len == 0 {
+        return hyper_serve(stream, shared, buf).await;
+    }
+    route(stream, shared, buf, head_len).await;
+}
+
+/// Serves the connection with hyper, replaying what was already read.
+async fn hyper_serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
+    let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
+    let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
+    let builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    if let Err(e) = builder.serve_connection(io, service).await {
+        tracing::debug!(error = %e, "http connection ended with an error");
+    }
 }
 
 /// Where each request goes.
-async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: &[u8], head_len: usize) {
+async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
-    if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
+    if !matches!(req.parse(&buf), Ok(httparse::Status::Complete(_))) {
         answer(stream, "400 Bad Request", "", "malformed HTTP request\n").await;
         return;
     }
     let method = req.method.unwrap_or("");
     let path = req.path.unwrap_or("/");
     let path = path.split('?').next().unwrap_or(path);
+    let wants_upgrade = req
+        .headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("upgrade"));
     let endpoint = match path {
-        "/ws" => Endpoint::Herald,
-        "/shootout" => Endpoint::Shootout,
-        "/healthz" => {
-            answer(stream, "200 OK", "", "ok\n").await;
-            return;
-        }
+        "/ws" if wants_upgrade => Endpoint::Herald,
+        "/shootout" if wants_upgrade => Endpoint::Shootout,
         _ => {
-            answer(stream, "404 Not Found", "", "not found\n").await;
-            return;
+            drop(req);
+            return hyper_serve(stream, shared, buf).await;
         }
     };
     let upgrade = match herald_ws::validate_upgrade(method, req.headers) {

@@ -6,14 +6,17 @@
 //!
 //! - [`config`]: options, environment, TOML file, defaults.
 //! - [`server`]: accept loop, connection cap, heartbeats, graceful shutdown.
-//! - [`http`]: request head parsing and routing (`/ws`, `/shootout`, `/healthz`).
+//! - [`http`]: request head parsing; WebSocket upgrades here, the rest to hyper.
+//! - [`api`]: plain HTTP endpoints over HTTP/1.1 and h2c (`/healthz`, `/api/publish`).
 //! - [`conn`]: the connection driver every socket transport shares.
 //! - [`ws`]: WebSocket framing and the shootout protocol.
 //! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
 
+pub mod api;
 pub mod config;
 pub mod conn;
 pub mod http;
+pub mod rewind;
 pub mod server;
 pub mod tcp;
 pub mod ws;

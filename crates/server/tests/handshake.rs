@@ -24,13 +24,21 @@ const UPGRADE: &str =
 #[tokio::test]
 async fn routes_and_upgrade_errors() {
     let srv = start_default().await;
-    let r = http(srv.addr, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    let r = http(
+        srv.addr,
+        "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    let r = http(srv.addr, "GET /nope HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    let r = http(
+        srv.addr,
+        "GET /nope HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     assert!(r.starts_with("HTTP/1.1 404"), "{r}");
     let r = http(
         srv.addr,
-        &format!("GET /ws HTTP/1.1\r\nhost: x\r\n{UPGRADE}sec-websocket-version: 8\r\n\r\n"),
+        &format!("GET /ws HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{UPGRADE}sec-websocket-version: 8\r\n\r\n"),
     )
     .await;
     assert!(r.starts_with("HTTP/1.1 426"), "{r}");
@@ -40,11 +48,15 @@ async fn routes_and_upgrade_errors() {
     );
     let r = http(
         srv.addr,
-        &format!("POST /ws HTTP/1.1\r\nhost: x\r\n{UPGRADE}sec-websocket-version: 13\r\n\r\n"),
+        &format!("POST /ws HTTP/1.1\r\nhost: x\r\nconnection: close\r\n{UPGRADE}sec-websocket-version: 13\r\n\r\n"),
     )
     .await;
     assert!(r.starts_with("HTTP/1.1 405"), "{r}");
-    let r = http(srv.addr, "GET /ws HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    let r = http(
+        srv.addr,
+        "GET /ws HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     assert!(
         r.starts_with("HTTP/1.1 4"),
         "plain GET on /ws is refused: {r}"
@@ -74,7 +86,11 @@ async fn connection_cap_answers_503() {
     .await;
     let _a = json_client(srv.addr).await;
     let _b = json_client(srv.addr).await;
-    let r = http(srv.addr, "GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    let r = http(
+        srv.addr,
+        "GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+    )
+    .await;
     assert!(r.starts_with("HTTP/1.1 503"), "{r}");
 }
 

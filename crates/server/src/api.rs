@@ -1,0 +1,181 @@
+//! Plain HTTP endpoints, served by hyper over HTTP/1.1 and HTTP/2 (h2c with
+//! prior knowledge): the health check and the server-side publish API.
+//!
+//! `POST /api/publish` with `{"channel": "...", "data": <any JSON>}` (or
+//! `"b64": "<base64>"` for binary payloads) publishes exactly as a WebSocket
+//! client would and answers `200 {"epoch": "...", "offset": N}`. Errors answer
+//! with an HTTP status and the protocol's numbered code:
+//! `{"error": {"code": C, "message": "..."}}`. With no configuration the API
+//! accepts every request on the listener, which binds 127.0.0.1 by default.
+
+use crate::server::Shared;
+use bytes::Bytes;
+use herald_core::{channel, Completion};
+use herald_proto::ErrorCode;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// Response body type of every endpoint (streams included).
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A complete body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// A JSON response.
+pub fn json(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// An error answer carrying a protocol error code.
+pub fn error(status: StatusCode, code: ErrorCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({"error": {"code": code.code(), "message": message}});
+    json(status, body.to_string().into_bytes())
+}
+
+/// Routes one request.
+pub async fn handle(
+    req: Request<Incoming>,
+    shared: Arc<Shared>,
+) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path();
+    Ok(match (req.method(), path) {
+        (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+        (_, "/api/publish") if req.method() != Method::POST => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BadRequest,
+            "use POST",
+        ),
+        (&Method::POST, "/api/publish") => publish(req, &shared).await,
+        (_, "/ws") | (_, "/shootout") => {
+            let mut r = text(
+                StatusCode::UPGRADE_REQUIRED,
+                "this endpoint speaks WebSocket (HTTP/1.1 upgrade)\n",
+            );
+            r.headers_mut().insert(
+                http::header::UPGRADE,
+                http::HeaderValue::from_static("websocket"),
+            );
+            r
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    })
+}
+
+#[derive(Deserialize)]
+struct PublishBody<'a> {
+    channel: String,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(default)]
+    b64: Option<String>,
+}
+
+async fn publish(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    // The body holds the payload plus the envelope: allow some room for it.
+    let limit = shared.config.max_message_size + 1024;
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return if e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorCode::MessageTooLarge,
+                    "body larger than the maximum message size",
+                )
+            } else {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::BadRequest,
+                    "cannot read body",
+                )
+            };
+        }
+    };
+    let parsed: PublishBody<'_> = match serde_json::from_slice(&body) {
+        Ok(p) => p,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                &format!("expected {{\"channel\": ..., \"data\": ...}}: {e}"),
+            )
+        }
+    };
+    let data = match (parsed.data, parsed.b64) {
+        (Some(raw), None) => body.slice_ref(raw.get().as_bytes()),
+        (None, Some(b64)) => {
+            use base64::Engine;
+            match base64::engine::general_purpose::STANDARD.decode(b64) {
+                Ok(d) => Bytes::from(d),
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        ErrorCode::BadRequest,
+                        "invalid b64",
+                    )
+                }
+            }
+        }
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                "give exactly one of data and b64",
+            )
+        }
+    };
+    if data.len() > shared.config.max_message_size {
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::MessageTooLarge,
+            "data larger than the maximum message size",
+        );
+    }
+    if let Err(code) = channel::validate(&parsed.channel) {
+        return error(StatusCode::BAD_REQUEST, code, "invalid channel name");
+    }
+    let result = match shared.node.broker.publish(&parsed.channel, data) {
+        Completion::Ready(r) => r,
+        Completion::Pending(f) => f.await,
+    };
+    match result {
+        Ok(pos) => json(
+            StatusCode::OK,
+            serde_json::json!({"epoch": pos.epoch, "offset": pos.offset})
+                .to_string()
+                .into_bytes(),
+        ),
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::BrokerUnavailable,
+            &e.to_string(),
+        ),
+    }
+}
