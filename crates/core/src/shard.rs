@@ -58,6 +58,27 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         self.len() == 0
     }
 
+    /// Keeps only the entries for which `keep` returns true (one shard locked at
+    /// a time). Removed values are dropped after their shard is unlocked.
+    pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) {
+        for s in self.shards.iter() {
+            let removed: Vec<V> = lock(s)
+                .extract_if(|k, v| !keep(k, v))
+                .map(|(_, v)| v)
+                .collect();
+            drop(removed);
+        }
+    }
+
+    /// Removes and returns the value of `key`.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.lock(key).remove(key)
+    }
+
     /// Calls `f` on every value, one shard at a time, with that shard locked:
     /// `f` must be quick and must not touch this map.
     pub fn for_each(&self, mut f: impl FnMut(&V)) {

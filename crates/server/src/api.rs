@@ -70,6 +70,9 @@ pub async fn handle(
             "use POST",
         ),
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
+        (_, p) if p == "/poll" || p.starts_with("/poll/") => {
+            crate::poll::handle(req, &shared).await
+        }
         (_, "/ws") | (_, "/shootout") => {
             let mut r = text(
                 StatusCode::UPGRADE_REQUIRED,

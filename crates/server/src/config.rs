@@ -65,6 +65,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_PONG_TIMEOUT")]
     pub pong_timeout: Option<u32>,
 
+    /// Seconds a long-poll request waits for messages before answering `[]`
+    /// [default: 25].
+    #[arg(long, env = "HERALD_POLL_TIMEOUT")]
+    pub poll_timeout: Option<u64>,
+
     /// Seconds a new connection has to send its HTTP request [default: 10].
     #[arg(long, env = "HERALD_HANDSHAKE_TIMEOUT")]
     pub handshake_timeout: Option<u64>,
@@ -119,6 +124,8 @@ pub struct ServerConfig {
     pub pong_timeout: Duration,
     /// Time to send the HTTP request.
     pub handshake_timeout: Duration,
+    /// Time a long poll waits.
+    pub poll_timeout: Duration,
     /// Time to drain on shutdown.
     pub shutdown_timeout: Duration,
     /// `text` or `json`.
@@ -173,6 +180,9 @@ impl ServerConfig {
             max_connections: a.max_connections.unwrap_or(100_000),
             pong_timeout: Duration::from_secs(u64::from(a.pong_timeout.unwrap_or(10))),
             handshake_timeout: Duration::from_secs(a.handshake_timeout.unwrap_or(10)),
+            poll_timeout: a
+                .poll_timeout
+                .map_or(crate::poll::DEFAULT_TIMEOUT, Duration::from_secs),
             shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
             log_format,
             node: NodeConfig {
@@ -202,6 +212,7 @@ impl ServeArgs {
             ping_interval: self.ping_interval.or(other.ping_interval),
             pong_timeout: self.pong_timeout.or(other.pong_timeout),
             handshake_timeout: self.handshake_timeout.or(other.handshake_timeout),
+            poll_timeout: self.poll_timeout.or(other.poll_timeout),
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
         }

@@ -11,11 +11,13 @@
 //! - [`conn`]: the connection driver every socket transport shares.
 //! - [`ws`]: WebSocket framing and the shootout protocol.
 //! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
+//! - [`poll`]: HTTP long-polling sessions.
 
 pub mod api;
 pub mod config;
 pub mod conn;
 pub mod http;
+pub mod poll;
 pub mod rewind;
 pub mod server;
 pub mod tcp;

@@ -39,6 +39,8 @@ pub struct Shared {
     pub tracker: TaskTracker,
     /// Connections accepted but not yet registered as clients.
     pub handshaking: AtomicUsize,
+    /// Long-poll sessions.
+    pub polls: crate::poll::Polls,
 }
 
 /// Why the server stopped with an error.
@@ -61,6 +63,7 @@ pub fn shared(config: ServerConfig) -> Arc<Shared> {
         shootout: Arc::new(ShootoutGroup::default()),
         tracker: TaskTracker::new(),
         handshaking: AtomicUsize::new(0),
+        polls: crate::poll::Polls::default(),
     })
 }
 
@@ -228,5 +231,6 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
                 c.outbox.push(Frame::Ping);
             }
         });
+        shared.polls.reap();
     }
 }

@@ -1,0 +1,251 @@
+//! HTTP long-polling (Comet), for clients that have nothing else.
+//!
+//! A poll session is an ordinary Herald session whose outbox is drained by HTTP
+//! requests instead of a socket:
+//!
+//! - `POST /poll` opens a session: `{"session": "<id>", "timeout": 25}`. The id
+//!   is 128 random bits from the OS: it is the session's only credential.
+//! - `POST /poll/<id>` sends commands — one JSON command, or a JSON array of
+//!   them — and answers `202 {}`. Their replies arrive through polls.
+//! - `GET /poll/<id>` waits until something is queued (or `timeout` seconds
+//!   pass), then answers a JSON array of every queued server message, oldest
+//!   first (possibly `[]`).
+//! - `DELETE /poll/<id>` ends the session.
+//!
+//! Messages queued between polls wait in the session's outbox, bounded like any
+//! connection's (`client_queue_bytes`): nothing is lost while a client is
+//! between polls, and a client that stops polling long enough to overflow it is
+//! disconnected as a slow consumer. A session not polled for `ping_interval +
+//! pong_timeout` seconds (35 s by default) expires like a silent connection
+//! (code 3000). A message ending the session (`{"disconnect": ...}`) is the last
+//! element of the last poll; after that, and for unknown ids, requests get 404
+//! and the client opens a new session. One poll at a time per session: a second
+//! concurrent poll takes over the wake-up and the first returns at its timeout.
+
+use crate::api::{error, json, Body};
+use crate::server::Shared;
+use bytes::{BufMut, Bytes, BytesMut};
+use herald_core::outbox::Frame;
+use herald_core::shard::{lock, Sharded};
+use herald_core::{Client, Session};
+use herald_proto::{Encoding, ErrorCode, Push, ServerMsg};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::value::RawValue;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+/// Poll sessions of one server.
+#[derive(Debug)]
+pub struct Polls {
+    sessions: Sharded<String, Arc<PollSession>>,
+}
+
+impl Default for Polls {
+    fn default() -> Self {
+        Polls {
+            sessions: Sharded::new(16),
+        }
+    }
+}
+
+impl Polls {
+    /// Drops sessions that are closing (expired, slow, shut down).
+    pub fn reap(&self) {
+        self.sessions.retain(|_, s| !s.client.outbox.is_closing());
+    }
+
+    /// Number of open poll sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// True when no poll session is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One long-poll client.
+#[derive(Debug)]
+struct PollSession {
+    session: Mutex<Session>,
+    client: Arc<Client>,
+}
+
+fn session_id() -> Option<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).ok()?;
+    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+fn not_found() -> Response<Body> {
+    error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::BadRequest,
+        "unknown or expired poll session: open a new one with POST /poll",
+    )
+}
+
+/// Routes `/poll` and `/poll/<id>`.
+pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    let path = req.uri().path();
+    let id = path
+        .strip_prefix("/poll")
+        .unwrap_or("")
+        .trim_start_matches('/')
+        .to_string();
+    match (req.method().clone(), id.is_empty()) {
+        (Method::POST, true) => open(shared),
+        (Method::GET, false) => poll(&id, shared).await,
+        (Method::POST, false) => send(req, &id, shared).await,
+        (Method::DELETE, false) => match shared.polls.sessions.remove(&id) {
+            Some(_) => Response::builder()
+                .status(StatusCode::NO_CONTENT)
+                .body(crate::api::full(Bytes::new()))
+                .unwrap_or_else(|_| not_found()),
+            None => not_found(),
+        },
+        _ => error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::BadRequest,
+            "POST /poll opens; GET polls, POST sends, DELETE closes /poll/<id>",
+        ),
+    }
+}
+
+fn open(shared: &Shared) -> Response<Body> {
+    let Some(id) = session_id() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Internal,
+            "no randomness for a session id",
+        );
+    };
+    let node = shared.node.clone();
+    let client = node.new_client(Encoding::Json);
+    let session = PollSession {
+        session: Mutex::new(Session::new(node, client.clone())),
+        client,
+    };
+    shared
+        .polls
+        .sessions
+        .lock(&id)
+        .insert(id.clone(), Arc::new(session));
+    let timeout = shared.config.poll_timeout.as_secs();
+    json(
+        StatusCode::OK,
+        serde_json::json!({"session": id, "timeout": timeout})
+            .to_string()
+            .into_bytes(),
+    )
+}
+
+fn find(id: &str, shared: &Shared) -> Option<Arc<PollSession>> {
+    shared.polls.sessions.lock(id).get(id).cloned()
+}
+
+async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Body> {
+    let Some(s) = find(id, shared) else {
+        return not_found();
+    };
+    s.client.touch(shared.node.now());
+    // A batch may hold many commands; each is still bounded by the message size.
+    let limit = shared.config.max_message_size.saturating_mul(16);
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::MessageTooLarge,
+                "request body too large",
+            )
+        }
+    };
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    let mut session = lock(&s.session);
+    if first == Some(&b'[') {
+        match serde_json::from_slice::<Vec<&RawValue>>(&body) {
+            Ok(cmds) => {
+                for c in cmds {
+                    session.on_message(c.get().as_bytes(), false);
+                }
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::BadRequest,
+                    &format!("expected a command or an array of commands: {e}"),
+                )
+            }
+        }
+    } else {
+        // One command; a malformed one is answered through the poll like on
+        // any other transport.
+        session.on_message(&body, false);
+    }
+    json(StatusCode::ACCEPTED, b"{}".to_vec())
+}
+
+async fn poll(id: &str, shared: &Shared) -> Response<Body> {
+    let Some(s) = find(id, shared) else {
+        return not_found();
+    };
+    s.client.touch(shared.node.now());
+    let ready = poll_fn(|cx| {
+        s.client.outbox.with_queue(|q| {
+            // Heartbeats mean nothing here: the poll itself is the heartbeat.
+            while matches!(q.frames.front(), Some(Frame::Ping | Frame::Pong(_))) {
+                q.advance(1, 0);
+            }
+            if q.frames.is_empty() && q.closing().is_none() {
+                q.set_waker(cx.waker());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+    });
+    let _ = tokio::time::timeout(shared.config.poll_timeout, ready).await;
+    s.client.touch(shared.node.now());
+    let (body, closing) = s.client.outbox.with_queue(|q| {
+        let mut out = BytesMut::with_capacity(256);
+        out.put_u8(b'[');
+        let mut first = true;
+        for f in q.frames.iter() {
+            if let Frame::Text(b) = f {
+                if !first {
+                    out.put_u8(b',');
+                }
+                first = false;
+                out.extend_from_slice(b);
+            }
+        }
+        let n = q.frames.len();
+        q.advance(n, 0);
+        let closing = q.closing();
+        if let Some(c) = closing {
+            let msg = ServerMsg::Push(Push::Disconnect {
+                code: c.code,
+                reason: c.reason().to_string(),
+            });
+            if !first {
+                out.put_u8(b',');
+            }
+            Encoding::Json.encode_server(&msg, &mut out);
+        }
+        out.put_u8(b']');
+        (out.freeze(), closing.is_some())
+    });
+    if closing {
+        shared.polls.sessions.remove(id);
+    }
+    json(StatusCode::OK, body.to_vec())
+}
+
+/// Default seconds a poll waits for messages.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
