@@ -28,7 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Size of the per-thread read buffer.
@@ -44,6 +44,93 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 thread_local! {
     static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; READ_BUF].into_boxed_slice());
+}
+
+/// The byte stream under a connection: a plain socket (readiness and
+/// non-blocking calls, no buffers of its own) or TLS over one ([`AsyncIo`]).
+pub trait Io: Send + Unpin + 'static {
+    /// Reads some bytes into `buf` (`Ok(0)` = end of stream); when nothing is
+    /// available, registers the waker and returns `Pending`.
+    fn poll_read_some(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+    /// Writes some of `bufs`, or registers the waker and returns `Pending`.
+    fn poll_write_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>>;
+    /// Pushes out anything the stream itself buffers (TLS records).
+    fn poll_flush_some(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    /// Closes the write side.
+    fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+impl Io for TcpStream {
+    fn poll_read_some(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        loop {
+            if let Err(e) = std::task::ready!(self.poll_read_ready(cx)) {
+                return Poll::Ready(Err(e));
+            }
+            match self.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_write_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            match self.try_write_vectored(bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = std::task::ready!(self.poll_write_ready(cx)) {
+                        return Poll::Ready(Err(e));
+                    }
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(self).poll_shutdown(cx)
+    }
+}
+
+/// Any tokio stream (TLS) as a connection's [`Io`]. Such streams keep buffers of
+/// their own, so they cost more per idle connection than a plain socket.
+#[derive(Debug)]
+pub struct AsyncIo<T>(pub T);
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for AsyncIo<T> {
+    fn poll_read_some(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut rb = ReadBuf::new(buf);
+        match Pin::new(&mut self.0).poll_read(cx, &mut rb) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(rb.filled().len())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_write_some(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn poll_flush_some(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }
 
 /// One decoded unit of input.
@@ -97,8 +184,8 @@ pub trait Handler: Send + Unpin + 'static {
 }
 
 /// One connection after its handshake.
-pub struct Connection<H: Handler, W: Wire> {
-    stream: TcpStream,
+pub struct Connection<H: Handler, W: Wire, S: Io = TcpStream> {
+    stream: S,
     handler: H,
     wire: W,
     /// Bytes of an incomplete frame, kept between reads (none when idle; boxed
@@ -134,10 +221,10 @@ enum WriteOutcome {
     Failed,
 }
 
-impl<H: Handler, W: Wire> Connection<H, W> {
+impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
     /// Wraps a stream whose handshake is done. `leftover` holds bytes read after
     /// the request head (a client may send its first frame right away).
-    pub fn new(stream: TcpStream, handler: H, wire: W, leftover: &[u8]) -> Connection<H, W> {
+    pub fn new(stream: S, handler: H, wire: W, leftover: &[u8]) -> Connection<H, W, S> {
         let mut conn = Connection {
             stream,
             handler,
@@ -237,26 +324,20 @@ impl<H: Handler, W: Wire> Connection<H, W> {
 
     fn poll_read(&mut self, cx: &mut Context<'_>) -> ReadOutcome {
         for _ in 0..READ_BUDGET {
-            match self.stream.poll_read_ready(cx) {
-                Poll::Pending => return ReadOutcome::Pending,
-                Poll::Ready(Err(_)) => return ReadOutcome::Eof,
-                Poll::Ready(Ok(())) => {}
-            }
             let got = READ.with(|cell| {
                 let mut buf = cell.borrow_mut();
-                match self.stream.try_read(&mut buf[..]) {
-                    Ok(0) => Err(true),
-                    Ok(n) => {
+                match self.stream.poll_read_some(cx, &mut buf[..]) {
+                    Poll::Pending => Some(ReadOutcome::Pending),
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Some(ReadOutcome::Eof),
+                    Poll::Ready(Ok(n)) => {
                         self.handler.client().touch(self.handler.node().now());
                         self.absorb(&mut buf[..n]);
-                        Ok(())
+                        None
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
-                    Err(_) => Err(true),
                 }
             });
-            if got.is_err() {
-                return ReadOutcome::Eof;
+            if let Some(outcome) = got {
+                return outcome;
             }
         }
         ReadOutcome::Yield
@@ -267,12 +348,13 @@ impl<H: Handler, W: Wire> Connection<H, W> {
             if self.close_sent {
                 return WriteOutcome::Closed;
             }
-            let client = self.handler.client().clone();
-            let step = client.outbox.with_queue(|q| {
+            let (stream, wire, close_queued) =
+                (&mut self.stream, &self.wire, &mut self.close_queued);
+            let step = self.handler.client().outbox.with_queue(|q| {
                 if q.frames.is_empty() {
                     match q.closing() {
-                        Some(c) if !self.close_queued => {
-                            self.close_queued = true;
+                        Some(c) if !*close_queued => {
+                            *close_queued = true;
                             q.frames.push_back(Frame::Close(c));
                         }
                         Some(_) => return Step::CloseDone,
@@ -282,21 +364,24 @@ impl<H: Handler, W: Wire> Connection<H, W> {
                         }
                     }
                 }
-                write_batch(&self.stream, &self.wire, q)
+                write_batch(stream, cx, wire, q)
             });
             match step {
-                Step::Idle => return WriteOutcome::Idle,
+                Step::Idle => {
+                    return match self.stream.poll_flush_some(cx) {
+                        Poll::Ready(Err(_)) => WriteOutcome::Failed,
+                        Poll::Ready(Ok(())) => WriteOutcome::Idle,
+                        Poll::Pending => WriteOutcome::Pending,
+                    }
+                }
                 Step::Progress => continue,
                 Step::CloseDone => {
-                    let _ = Pin::new(&mut self.stream).poll_shutdown(cx);
+                    let _ = self.stream.poll_flush_some(cx);
+                    let _ = self.stream.poll_close_write(cx);
                     self.close_sent = true;
                     return WriteOutcome::Closed;
                 }
-                Step::WouldBlock => match self.stream.poll_write_ready(cx) {
-                    Poll::Pending => return WriteOutcome::Pending,
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(_)) => return WriteOutcome::Failed,
-                },
+                Step::Pending => return WriteOutcome::Pending,
                 Step::Failed => return WriteOutcome::Failed,
             }
         }
@@ -307,13 +392,18 @@ enum Step {
     Idle,
     Progress,
     CloseDone,
-    WouldBlock,
+    Pending,
     Failed,
 }
 
 /// Writes as many queued frames as one vectored write takes and advances the
 /// queue past what was written.
-fn write_batch(stream: &TcpStream, wire: &impl Wire, q: &mut Queue) -> Step {
+fn write_batch(
+    stream: &mut impl Io,
+    cx: &mut Context<'_>,
+    wire: &impl Wire,
+    q: &mut Queue,
+) -> Step {
     let mut headers = [[0u8; 14]; WRITE_BATCH];
     let mut hlens = [0usize; WRITE_BATCH];
     let mut totals = [0usize; WRITE_BATCH];
@@ -355,9 +445,9 @@ fn write_batch(stream: &TcpStream, wire: &impl Wire, q: &mut Queue) -> Step {
             n_iov += 1;
         }
     }
-    match stream.try_write_vectored(&iov[..n_iov]) {
-        Ok(0) => Step::Failed,
-        Ok(mut written) => {
+    match stream.poll_write_some(cx, &iov[..n_iov]) {
+        Poll::Ready(Ok(0)) => Step::Failed,
+        Poll::Ready(Ok(mut written)) => {
             let mut done = 0;
             let mut head = 0;
             for (i, total) in totals.iter().take(count).enumerate() {
@@ -373,12 +463,12 @@ fn write_batch(stream: &TcpStream, wire: &impl Wire, q: &mut Queue) -> Step {
             q.advance(done, head as u32);
             Step::Progress
         }
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Step::WouldBlock,
-        Err(_) => Step::Failed,
+        Poll::Pending => Step::Pending,
+        Poll::Ready(Err(_)) => Step::Failed,
     }
 }
 
-impl<H: Handler, W: Wire> Future for Connection<H, W> {
+impl<H: Handler, W: Wire, S: Io> Future for Connection<H, W, S> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
