@@ -15,7 +15,11 @@ fn fanout(c: &mut Criterion) {
         let hub = Hub::new();
         let clients: Vec<Arc<Client>> = (0..n as u64)
             .map(|i| {
-                let enc = if i % 2 == 0 { Encoding::Json } else { Encoding::Binary };
+                let enc = if i % 2 == 0 {
+                    Encoding::Json
+                } else {
+                    Encoding::Binary
+                };
                 Arc::new(Client::new(i, enc, 1 << 30, 0))
             })
             .collect();

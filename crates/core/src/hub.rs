@@ -10,28 +10,137 @@
 //! pushes the same reference-counted bytes to every subscriber's outbox; it
 //! never blocks on a socket. A subscriber whose outbox overflows is closed as a
 //! slow consumer by its outbox (see [`crate::outbox`]), not waited for.
+//!
+//! # Wildcard subscriptions
+//! Pattern subscriptions (`news.*`, `news.>`; see [`crate::routing`]) live in
+//! one [`Sublist`] token trie behind an `RwLock`, apart from the exact map:
+//! exact channels keep their sharded fast path, and a node with no pattern
+//! subscriptions pays one atomic load per publication for the feature (the
+//! trie is consulted only when the pattern count is non-zero). Publications
+//! take the read lock; only pattern subscribe/unsubscribe take the write lock.
+//! One lock suffices because a match costs a few hash lookups, not a scan.
+//!
+//! A client receives each publication once, however many of its subscriptions
+//! match it (an exact one and several patterns): pattern matches are skipped
+//! when the client is an exact subscriber of the channel or has already been
+//! served by another pattern. The push carries the concrete channel; the client
+//! SDK routes it to its matching pattern subscriptions. Pattern subscribers get
+//! the same lazily encoded frames as exact ones.
+//!
+//! Ordering: the broker calls [`Deliver::deliver`] one publication at a time
+//! per channel, in offset order, and the whole delivery (exact and pattern
+//! subscribers) happens within that call, so a pattern subscriber sees each
+//! channel's publications in offset order. Publications of different channels
+//! matched by one pattern are not ordered relative to each other.
+//!
+//! Lock order: a channel's subscriber mutex, then the pattern read lock; the
+//! pattern write lock is never held while taking another hub lock.
 
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
 use crate::outbox::Frame;
+use crate::routing::Sublist;
 use herald_proto::{ClientInfo, Encoding, Push, ServerMsg};
 use indexmap::IndexMap;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const SHARDS: usize = 64;
 
 type Subscribers = Mutex<IndexMap<u64, Arc<Client>>>;
 
+/// One shard of the exact-channel index: channel name to its subscribers.
+type Shard = Mutex<HashMap<Arc<str>, Arc<Subscribers>>>;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A client as a value of the pattern trie: equal and hashed by client id, so
+/// that removal finds it in O(1).
+struct PatternSub(Arc<Client>);
+
+impl PartialEq for PatternSub {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for PatternSub {}
+
+impl Hash for PatternSub {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.id.hash(state)
+    }
+}
+
+/// Hashes client ids for the per-publication dedupe set. Ids are assigned by
+/// the node (sequential, never chosen by clients), so a multiplicative mix is
+/// enough and much cheaper than SipHash.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, id: u64) {
+        let h = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 32);
+    }
+}
+
+type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+
+/// Dedupe sets larger than this are freed after use rather than kept per thread.
+const SEEN_KEEP: usize = 4096;
+
+thread_local! {
+    /// Clients already served by a pattern for the publication being delivered
+    /// on this thread: reused so that delivery does not allocate.
+    static SEEN: RefCell<IdSet> = RefCell::new(IdSet::default());
+}
+
+/// Runs `f` with an empty dedupe set (the thread's, unless it is in use).
+fn with_seen<R>(f: impl FnOnce(&mut IdSet) -> R) -> R {
+    SEEN.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut seen) => {
+            seen.clear();
+            let r = f(&mut seen);
+            if seen.capacity() > SEEN_KEEP {
+                *seen = IdSet::default();
+            }
+            r
+        }
+        Err(_) => f(&mut IdSet::default()),
+    })
 }
 
 /// The subscription index of one node.
 pub struct Hub {
     hasher: RandomState,
-    shards: Box<[Mutex<HashMap<Arc<str>, Arc<Subscribers>>>]>,
+    shards: Box<[Shard]>,
+    /// Wildcard subscriptions, all in one trie (see the module docs).
+    patterns: RwLock<Sublist<PatternSub>>,
+    /// `patterns.len()`, readable without the lock: zero keeps the trie off the
+    /// publish path entirely.
+    pattern_count: AtomicUsize,
 }
 
 impl std::fmt::Debug for Hub {
@@ -52,10 +161,12 @@ impl Hub {
         Hub {
             hasher: RandomState::new(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            patterns: RwLock::new(Sublist::new()),
+            pattern_count: AtomicUsize::new(0),
         }
     }
 
-    fn shard(&self, channel: &str) -> &Mutex<HashMap<Arc<str>, Arc<Subscribers>>> {
+    fn shard(&self, channel: &str) -> &Shard {
         &self.shards[(self.hasher.hash_one(channel) as usize) % SHARDS]
     }
 
@@ -91,12 +202,38 @@ impl Hub {
         removed
     }
 
-    /// How many clients are subscribed to `channel`.
+    /// Adds `client` to the wildcard `pattern`, which the caller has checked
+    /// with [`crate::channel::validate_pattern`]. Returns false if it was
+    /// already there. Delivery through it starts when this returns.
+    pub fn subscribe_pattern(&self, pattern: &str, client: &Arc<Client>) -> bool {
+        let mut patterns = write(&self.patterns);
+        let added = patterns.insert(pattern, PatternSub(client.clone()));
+        self.pattern_count.store(patterns.len(), Ordering::Release);
+        added
+    }
+
+    /// Removes `client` from the wildcard `pattern`. Returns false if it was not
+    /// subscribed. No publication reaches it through `pattern` once this returns.
+    pub fn unsubscribe_pattern(&self, pattern: &str, client: &Arc<Client>) -> bool {
+        let mut patterns = write(&self.patterns);
+        let removed = patterns.remove(pattern, &PatternSub(client.clone()));
+        self.pattern_count.store(patterns.len(), Ordering::Release);
+        removed
+    }
+
+    /// Number of wildcard subscriptions (pattern, client) on this node.
+    pub fn pattern_count(&self) -> usize {
+        self.pattern_count.load(Ordering::Acquire)
+    }
+
+    /// How many clients are subscribed to `channel` exactly (pattern
+    /// subscribers are not counted).
     pub fn subscriber_count(&self, channel: &str) -> usize {
         self.subscribers(channel).map_or(0, |s| lock(&s).len())
     }
 
-    /// Who is subscribed to `channel`.
+    /// Who is subscribed to `channel` exactly (pattern subscribers are not
+    /// listed).
     pub fn presence(&self, channel: &str) -> Vec<ClientInfo> {
         self.subscribers(channel).map_or_else(Vec::new, |s| {
             lock(&s)
@@ -129,21 +266,60 @@ fn encode_push(p: &Publication, encoding: Encoding) -> Frame {
     }
 }
 
+/// One publication's frames, each encoded on first use and then shared.
+struct Frames<'a> {
+    publication: &'a Publication,
+    json: Option<Frame>,
+    binary: Option<Frame>,
+}
+
+impl<'a> Frames<'a> {
+    fn new(publication: &'a Publication) -> Frames<'a> {
+        Frames {
+            publication,
+            json: None,
+            binary: None,
+        }
+    }
+
+    fn push_to(&mut self, client: &Client) {
+        let p = self.publication;
+        let frame = match client.encoding {
+            Encoding::Json => self
+                .json
+                .get_or_insert_with(|| encode_push(p, Encoding::Json)),
+            Encoding::Binary => self
+                .binary
+                .get_or_insert_with(|| encode_push(p, Encoding::Binary)),
+        };
+        client.outbox.push(frame.clone());
+    }
+}
+
 impl Deliver for Hub {
     fn deliver(&self, p: &Publication) {
-        let Some(subs) = self.subscribers(&p.channel) else {
-            return;
-        };
-        let subs = lock(&subs);
-        let mut json: Option<Frame> = None;
-        let mut binary: Option<Frame> = None;
-        for client in subs.values() {
-            let frame = match client.encoding {
-                Encoding::Json => json.get_or_insert_with(|| encode_push(p, Encoding::Json)),
-                Encoding::Binary => binary.get_or_insert_with(|| encode_push(p, Encoding::Binary)),
-            };
-            client.outbox.push(frame.clone());
+        let mut frames = Frames::new(p);
+        let exact = self.subscribers(&p.channel);
+        let exact = exact.as_deref().map(lock);
+        if let Some(subs) = &exact {
+            for client in subs.values() {
+                frames.push_to(client);
+            }
         }
+        if self.pattern_count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // The exact set stays locked so that "already served" is checked
+        // against the very set that was served.
+        let patterns = read(&self.patterns);
+        with_seen(|seen| {
+            patterns.for_each_match(&p.channel, |PatternSub(client)| {
+                let served = exact.as_ref().is_some_and(|s| s.contains_key(&client.id));
+                if !served && seen.insert(client.id) {
+                    frames.push_to(client);
+                }
+            });
+        });
     }
 }
 
@@ -198,5 +374,79 @@ mod tests {
             data: Bytes::new(),
         });
         assert!(a.outbox.is_empty());
+    }
+
+    fn publish(hub: &Hub, channel: &str, offset: u64) {
+        hub.deliver(&Publication {
+            channel: channel.into(),
+            offset,
+            data: Bytes::from_static(b"1"),
+        });
+    }
+
+    fn queued(c: &Client) -> usize {
+        c.outbox.with_queue(|q| q.frames.len())
+    }
+
+    #[test]
+    fn patterns_deliver_once_per_client() {
+        let hub = Hub::new();
+        let a = client(1, Encoding::Json);
+        let b = client(2, Encoding::Json);
+        assert_eq!(hub.pattern_count(), 0);
+        assert!(hub.subscribe("news.sport", &a));
+        assert!(hub.subscribe_pattern("news.*", &a));
+        assert!(hub.subscribe_pattern("news.>", &a));
+        assert!(!hub.subscribe_pattern("news.>", &a));
+        assert!(hub.subscribe_pattern("news.*", &b));
+        assert!(hub.subscribe_pattern(">", &b));
+        assert_eq!(hub.pattern_count(), 4);
+
+        publish(&hub, "news.sport", 1);
+        assert_eq!((queued(&a), queued(&b)), (1, 1), "exact + 2 patterns: once");
+        publish(&hub, "news.tennis", 1);
+        assert_eq!((queued(&a), queued(&b)), (2, 2), "two patterns: once");
+        publish(&hub, "news.sport.uk", 1);
+        assert_eq!((queued(&a), queued(&b)), (3, 3));
+        publish(&hub, "other", 1);
+        assert_eq!((queued(&a), queued(&b)), (3, 4));
+
+        assert!(hub.unsubscribe_pattern("news.>", &a));
+        assert!(!hub.unsubscribe_pattern("news.>", &a));
+        publish(&hub, "news.sport.uk", 2);
+        assert_eq!((queued(&a), queued(&b)), (3, 5));
+        for (p, c) in [("news.*", &a), ("news.*", &b), (">", &b)] {
+            assert!(hub.unsubscribe_pattern(p, c));
+        }
+        assert_eq!(hub.pattern_count(), 0);
+        publish(&hub, "news.tennis", 2);
+        assert_eq!((queued(&a), queued(&b)), (3, 5));
+        assert_eq!(
+            hub.channel_count(),
+            1,
+            "the exact subscription is untouched"
+        );
+    }
+
+    #[test]
+    fn pattern_subscribers_share_the_exact_frames() {
+        let hub = Hub::new();
+        let exact = client(1, Encoding::Json);
+        let pattern = client(2, Encoding::Json);
+        let pattern_bin = client(3, Encoding::Binary);
+        let exact_bin = client(4, Encoding::Binary);
+        hub.subscribe("a.b", &exact);
+        hub.subscribe("a.b", &exact_bin);
+        hub.subscribe_pattern("a.*", &pattern);
+        hub.subscribe_pattern("a.>", &pattern_bin);
+        publish(&hub, "a.b", 7);
+        let ptr = |cl: &Arc<Client>| {
+            cl.outbox
+                .with_queue(|q| q.frames.front().map(|f| f.payload().as_ptr() as usize))
+        };
+        assert!(ptr(&exact).is_some());
+        assert_eq!(ptr(&exact), ptr(&pattern));
+        assert_eq!(ptr(&exact_bin), ptr(&pattern_bin));
+        assert_ne!(ptr(&exact), ptr(&exact_bin));
     }
 }

@@ -6,6 +6,8 @@
 //! - [`client`]: one connected client as the hub sees it (id, encoding, outbox).
 //! - [`hub`]: the sharded subscription index and the fan-out that encodes a
 //!   publication once per encoding and shares the bytes.
+//! - [`routing`]: the token trie behind wildcard subscriptions.
+//! - [`shard`]: the sharded map the hub, broker and registry are built on.
 //! - [`broker`]: the `Broker` trait (offsets, history, cross-node delivery) and
 //!   [`memory`], the in-memory broker used by a single node.
 //! - [`session`]: the transport-agnostic protocol state machine of one connection:
@@ -21,6 +23,7 @@ pub mod hub;
 pub mod memory;
 pub mod node;
 pub mod outbox;
+pub mod routing;
 pub mod session;
 pub mod shard;
 
@@ -30,4 +33,5 @@ pub use hub::Hub;
 pub use memory::MemoryBroker;
 pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};
+pub use routing::Sublist;
 pub use session::Session;

@@ -8,9 +8,9 @@
 //! process start, because a restart loses all history.
 
 use crate::broker::{Attach, Broker, BrokerError, Completion, Deliver, History, Publication};
+use crate::shard::{lock, Sharded};
 use bytes::Bytes;
 use herald_proto::{HistoryItem, Position};
-use crate::shard::{lock, Sharded};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 

@@ -5,11 +5,11 @@ use crate::broker::Broker;
 use crate::client::Client;
 use crate::hub::Hub;
 use crate::memory::MemoryBroker;
+use crate::shard::Sharded;
 use herald_proto::Encoding;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use crate::shard::Sharded;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -9,11 +9,19 @@
 //!
 //! States: *fresh* until a successful `connect` (only `connect` and `ping` are
 //! accepted; anything else is answered with error 101), then *connected*.
+//!
+//! Wildcard subscriptions (`subscribe` to a pattern such as `news.*`; see
+//! [`crate::routing`]) bypass the broker: a pattern has no offsets, epoch or
+//! history of its own, so the reply carries an empty epoch and offset 0, and
+//! `recover` is refused (error 111) rather than silently ignored. They count
+//! against the same per-connection subscription limit as exact channels.
+//! `publish`, `history` and `presence` take concrete channels only (error 109).
 
 use crate::broker::{BrokerError, Completion, History};
 use crate::channel;
 use crate::client::Client;
 use crate::node::Node;
+use crate::routing;
 use herald_proto::{
     Command, DecodeError, Encoding, ErrorCode, Position, Reply, Request, ServerMsg,
 };
@@ -25,6 +33,8 @@ pub struct Session {
     node: Arc<Node>,
     client: Arc<Client>,
     connected: bool,
+    /// Exact channels and patterns alike; [`routing::is_pattern`] tells them
+    /// apart (concrete names cannot contain `*` or `>`).
     subscriptions: Vec<Arc<str>>,
 }
 
@@ -100,8 +110,8 @@ impl Session {
             } => self.subscribe(id, channel, recover),
             Command::Unsubscribe { channel } => self.unsubscribe(id, &channel),
             Command::Publish { channel, data } => {
-                if let Err(code) = channel::validate(&channel) {
-                    return self.error(id, code, "invalid channel name");
+                if !self.check_concrete(id, &channel) {
+                    return;
                 }
                 let done = self.node.broker.publish(&channel, data);
                 self.complete(id, done, |r| {
@@ -116,8 +126,8 @@ impl Session {
                 since,
                 limit,
             } => {
-                if let Err(code) = channel::validate(&channel) {
-                    return self.error(id, code, "invalid channel name");
+                if !self.check_concrete(id, &channel) {
+                    return;
                 }
                 let done = self
                     .node
@@ -132,8 +142,8 @@ impl Session {
                 });
             }
             Command::Presence { channel } => {
-                if let Err(code) = channel::validate(&channel) {
-                    return self.error(id, code, "invalid channel name");
+                if !self.check_concrete(id, &channel) {
+                    return;
                 }
                 let clients = self.node.hub.presence(&channel);
                 self.reply(id, Reply::Presence { clients });
@@ -141,8 +151,40 @@ impl Session {
         }
     }
 
+    /// Checks a channel that must be concrete, answering the error if not.
+    fn check_concrete(&self, id: u32, channel: &str) -> bool {
+        let Err(code) = channel::validate(channel) else {
+            return true;
+        };
+        let message = if routing::is_pattern(channel) {
+            "wildcard patterns are only allowed in subscribe and unsubscribe"
+        } else {
+            "invalid channel name"
+        };
+        self.error(id, code, message);
+        false
+    }
+
     fn subscribe(&mut self, id: u32, channel: String, recover: Option<Position>) {
-        if let Err(code) = channel::validate(&channel) {
+        let pattern = routing::is_pattern(&channel);
+        if pattern {
+            if let Err(code) = channel::validate_pattern(&channel) {
+                return self.error(
+                    id,
+                    code,
+                    "invalid pattern: `*` and `>` must be whole tokens, `>` only the last, \
+                     and no token may be empty",
+                );
+            }
+            if recover.is_some() {
+                return self.error(
+                    id,
+                    ErrorCode::NotAvailable,
+                    "recovery is not available for wildcard subscriptions (a pattern has no \
+                     offsets); subscribe without recover, or recover each concrete channel",
+                );
+            }
+        } else if let Err(code) = channel::validate(&channel) {
             return self.error(id, code, "invalid channel name");
         }
         if self.subscriptions.iter().any(|c| **c == *channel) {
@@ -157,6 +199,22 @@ impl Session {
         }
         let name: Arc<str> = channel.into();
         self.subscriptions.push(name.clone());
+        if pattern {
+            // Reply first, then register: every publication delivered through
+            // the pattern is queued after the reply. One published in between
+            // is simply before the subscription took effect.
+            self.reply(
+                id,
+                Reply::Subscribe {
+                    epoch: String::new(),
+                    offset: 0,
+                    recovered: false,
+                    publications: Vec::new(),
+                },
+            );
+            self.node.hub.subscribe_pattern(&name, &self.client);
+            return;
+        }
         let hub = self.node.hub.clone();
         let client = self.client.clone();
         let asked_recovery = recover.is_some();
@@ -189,8 +247,17 @@ impl Session {
             return self.error(id, ErrorCode::NotSubscribed, "not subscribed");
         };
         self.subscriptions.swap_remove(i);
-        self.node.hub.unsubscribe(channel, self.client.id);
+        self.release(channel);
         self.reply(id, Reply::Unsubscribe);
+    }
+
+    /// Removes one subscription (exact or pattern) from the hub.
+    fn release(&self, channel: &str) {
+        if routing::is_pattern(channel) {
+            self.node.hub.unsubscribe_pattern(channel, &self.client);
+        } else {
+            self.node.hub.unsubscribe(channel, self.client.id);
+        }
     }
 
     /// Replies now if the broker answered at once, or later from a task.
@@ -243,9 +310,197 @@ fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        for channel in self.subscriptions.drain(..) {
-            self.node.hub.unsubscribe(&channel, self.client.id);
+        for channel in std::mem::take(&mut self.subscriptions) {
+            self.release(&channel);
         }
         self.node.remove_client(self.client.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeConfig;
+    use bytes::Bytes;
+    use herald_proto::Push;
+
+    fn node() -> Arc<Node> {
+        // The memory broker answers at once: nothing is ever spawned.
+        Node::with_memory_broker(NodeConfig::default(), Arc::new(|_| {}))
+    }
+
+    fn session(node: &Arc<Node>) -> Session {
+        let client = node.new_client(Encoding::Json);
+        let mut s = Session::new(node.clone(), client);
+        s.handle(Request {
+            id: 1,
+            cmd: Command::Connect {
+                token: None,
+                name: None,
+            },
+        });
+        drain(&s);
+        s
+    }
+
+    /// Everything queued for the session's client, decoded.
+    fn drain(s: &Session) -> Vec<ServerMsg> {
+        s.client.outbox.with_queue(|q| {
+            let msgs = q
+                .frames
+                .iter()
+                .map(|f| {
+                    Encoding::Json
+                        .decode_server(f.payload())
+                        .expect("server sent invalid JSON")
+                })
+                .collect();
+            let n = q.frames.len();
+            q.advance(n, 0);
+            msgs
+        })
+    }
+
+    fn subscribe(s: &mut Session, id: u32, channel: &str, recover: Option<Position>) {
+        s.handle(Request {
+            id,
+            cmd: Command::Subscribe {
+                channel: channel.into(),
+                recover,
+                join_leave: false,
+            },
+        });
+    }
+
+    fn publish(s: &mut Session, id: u32, channel: &str) {
+        s.handle(Request {
+            id,
+            cmd: Command::Publish {
+                channel: channel.into(),
+                data: Bytes::from_static(b"1"),
+            },
+        });
+    }
+
+    fn error_code(m: &ServerMsg) -> Option<u16> {
+        match m {
+            ServerMsg::Error { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn pattern_subscription_lifecycle() {
+        let node = node();
+        let mut sub = session(&node);
+        let mut publisher = session(&node);
+        subscribe(&mut sub, 2, "news.*", None);
+        assert_eq!(
+            drain(&sub),
+            vec![ServerMsg::Reply {
+                id: 2,
+                reply: Reply::Subscribe {
+                    epoch: String::new(),
+                    offset: 0,
+                    recovered: false,
+                    publications: vec![],
+                }
+            }]
+        );
+        assert_eq!(node.hub.pattern_count(), 1);
+        subscribe(&mut sub, 3, "news.*", None);
+        assert_eq!(error_code(&drain(&sub)[0]), Some(105));
+
+        publish(&mut publisher, 4, "news.sport");
+        publish(&mut publisher, 5, "news.sport.uk");
+        let got = drain(&sub);
+        assert!(
+            matches!(&got[..], [ServerMsg::Push(Push::Publication { channel, offset: 1, .. })] if channel == "news.sport"),
+            "{got:?}"
+        );
+
+        sub.handle(Request {
+            id: 6,
+            cmd: Command::Unsubscribe {
+                channel: "news.*".into(),
+            },
+        });
+        assert_eq!(
+            drain(&sub),
+            vec![ServerMsg::Reply {
+                id: 6,
+                reply: Reply::Unsubscribe
+            }]
+        );
+        assert_eq!(node.hub.pattern_count(), 0);
+        publish(&mut publisher, 7, "news.sport");
+        assert!(drain(&sub).is_empty());
+    }
+
+    #[test]
+    fn drop_releases_pattern_and_exact_subscriptions() {
+        let node = node();
+        let mut sub = session(&node);
+        subscribe(&mut sub, 2, "news.>", None);
+        subscribe(&mut sub, 3, "*.sport", None);
+        subscribe(&mut sub, 4, "news.sport", None);
+        assert_eq!(drain(&sub).len(), 3);
+        assert_eq!(node.hub.pattern_count(), 2);
+        assert_eq!(node.hub.channel_count(), 1);
+        drop(sub);
+        assert_eq!(node.hub.pattern_count(), 0);
+        assert_eq!(node.hub.channel_count(), 0);
+    }
+
+    #[test]
+    fn patterns_refused_where_they_make_no_sense() {
+        let node = node();
+        let mut s = session(&node);
+        for (i, bad) in ["news.*x", "a.>.b", "a..*", "*.", ">x"].iter().enumerate() {
+            subscribe(&mut s, 10 + i as u32, bad, None);
+            assert_eq!(error_code(&drain(&s)[0]), Some(109), "{bad}");
+        }
+        let pos = Position {
+            epoch: "e".into(),
+            offset: 1,
+        };
+        subscribe(&mut s, 20, "news.*", Some(pos));
+        assert_eq!(error_code(&drain(&s)[0]), Some(111));
+        assert_eq!(node.hub.pattern_count(), 0);
+
+        publish(&mut s, 21, "news.*");
+        s.handle(Request {
+            id: 22,
+            cmd: Command::History {
+                channel: "news.>".into(),
+                since: None,
+                limit: 0,
+            },
+        });
+        s.handle(Request {
+            id: 23,
+            cmd: Command::Presence {
+                channel: "*".into(),
+            },
+        });
+        let codes: Vec<_> = drain(&s).iter().map(error_code).collect();
+        assert_eq!(codes, vec![Some(109); 3]);
+    }
+
+    #[test]
+    fn patterns_count_against_the_subscription_limit() {
+        let node = Node::with_memory_broker(
+            NodeConfig {
+                max_subscriptions: 2,
+                ..NodeConfig::default()
+            },
+            Arc::new(|_| {}),
+        );
+        let mut s = session(&node);
+        subscribe(&mut s, 2, "a", None);
+        subscribe(&mut s, 3, "b.*", None);
+        subscribe(&mut s, 4, "c.>", None);
+        let codes: Vec<_> = drain(&s).iter().map(error_code).collect();
+        assert_eq!(codes, vec![None, None, Some(107)]);
     }
 }
