@@ -30,6 +30,15 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_TCP_LISTEN")]
     pub tcp_listen: Option<SocketAddr>,
 
+    /// PEM certificate chain: serve HTTPS/WSS (h2 and http/1.1 by ALPN) on
+    /// `--listen` instead of plain HTTP; needs `--tls-key` [default: off].
+    #[arg(long, env = "HERALD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for `--tls-cert` [default: off].
+    #[arg(long, env = "HERALD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Runtime worker threads; 0 = one per available core (respects taskset) [default: 0].
     #[arg(long, env = "HERALD_WORKERS")]
     pub workers: Option<usize>,
@@ -114,6 +123,10 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Raw TCP listen address, if any.
     pub tcp_listen: Option<SocketAddr>,
+    /// TLS certificate chain (PEM), if TLS is on.
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), if TLS is on.
+    pub tls_key: Option<PathBuf>,
     /// Worker threads (0 = per core).
     pub workers: usize,
     /// Largest incoming message.
@@ -166,6 +179,11 @@ impl ServerConfig {
                 "log_format = {log_format:?} (expected text or json)"
             )));
         }
+        if a.tls_cert.is_some() != a.tls_key.is_some() {
+            return Err(ConfigError::Invalid(
+                "tls_cert and tls_key go together".into(),
+            ));
+        }
         let ping_interval = a.ping_interval.unwrap_or(d.ping_interval);
         if ping_interval == 0 {
             return Err(ConfigError::Invalid("ping_interval must be > 0".into()));
@@ -175,6 +193,8 @@ impl ServerConfig {
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
             tcp_listen: a.tcp_listen,
+            tls_cert: a.tls_cert,
+            tls_key: a.tls_key,
             workers: a.workers.unwrap_or(0),
             max_message_size: a.max_message_size.unwrap_or(65536),
             max_connections: a.max_connections.unwrap_or(100_000),
@@ -203,6 +223,8 @@ impl ServeArgs {
             config: self.config,
             listen: self.listen.or(other.listen),
             tcp_listen: self.tcp_listen.or(other.tcp_listen),
+            tls_cert: self.tls_cert.or(other.tls_cert),
+            tls_key: self.tls_key.or(other.tls_key),
             workers: self.workers.or(other.workers),
             max_message_size: self.max_message_size.or(other.max_message_size),
             client_queue_bytes: self.client_queue_bytes.or(other.client_queue_bytes),

@@ -8,7 +8,7 @@
 //! nothing from the handshake stays resident. A WebSocket upgrade must be the
 //! first request on its connection (browsers always open a fresh one).
 
-use crate::conn::Connection;
+use crate::conn::{AsyncIo, Connection, Io};
 use crate::rewind::Rewind;
 use crate::server::Shared;
 use crate::ws::shootout::ShootoutConn;
@@ -18,7 +18,7 @@ use herald_core::Session;
 use herald_proto::Encoding;
 use std::io;
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest request head accepted.
@@ -31,16 +31,13 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Reads the request head; returns the buffer and the head's length (0 when
 /// the client opened with the HTTP/2 preface).
-async fn read_head(stream: &TcpStream) -> io::Result<(Vec<u8>, usize)> {
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>, usize)> {
     let mut buf = vec![0u8; 1024];
     let mut len = 0;
     loop {
-        stream.readable().await?;
-        match stream.try_read(&mut buf[len..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
+        match stream.read(&mut buf[len..]).await? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => len += n,
         }
         let seen = len.min(H2_PREFACE.len());
         if buf[..seen] == H2_PREFACE[..seen] {
@@ -74,7 +71,7 @@ async fn read_head(stream: &TcpStream) -> io::Result<(Vec<u8>, usize)> {
 
 /// Writes a complete plain answer, then closes gently: half-close and drain
 /// the peer's input (bounded), so the peer reads the answer instead of a reset.
-async fn answer(mut stream: TcpStream, status: &str, extra: &str, body: &str) {
+async fn answer<S: Stream>(mut stream: S, status: &str, extra: &str, body: &str) {
     let text = format!(
         "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n{body}",
         body.len()
@@ -83,10 +80,52 @@ async fn answer(mut stream: TcpStream, status: &str, extra: &str, body: &str) {
     crate::server::linger(stream).await;
 }
 
-/// Serves one accepted connection until it ends.
+/// A byte stream an HTTP connection can run over: a plain socket or TLS.
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {
+    /// The connection driver's view of this stream.
+    type Io: Io;
+    /// Hands the stream to the connection driver.
+    fn into_io(self) -> Self::Io;
+}
+
+impl Stream for TcpStream {
+    type Io = TcpStream;
+    fn into_io(self) -> TcpStream {
+        self
+    }
+}
+
+impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
+    type Io = AsyncIo<Self>;
+    fn into_io(self) -> AsyncIo<Self> {
+        AsyncIo(self)
+    }
+}
+
+/// Serves one accepted connection until it ends: TLS first when configured.
 pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let _handshake = Handshaking::new(shared.clone());
-    let head = tokio::time::timeout(shared.config.handshake_timeout, read_head(&stream)).await;
+    let Some(tls) = shared.tls.clone() else {
+        return serve_stream(stream, shared).await;
+    };
+    let accepted = tokio::time::timeout(shared.config.handshake_timeout, tls.accept(stream)).await;
+    let stream = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+        return hyper_serve(stream, shared, Vec::new()).await;
+    }
+    serve_stream(stream, shared).await;
+}
+
+/// Reads the first request head and routes it.
+async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>) {
+    let head = tokio::time::timeout(shared.config.handshake_timeout, read_head(&mut stream)).await;
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
         Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
@@ -112,7 +151,11 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
 }
 
 /// Serves the connection with hyper, replaying what was already read.
-async fn hyper_serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
+async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
+    stream: S,
+    shared: Arc<Shared>,
+    read: Vec<u8>,
+) {
     let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
     let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
     let builder =
@@ -123,7 +166,7 @@ async fn hyper_serve(stream: TcpStream, shared: Arc<Shared>, read: Vec<u8>) {
 }
 
 /// Where each request goes.
-async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
+async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(&buf), Ok(httparse::Status::Complete(_))) {
@@ -141,7 +184,6 @@ async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: Vec<u8>, head_le
         "/ws" if wants_upgrade => Endpoint::Herald,
         "/shootout" if wants_upgrade => Endpoint::Shootout,
         _ => {
-            drop(req);
             return hyper_serve(stream, shared, buf).await;
         }
     };
@@ -187,13 +229,13 @@ async fn route(mut stream: TcpStream, shared: Arc<Shared>, buf: Vec<u8>, head_le
             };
             let client = node.new_client(encoding);
             let session = Session::new(node.clone(), client);
-            let conn = Connection::new(stream, session, WsWire::new(max), leftover);
+            let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover);
             shared.tracker.spawn(conn);
         }
         Endpoint::Shootout => {
             let client = node.new_client(Encoding::Json);
             let handler = ShootoutConn::new(shared.shootout.clone(), client, node.clone());
-            let conn = Connection::new(stream, handler, WsWire::new(max), leftover);
+            let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover);
             shared.tracker.spawn(conn);
         }
     }

@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// State shared by every connection of one server.
-#[derive(Debug)]
 pub struct Shared {
     /// Resolved configuration.
     pub config: ServerConfig,
@@ -41,6 +40,17 @@ pub struct Shared {
     pub handshaking: AtomicUsize,
     /// Long-poll sessions.
     pub polls: crate::poll::Polls,
+    /// TLS for the HTTP listener, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why the server stopped with an error.
@@ -49,22 +59,30 @@ pub enum ServerError {
     /// The listener could not be used.
     #[error("listener failed: {0}")]
     Listener(#[from] std::io::Error),
+    /// The TLS certificate or key could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Builds the shared state for `config` on the current tokio runtime.
-pub fn shared(config: ServerConfig) -> Arc<Shared> {
+pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
+        _ => None,
+    };
     let spawner = Arc::new(|task: Task| {
         tokio::spawn(task);
     });
     let node = Node::with_memory_broker(config.node.clone(), spawner);
-    Arc::new(Shared {
+    Ok(Arc::new(Shared {
         config,
         node,
         shootout: Arc::new(ShootoutGroup::default()),
         tracker: TaskTracker::new(),
         handshaking: AtomicUsize::new(0),
         polls: crate::poll::Polls::default(),
-    })
+        tls,
+    }))
 }
 
 /// The sockets a server serves.
@@ -95,7 +113,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let listeners = listeners.into();
-    let shared = shared(config);
+    let shared = shared(config)?;
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
     let tcp = listeners
         .tcp
@@ -143,6 +161,10 @@ async fn accept_loop(
         // per-connection permit object, so it costs idle connections nothing.
         let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
         if open >= shared.config.max_connections {
+            if shared.tls.is_some() && matches!(kind, Kind::Http) {
+                // A plaintext answer means nothing to a TLS client.
+                continue;
+            }
             if matches!(kind, Kind::Tcp) {
                 // No HTTP on this socket: a disconnect push says why.
                 tokio::spawn(async move {
@@ -179,7 +201,7 @@ async fn accept_loop(
 
 /// Half-closes `stream` and reads whatever the peer still sends (bounded), so
 /// that closing does not reset the connection before the peer has read our answer.
-pub(crate) async fn linger(mut stream: tokio::net::TcpStream) {
+pub(crate) async fn linger<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut stream: S) {
     use tokio::io::AsyncReadExt;
     let _ = stream.shutdown().await;
     let mut sink = [0u8; 1024];
