@@ -14,6 +14,9 @@ pub struct Client {
     pub id: u64,
     /// The encoding its messages use.
     pub encoding: Encoding,
+    /// Whether publications reach it unrendered ([`Frame::Publication`]) for
+    /// its transport to render per stream (SSE), instead of as encoded pushes.
+    pub raw: bool,
     /// Where everything sent to it goes.
     pub outbox: Outbox,
     /// Node-clock second of the last byte received from it (heartbeat check).
@@ -26,8 +29,17 @@ impl Client {
         Client {
             id,
             encoding,
+            raw: false,
             outbox: Outbox::new(queue_bytes),
             last_seen: AtomicU32::new(now),
+        }
+    }
+
+    /// A client that receives publications unrendered (see [`Client::raw`]).
+    pub fn new_raw(id: u64, queue_bytes: usize, now: u32) -> Client {
+        Client {
+            raw: true,
+            ..Client::new(id, Encoding::Json, queue_bytes, now)
         }
     }
 

@@ -271,6 +271,7 @@ struct Frames<'a> {
     publication: &'a Publication,
     json: Option<Frame>,
     binary: Option<Frame>,
+    raw: Option<Frame>,
 }
 
 impl<'a> Frames<'a> {
@@ -279,11 +280,19 @@ impl<'a> Frames<'a> {
             publication,
             json: None,
             binary: None,
+            raw: None,
         }
     }
 
     fn push_to(&mut self, client: &Client) {
         let p = self.publication;
+        if client.raw {
+            let frame = self
+                .raw
+                .get_or_insert_with(|| Frame::Publication(Arc::new(p.clone())));
+            client.outbox.push(frame.clone());
+            return;
+        }
         let frame = match client.encoding {
             Encoding::Json => self
                 .json

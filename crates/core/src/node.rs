@@ -111,13 +111,18 @@ impl Node {
 
     /// Creates and registers a client.
     pub fn new_client(&self, encoding: Encoding) -> Arc<Client> {
+        self.register(|id, queue, now| Client::new(id, encoding, queue, now))
+    }
+
+    /// Creates and registers a client that receives publications unrendered
+    /// (SSE).
+    pub fn new_raw_client(&self) -> Arc<Client> {
+        self.register(Client::new_raw)
+    }
+
+    fn register(&self, make: impl FnOnce(u64, usize, u32) -> Client) -> Arc<Client> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let client = Arc::new(Client::new(
-            id,
-            encoding,
-            self.config.client_queue_bytes,
-            self.now(),
-        ));
+        let client = Arc::new(make(id, self.config.client_queue_bytes, self.now()));
         self.registry.lock(&id).insert(id, client.clone());
         client
     }

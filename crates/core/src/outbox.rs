@@ -13,9 +13,11 @@
 //! The lock is a plain `std::sync::Mutex` held only for queue operations and for
 //! one non-blocking write; it is never held across an `.await`.
 
+use crate::broker::Publication;
 use bytes::Bytes;
 use herald_proto::DisconnectCode;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -38,6 +40,10 @@ pub enum Frame {
     /// The last frame of a connection: queued by its driver once the queue has
     /// drained after a close was requested (never by publishers).
     Close(Closing),
+    /// A publication not yet rendered, for transports that render each event
+    /// per stream (SSE ids carry the stream's positions). Shared by every such
+    /// subscriber of the publication.
+    Publication(Arc<Publication>),
 }
 
 impl Frame {
@@ -45,6 +51,7 @@ impl Frame {
     pub fn payload(&self) -> &[u8] {
         match self {
             Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
+            Frame::Publication(p) => &p.data,
             Frame::Ping | Frame::Close(_) => &[],
         }
     }

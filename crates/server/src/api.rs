@@ -70,6 +70,7 @@ pub async fn handle(
             "use POST",
         ),
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
+        (&Method::GET, "/sse") => crate::sse::open(req.uri().query(), &shared),
         (_, p) if p == "/poll" || p.starts_with("/poll/") => {
             crate::poll::handle(req, &shared).await
         }

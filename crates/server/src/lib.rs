@@ -12,6 +12,7 @@
 //! - [`ws`]: WebSocket framing and the shootout protocol.
 //! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
 //! - [`poll`]: HTTP long-polling sessions.
+//! - [`sse`]: Server-Sent Events streams.
 //! - [`tls`]: loading certificates for HTTPS/WSS.
 
 pub mod api;
@@ -21,6 +22,7 @@ pub mod http;
 pub mod poll;
 pub mod rewind;
 pub mod server;
+pub mod sse;
 pub mod tcp;
 pub mod tls;
 pub mod ws;

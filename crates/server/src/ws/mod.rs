@@ -60,7 +60,8 @@ impl Wire for WsWire {
 
     fn header(&self, frame: &Frame, payload_len: usize, out: &mut [u8; 14]) -> usize {
         let opcode = match frame {
-            Frame::Text(_) => OpCode::Text,
+            // Unrendered publications only go to SSE clients; text if ever here.
+            Frame::Text(_) | Frame::Publication(_) => OpCode::Text,
             Frame::Binary(_) => OpCode::Binary,
             Frame::Ping => OpCode::Ping,
             Frame::Pong(_) => OpCode::Pong,
