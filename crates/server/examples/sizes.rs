@@ -11,4 +11,23 @@ fn main() {
     println!("Outbox = {}", size_of::<herald_core::Outbox>());
     println!("TcpStream = {}", size_of::<tokio::net::TcpStream>());
     println!("Decoder = {}", size_of::<herald_ws::Decoder>());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let _c = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (s, _) = listener.accept().await.expect("accept");
+        let shared =
+            herald_server::server::shared(herald_server::ServerConfig::default()).expect("shared");
+        let fut = herald_server::http::serve_connection(s, shared);
+        println!(
+            "serve_connection future (handshake phase) = {}",
+            std::mem::size_of_val(&fut)
+        );
+    });
 }

@@ -47,15 +47,9 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>,
             }
             continue;
         }
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf[..len]) {
-            Ok(httparse::Status::Complete(head)) => {
-                buf.truncate(len);
-                return Ok((buf, head));
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        if let Some(head) = head_len(&buf[..len])? {
+            buf.truncate(len);
+            return Ok((buf, head));
         }
         if len == buf.len() {
             if buf.len() >= MAX_HEAD {
@@ -66,6 +60,18 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>,
             }
             buf.resize((buf.len() * 2).min(MAX_HEAD), 0);
         }
+    }
+}
+
+/// The length of the request head in `buf`, if it is complete. A plain
+/// function, so the header array never lives in a future's state.
+fn head_len(buf: &[u8]) -> io::Result<Option<usize>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(head)) => Ok(Some(head)),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
     }
 }
 
@@ -103,11 +109,19 @@ impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
 }
 
 /// Serves one accepted connection until it ends: TLS first when configured.
+///
+/// Many handshakes can be in flight at once (a reconnect storm), so this
+/// future is kept small: the TLS and hyper paths, whose state is several KiB,
+/// are boxed and cost nothing on the plain WebSocket path.
 pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
     let _handshake = Handshaking::new(shared.clone());
-    let Some(tls) = shared.tls.clone() else {
-        return serve_stream(stream, shared).await;
-    };
+    match shared.tls.clone() {
+        None => serve_stream(stream, shared).await,
+        Some(tls) => Box::pin(serve_tls(stream, shared, tls)).await,
+    }
+}
+
+async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, tls: tokio_rustls::TlsAcceptor) {
     let accepted = tokio::time::timeout(shared.config.handshake_timeout, tls.accept(stream)).await;
     let stream = match accepted {
         Ok(Ok(s)) => s,
@@ -118,7 +132,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
         Err(_) => return,
     };
     if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-        return hyper_serve(stream, shared, Vec::new()).await;
+        return Box::pin(hyper_serve(stream, shared, Vec::new())).await;
     }
     serve_stream(stream, shared).await;
 }
@@ -129,23 +143,24 @@ async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>) {
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
         Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
-            answer(stream, "400 Bad Request", "", "malformed HTTP request\n").await;
+            Box::pin(answer(
+                stream,
+                "400 Bad Request",
+                "",
+                "malformed HTTP request\n",
+            ))
+            .await;
             return;
         }
         Ok(Err(_)) => return,
         Err(_) => {
-            answer(
-                stream,
-                "408 Request Timeout",
-                "",
-                "request head not received in time\n",
-            )
-            .await;
+            let body = "request head not received in time\n";
+            Box::pin(answer(stream, "408 Request Timeout", "", body)).await;
             return;
         }
     };
     if head_len == 0 {
-        return hyper_serve(stream, shared, buf).await;
+        return Box::pin(hyper_serve(stream, shared, buf)).await;
     }
     route(stream, shared, buf, head_len).await;
 }
@@ -166,12 +181,34 @@ async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
 }
 
 /// Where each request goes.
-async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
+/// What to do with a request head (decided without awaiting, so the parse
+/// state never lives in the connection's future).
+enum Decision {
+    /// Answer 101 and run the WebSocket driver.
+    Upgrade {
+        endpoint: Endpoint,
+        encoding: Encoding,
+        response: Vec<u8>,
+    },
+    /// Not ours: hyper serves it.
+    Hyper,
+    /// Refuse with a plain answer.
+    Reject {
+        status: &'static str,
+        extra: &'static str,
+        body: String,
+    },
+}
+
+fn decide(buf: &[u8]) -> Decision {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
-    if !matches!(req.parse(&buf), Ok(httparse::Status::Complete(_))) {
-        answer(stream, "400 Bad Request", "", "malformed HTTP request\n").await;
-        return;
+    if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
+        return Decision::Reject {
+            status: "400 Bad Request",
+            extra: "",
+            body: "malformed HTTP request\n".into(),
+        };
     }
     let method = req.method.unwrap_or("");
     let path = req.path.unwrap_or("/");
@@ -183,25 +220,24 @@ async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head
     let endpoint = match path {
         "/ws" if wants_upgrade => Endpoint::Herald,
         "/shootout" if wants_upgrade => Endpoint::Shootout,
-        _ => {
-            return hyper_serve(stream, shared, buf).await;
-        }
+        _ => return Decision::Hyper,
     };
     let upgrade = match herald_ws::validate_upgrade(method, req.headers) {
         Ok(u) => u,
         Err(e) => {
-            let status = match e.status() {
-                405 => "405 Method Not Allowed",
-                426 => "426 Upgrade Required",
-                _ => "400 Bad Request",
-            };
-            let extra = if e.status() == 426 {
-                "sec-websocket-version: 13\r\nupgrade: websocket\r\n"
-            } else {
-                ""
-            };
-            answer(stream, status, extra, &format!("{e}\n")).await;
-            return;
+            return Decision::Reject {
+                status: match e.status() {
+                    405 => "405 Method Not Allowed",
+                    426 => "426 Upgrade Required",
+                    _ => "400 Bad Request",
+                },
+                extra: if e.status() == 426 {
+                    "sec-websocket-version: 13\r\nupgrade: websocket\r\n"
+                } else {
+                    ""
+                },
+                body: format!("{e}\n"),
+            }
         }
     };
     let protocol = match endpoint {
@@ -211,22 +247,45 @@ async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head
         ),
         Endpoint::Shootout => None,
     };
-    let accept = herald_ws::accept_key(upgrade.key);
-    let mut answer = Vec::with_capacity(160);
-    herald_ws::write_accept(&mut answer, &accept, protocol);
-    if stream.write_all(&answer).await.is_err() {
-        return;
+    let encoding = if protocol == Some(Encoding::Binary.subprotocol()) {
+        Encoding::Binary
+    } else {
+        Encoding::Json
+    };
+    let mut response = Vec::with_capacity(160);
+    herald_ws::write_accept(&mut response, &herald_ws::accept_key(upgrade.key), protocol);
+    Decision::Upgrade {
+        endpoint,
+        encoding,
+        response,
     }
+}
+
+/// Where each request goes.
+async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
+    let (endpoint, encoding) = match decide(&buf) {
+        Decision::Upgrade {
+            endpoint,
+            encoding,
+            response,
+        } => {
+            if stream.write_all(&response).await.is_err() {
+                return;
+            }
+            (endpoint, encoding)
+        }
+        Decision::Hyper => return Box::pin(hyper_serve(stream, shared, buf)).await,
+        Decision::Reject {
+            status,
+            extra,
+            body,
+        } => return Box::pin(answer(stream, status, extra, &body)).await,
+    };
     let leftover = &buf[head_len..];
     let node = shared.node.clone();
     let max = shared.config.max_message_size;
     match endpoint {
         Endpoint::Herald => {
-            let encoding = if protocol == Some(Encoding::Binary.subprotocol()) {
-                Encoding::Binary
-            } else {
-                Encoding::Json
-            };
             let client = node.new_client(encoding);
             let session = Session::new(node.clone(), client);
             let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover);
