@@ -12,7 +12,23 @@
 //!   delivered live before it is in history.
 //! - **Delivery.** Live delivery is at most once (a node that is down, or a
 //!   subscriber that is too slow, misses it); history within retention is the
-//!   way to get it back. The epoch changes whenever history may have been lost.
+//!   way to get it back.
+//! - **Epochs.** A channel's position is (epoch, offset). The epoch changes
+//!   whenever history may have been lost (a restart of the in-memory broker,
+//!   or its dropping an idle channel's state), and never while a subscriber
+//!   is attached to the channel, so a live subscriber sees one unbroken offset
+//!   sequence. A position from another epoch is never recoverable; a channel
+//!   with no stream at all reports epoch `""`, offset 0.
+//! - **Retention.** A broker retains a bounded suffix of each channel's
+//!   publications (by count and/or age). [`History::complete`] is true exactly
+//!   when every publication after the asked position, up to the top, is in the
+//!   answer (before `limit` is applied); it is false when the epoch differs, the
+//!   position is ahead of the top, or publications after it have left
+//!   retention — the caller must then resynchronise.
+//! - **Attachment.** Every successful [`Broker::subscribe`] is matched by one
+//!   [`Broker::unsubscribe`] when the subscriber leaves: a broker may keep a
+//!   channel's state (and so its epoch) only while someone is attached or
+//!   something is retained.
 //! - **Order of calls.** `publish` fixes the publication's place in the channel's
 //!   order when it is *called*, not when the returned completion is awaited, so a
 //!   connection that publishes twice gets its two publications in order even when
@@ -79,7 +95,8 @@ pub type Attach = Box<dyn FnOnce(Result<History, BrokerError>) + Send>;
 pub struct History {
     /// The channel's current position (epoch and top offset).
     pub top: Position,
-    /// Retained publications after the requested position, oldest first.
+    /// Retained publications after the requested position, oldest first (all
+    /// retained ones when there was no position or its epoch differs).
     pub publications: Vec<HistoryItem>,
     /// False when publications after the requested position have already left
     /// retention (or the epoch differs): the caller must resynchronise.
@@ -102,7 +119,12 @@ pub trait Broker: Send + Sync + 'static {
     /// receives the error instead.
     fn subscribe(&self, channel: &str, since: Option<&Position>, attach: Attach);
 
-    /// The channel's current position (offset 0 for a channel never published to).
+    /// Detaches one subscriber attached by [`Broker::subscribe`]; call it once
+    /// per successful subscribe, after removing the subscriber from the hub.
+    /// (On a channel with nobody attached it does nothing.)
+    fn unsubscribe(&self, channel: &str);
+
+    /// The channel's current position (`("", 0)` for a channel with no stream).
     fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>>;
 
     /// Publications after `since` (or all retained ones), at most `limit`

@@ -3,7 +3,7 @@
 
 use crate::outbox::{Frame, Outbox, PushOutcome};
 use bytes::Bytes;
-use herald_proto::Encoding;
+use herald_proto::{ClientInfo, Encoding};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A connected client. Shared (`Arc`) between its connection driver, the hub's
@@ -46,6 +46,15 @@ impl Client {
     /// The client id as shown on the wire (presence, connect reply).
     pub fn wire_id(&self) -> String {
         format!("{:x}", self.id)
+    }
+
+    /// Who it is, for presence and join/leave pushes. `user` stays empty until
+    /// authentication gives clients a user id.
+    pub fn info(&self) -> ClientInfo {
+        ClientInfo {
+            client: self.wire_id(),
+            user: String::new(),
+        }
     }
 
     /// Records activity at node-clock second `now`.

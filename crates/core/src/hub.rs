@@ -33,8 +33,21 @@
 //! channel's publications in offset order. Publications of different channels
 //! matched by one pattern are not ordered relative to each other.
 //!
-//! Lock order: a channel's subscriber mutex, then the pattern read lock; the
-//! pattern write lock is never held while taking another hub lock.
+//! # Presence
+//! Each channel's subscribers are listed with their [`Client`], which is what
+//! `presence` answers (exact subscribers only: a pattern is not a member of the
+//! channels it matches, and neither causes nor receives join/leave pushes).
+//! Beside that list, a channel keeps the (usually empty) set of *listeners*,
+//! the subscribers that asked for join/leave. When a client subscribes or
+//! leaves (unsubscribe, disconnect), a `join`/`leave` push is encoded at most
+//! once per encoding and queued for each listener other than that client; a
+//! channel with no listener pays one emptiness check. Pushes are queued under
+//! the channel's subscriber mutex, like publications, so a listener sees joins,
+//! leaves and publications of one channel in the order they happened.
+//!
+//! Lock order: a shard, then a channel's subscriber mutex, then the pattern
+//! read lock; the pattern write lock is never held while taking another hub
+//! lock. Join/leave pushes are queued after the shard lock is released.
 
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
@@ -50,7 +63,52 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 const SHARDS: usize = 64;
 
-type Subscribers = Mutex<IndexMap<u64, Arc<Client>>>;
+/// One exact channel's members.
+#[derive(Default)]
+struct Members {
+    /// Every subscriber: fan-out and presence.
+    subs: IndexMap<u64, Arc<Client>>,
+    /// The subscribers that asked for join/leave pushes (a subset of `subs`).
+    listeners: IndexMap<u64, Arc<Client>>,
+}
+
+impl Members {
+    /// Queues a join or leave push about `who` for every listener but `who`.
+    fn announce(&self, channel: &str, who: &Client, join: bool) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let info = who.info();
+        let push = if join {
+            Push::Join {
+                channel: channel.to_string(),
+                info,
+            }
+        } else {
+            Push::Leave {
+                channel: channel.to_string(),
+                info,
+            }
+        };
+        let msg = ServerMsg::Push(push);
+        let (mut json, mut binary) = (None, None);
+        for (id, listener) in &self.listeners {
+            if *id == who.id {
+                continue;
+            }
+            let frame = match listener.encoding {
+                Encoding::Json => json
+                    .get_or_insert_with(|| Frame::Text(Encoding::Json.encode_server_bytes(&msg))),
+                Encoding::Binary => binary.get_or_insert_with(|| {
+                    Frame::Binary(Encoding::Binary.encode_server_bytes(&msg))
+                }),
+            };
+            listener.outbox.push(frame.clone());
+        }
+    }
+}
+
+type Subscribers = Mutex<Members>;
 
 /// One shard of the exact-channel index: channel name to its subscribers.
 type Shard = Mutex<HashMap<Arc<str>, Arc<Subscribers>>>;
@@ -176,30 +234,54 @@ impl Hub {
 
     /// Adds `client` to `channel`. Returns false if it was already there.
     pub fn subscribe(&self, channel: &str, client: &Arc<Client>) -> bool {
+        self.subscribe_with(channel, client, false)
+    }
+
+    /// Adds `client` to `channel`, announcing it to the channel's join/leave
+    /// listeners; with `join_leave` it becomes one of them (it is not told
+    /// about itself). Returns false if it was already there.
+    pub fn subscribe_with(&self, channel: &str, client: &Arc<Client>, join_leave: bool) -> bool {
         let mut shard = lock(self.shard(channel));
         let subs = shard
             .entry(Arc::from(channel))
-            .or_insert_with(|| Arc::new(Mutex::new(IndexMap::new())));
-        let added = lock(subs).insert(client.id, client.clone()).is_none();
-        added
+            .or_insert_with(|| Arc::new(Mutex::new(Members::default())))
+            .clone();
+        let mut members = lock(&subs);
+        // Locked before the shard is released, so the channel cannot be
+        // dropped as empty before `client` is in it.
+        drop(shard);
+        if members.subs.contains_key(&client.id) {
+            return false;
+        }
+        members.announce(channel, client, true);
+        members.subs.insert(client.id, client.clone());
+        if join_leave {
+            members.listeners.insert(client.id, client.clone());
+        }
+        true
     }
 
-    /// Removes client `id` from `channel`; drops the channel when it empties.
-    /// Returns false if it was not subscribed.
+    /// Removes client `id` from `channel`, announcing its leave to the
+    /// channel's listeners; drops the channel when it empties. Returns false
+    /// if it was not subscribed.
     pub fn unsubscribe(&self, channel: &str, id: u64) -> bool {
         let mut shard = lock(self.shard(channel));
-        let Some(subs) = shard.get(channel) else {
+        let Some(subs) = shard.get(channel).cloned() else {
             return false;
         };
-        let (removed, empty) = {
-            let mut s = lock(subs);
-            let removed = s.swap_remove(&id).is_some();
-            (removed, s.is_empty())
+        let mut members = lock(&subs);
+        let Some(gone) = members.subs.swap_remove(&id) else {
+            return false;
         };
-        if empty {
+        members.listeners.swap_remove(&id);
+        if members.subs.is_empty() {
+            // No one left to tell.
             shard.remove(channel);
+            return true;
         }
-        removed
+        drop(shard);
+        members.announce(channel, &gone, false);
+        true
     }
 
     /// Adds `client` to the wildcard `pattern`, which the caller has checked
@@ -229,21 +311,21 @@ impl Hub {
     /// How many clients are subscribed to `channel` exactly (pattern
     /// subscribers are not counted).
     pub fn subscriber_count(&self, channel: &str) -> usize {
-        self.subscribers(channel).map_or(0, |s| lock(&s).len())
+        self.subscribers(channel).map_or(0, |s| lock(&s).subs.len())
     }
 
     /// Who is subscribed to `channel` exactly (pattern subscribers are not
     /// listed).
     pub fn presence(&self, channel: &str) -> Vec<ClientInfo> {
         self.subscribers(channel).map_or_else(Vec::new, |s| {
-            lock(&s)
-                .values()
-                .map(|c| ClientInfo {
-                    client: c.wire_id(),
-                    user: String::new(),
-                })
-                .collect()
+            lock(&s).subs.values().map(|c| c.info()).collect()
         })
+    }
+
+    /// How many subscribers of `channel` asked for join/leave pushes.
+    pub fn listener_count(&self, channel: &str) -> usize {
+        self.subscribers(channel)
+            .map_or(0, |s| lock(&s).listeners.len())
     }
 
     /// Number of channels with at least one subscriber.
@@ -311,7 +393,7 @@ impl Deliver for Hub {
         let exact = self.subscribers(&p.channel);
         let exact = exact.as_deref().map(lock);
         if let Some(subs) = &exact {
-            for client in subs.values() {
+            for client in subs.subs.values() {
                 frames.push_to(client);
             }
         }
@@ -323,7 +405,9 @@ impl Deliver for Hub {
         let patterns = read(&self.patterns);
         with_seen(|seen| {
             patterns.for_each_match(&p.channel, |PatternSub(client)| {
-                let served = exact.as_ref().is_some_and(|s| s.contains_key(&client.id));
+                let served = exact
+                    .as_ref()
+                    .is_some_and(|s| s.subs.contains_key(&client.id));
                 if !served && seen.insert(client.id) {
                     frames.push_to(client);
                 }
@@ -435,6 +519,80 @@ mod tests {
             1,
             "the exact subscription is untouched"
         );
+    }
+
+    /// Decodes everything queued for `c` (JSON or binary) and empties it.
+    fn take(c: &Client) -> Vec<ServerMsg> {
+        c.outbox.with_queue(|q| {
+            let msgs = q
+                .frames
+                .iter()
+                .map(|f| c.encoding.decode_server(f.payload()).expect("decode"))
+                .collect();
+            let n = q.frames.len();
+            q.advance(n, 0);
+            msgs
+        })
+    }
+
+    fn join(channel: &str, c: &Client) -> ServerMsg {
+        ServerMsg::Push(Push::Join {
+            channel: channel.into(),
+            info: c.info(),
+        })
+    }
+
+    fn leave(channel: &str, c: &Client) -> ServerMsg {
+        ServerMsg::Push(Push::Leave {
+            channel: channel.into(),
+            info: c.info(),
+        })
+    }
+
+    #[test]
+    fn join_and_leave_reach_listeners_only() {
+        let hub = Hub::new();
+        let listener = client(1, Encoding::Json);
+        let bin_listener = client(2, Encoding::Binary);
+        let quiet = client(3, Encoding::Json);
+        let newcomer = client(4, Encoding::Json);
+        assert!(hub.subscribe_with("room", &listener, true));
+        assert!(take(&listener).is_empty(), "not told about itself");
+        assert!(hub.subscribe_with("room", &bin_listener, true));
+        assert!(hub.subscribe("room", &quiet));
+        assert!(!hub.subscribe_with("room", &quiet, true), "already there");
+        assert!(hub.subscribe("room", &newcomer));
+        assert_eq!(hub.listener_count("room"), 2);
+        assert_eq!(
+            take(&listener),
+            vec![
+                join("room", &bin_listener),
+                join("room", &quiet),
+                join("room", &newcomer)
+            ]
+        );
+        assert_eq!(
+            take(&bin_listener),
+            vec![join("room", &quiet), join("room", &newcomer)]
+        );
+        assert!(hub.unsubscribe("room", newcomer.id));
+        assert!(hub.unsubscribe("room", listener.id));
+        assert_eq!(take(&listener), vec![leave("room", &newcomer)]);
+        assert_eq!(
+            take(&bin_listener),
+            vec![leave("room", &newcomer), leave("room", &listener)]
+        );
+        assert!(take(&quiet).is_empty() && take(&newcomer).is_empty());
+        assert_eq!(hub.listener_count("room"), 1);
+        let mut who: Vec<String> = hub.presence("room").into_iter().map(|i| i.client).collect();
+        who.sort();
+        assert_eq!(who, vec![bin_listener.wire_id(), quiet.wire_id()]);
+        // The last listener leaving leaves a channel nobody listens to.
+        assert!(hub.unsubscribe("room", bin_listener.id));
+        assert_eq!(hub.listener_count("room"), 0);
+        assert!(hub.unsubscribe("room", quiet.id));
+        assert!(take(&bin_listener).is_empty());
+        assert_eq!(hub.channel_count(), 0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const REGISTRY_SHARDS: usize = 16;
 
@@ -26,9 +26,13 @@ pub type Spawner = Arc<dyn Fn(Task) + Send + Sync>;
 pub struct NodeConfig {
     /// Subscriptions one connection may hold (default 1024).
     pub max_subscriptions: usize,
-    /// Publications retained per channel by the in-memory broker (default 0:
-    /// history off; set it to let clients recover after reconnects).
+    /// Publications retained per channel by the in-memory broker, for history
+    /// and recovery (default 100; 0 turns history, and so recovery, off).
     pub history_size: usize,
+    /// How long a publication stays in history (default 300 s; zero: no time
+    /// limit, only `history_size` bounds it). See [`crate::memory`] for why
+    /// this also bounds memory.
+    pub history_ttl: Duration,
     /// Bytes one connection's outbound queue may hold before the client is
     /// disconnected as a slow consumer (default 1 MiB).
     pub client_queue_bytes: usize,
@@ -43,7 +47,8 @@ impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             max_subscriptions: 1024,
-            history_size: 0,
+            history_size: 100,
+            history_ttl: Duration::from_secs(300),
             client_queue_bytes: 1 << 20,
             ping_interval: 25,
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -77,7 +82,11 @@ impl Node {
     /// A node with the in-memory broker.
     pub fn with_memory_broker(config: NodeConfig, spawner: Spawner) -> Arc<Node> {
         let hub = Arc::new(Hub::new());
-        let broker = Arc::new(MemoryBroker::new(config.history_size, hub.clone()));
+        let broker = Arc::new(MemoryBroker::new(
+            config.history_size,
+            config.history_ttl,
+            hub.clone(),
+        ));
         Node::new(config, hub, broker, spawner)
     }
 

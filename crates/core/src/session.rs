@@ -16,6 +16,17 @@
 //! `recover` is refused (error 111) rather than silently ignored. They count
 //! against the same per-connection subscription limit as exact channels.
 //! `publish`, `history` and `presence` take concrete channels only (error 109).
+//! `join_leave` on a pattern is refused too (error 111): a pattern is not a
+//! member of the channels it matches.
+//!
+//! Recovery: `subscribe` with `recover` hands the position to the broker, which
+//! attaches the subscriber atomically with the history read (see
+//! [`crate::Broker::subscribe`]). The reply's `recovered` is true only when
+//! `recover` was asked and the broker's answer is complete; its `publications`
+//! are what the broker returned either way (after a gap, the retained tail), so
+//! a client that can live with the gap may use them and one that cannot
+//! resynchronises. Every exact subscription is detached from the hub and then
+//! from the broker when it ends, whatever the reason (unsubscribe, disconnect).
 
 use crate::broker::{BrokerError, Completion, History};
 use crate::channel;
@@ -106,8 +117,10 @@ impl Session {
             }
             _ if !self.connected => self.error(id, ErrorCode::Unauthorized, "send connect first"),
             Command::Subscribe {
-                channel, recover, ..
-            } => self.subscribe(id, channel, recover),
+                channel,
+                recover,
+                join_leave,
+            } => self.subscribe(id, channel, recover, join_leave),
             Command::Unsubscribe { channel } => self.unsubscribe(id, &channel),
             Command::Publish { channel, data } => {
                 if !self.check_concrete(id, &channel) {
@@ -165,7 +178,7 @@ impl Session {
         false
     }
 
-    fn subscribe(&mut self, id: u32, channel: String, recover: Option<Position>) {
+    fn subscribe(&mut self, id: u32, channel: String, recover: Option<Position>, join_leave: bool) {
         let pattern = routing::is_pattern(&channel);
         if pattern {
             if let Err(code) = channel::validate_pattern(&channel) {
@@ -182,6 +195,14 @@ impl Session {
                     ErrorCode::NotAvailable,
                     "recovery is not available for wildcard subscriptions (a pattern has no \
                      offsets); subscribe without recover, or recover each concrete channel",
+                );
+            }
+            if join_leave {
+                return self.error(
+                    id,
+                    ErrorCode::NotAvailable,
+                    "join_leave is not available for wildcard subscriptions (a pattern is \
+                     not a member of the channels it matches); ask on concrete channels",
                 );
             }
         } else if let Err(code) = channel::validate(&channel) {
@@ -224,7 +245,7 @@ impl Session {
             recover.as_ref(),
             Box::new(move |result: Result<History, BrokerError>| match result {
                 Ok(h) => {
-                    hub.subscribe(&name, &client);
+                    hub.subscribe_with(&name, &client, join_leave);
                     let recovered = asked_recovery && h.complete;
                     send(
                         &client,
@@ -257,6 +278,7 @@ impl Session {
             self.node.hub.unsubscribe_pattern(channel, &self.client);
         } else {
             self.node.hub.unsubscribe(channel, self.client.id);
+            self.node.broker.unsubscribe(channel);
         }
     }
 
@@ -502,5 +524,115 @@ mod tests {
         subscribe(&mut s, 4, "c.>", None);
         let codes: Vec<_> = drain(&s).iter().map(error_code).collect();
         assert_eq!(codes, vec![None, None, Some(107)]);
+    }
+
+    fn subscribe_reply(m: &ServerMsg) -> (Position, bool, Vec<u64>) {
+        match m {
+            ServerMsg::Reply {
+                reply:
+                    Reply::Subscribe {
+                        epoch,
+                        offset,
+                        recovered,
+                        publications,
+                    },
+                ..
+            } => (
+                Position {
+                    epoch: epoch.clone(),
+                    offset: *offset,
+                },
+                *recovered,
+                publications.iter().map(|p| p.offset).collect(),
+            ),
+            other => panic!("expected a subscribe reply, got {other:?}"),
+        }
+    }
+
+    fn pub_offsets(msgs: &[ServerMsg]) -> Vec<u64> {
+        msgs.iter()
+            .filter_map(|m| match m {
+                ServerMsg::Push(Push::Publication { offset, .. }) => Some(*offset),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn recovery_gives_exactly_the_missed_publications_then_live_ones() {
+        let node = node();
+        let mut publisher = session(&node);
+        let mut sub = session(&node);
+        subscribe(&mut sub, 2, "r", None);
+        let (start, recovered, _) = subscribe_reply(&drain(&sub)[0]);
+        assert!(!recovered, "nothing asked, nothing recovered");
+        publish(&mut publisher, 0, "r");
+        publish(&mut publisher, 0, "r");
+        assert_eq!(pub_offsets(&drain(&sub)), vec![1, 2]);
+        drop(sub);
+        for _ in 0..3 {
+            publish(&mut publisher, 0, "r");
+        }
+        let mut sub = session(&node);
+        let seen = Position {
+            epoch: start.epoch.clone(),
+            offset: 2,
+        };
+        subscribe(&mut sub, 2, "r", Some(seen.clone()));
+        let (top, recovered, missed) = subscribe_reply(&drain(&sub)[0]);
+        assert!(recovered);
+        assert_eq!((top.epoch.as_str(), top.offset), (start.epoch.as_str(), 5));
+        assert_eq!(missed, vec![3, 4, 5]);
+        publish(&mut publisher, 0, "r");
+        assert_eq!(pub_offsets(&drain(&sub)), vec![6]);
+
+        let mut stale = session(&node);
+        let other = Position {
+            epoch: "gone".into(),
+            offset: 2,
+        };
+        subscribe(&mut stale, 2, "r", Some(other));
+        assert!(!subscribe_reply(&drain(&stale)[0]).1, "epoch mismatch");
+    }
+
+    #[test]
+    fn join_leave_on_request_and_leave_on_drop() {
+        let node = node();
+        let mut watcher = session(&node);
+        watcher.handle(Request {
+            id: 2,
+            cmd: Command::Subscribe {
+                channel: "room".into(),
+                recover: None,
+                join_leave: true,
+            },
+        });
+        assert_eq!(drain(&watcher).len(), 1, "only the reply: no self-join");
+        let mut visitor = session(&node);
+        subscribe(&mut visitor, 2, "room", None);
+        let who = visitor.client().info();
+        drop(visitor);
+        assert_eq!(
+            drain(&watcher),
+            vec![
+                ServerMsg::Push(Push::Join {
+                    channel: "room".into(),
+                    info: who.clone()
+                }),
+                ServerMsg::Push(Push::Leave {
+                    channel: "room".into(),
+                    info: who
+                }),
+            ]
+        );
+        watcher.handle(Request {
+            id: 3,
+            cmd: Command::Subscribe {
+                channel: "room.*".into(),
+                recover: None,
+                join_leave: true,
+            },
+        });
+        assert_eq!(error_code(&drain(&watcher)[0]), Some(111));
     }
 }

@@ -61,9 +61,24 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_MAX_SUBSCRIPTIONS")]
     pub max_subscriptions: Option<usize>,
 
-    /// Publications retained per channel for history and recovery [default: 0].
+    /// Publications retained per channel for history and recovery; 0 turns
+    /// both off. 100 lets a client that was away for a reconnect (a few
+    /// seconds) recover even on a channel publishing tens of messages a
+    /// second. Memory: about 50 bytes plus the payload per retained
+    /// publication, so at most ~6 KB + 100 payloads per channel that published
+    /// within --history-ttl; channels with neither subscribers nor retained
+    /// history are freed [default: 100].
     #[arg(long, env = "HERALD_HISTORY_SIZE")]
     pub history_size: Option<usize>,
+
+    /// Seconds a publication stays in history; 0 = no time limit (then only
+    /// --history-size bounds it, and a channel once published to keeps its
+    /// history for good). 300 outlasts a network switch, a tunnel or a short
+    /// laptop sleep, and lets quiet channels' history, then their state, be
+    /// freed (expiry is checked lazily when a channel is used and by an
+    /// incremental sweep driven by publications) [default: 300].
+    #[arg(long, env = "HERALD_HISTORY_TTL")]
+    pub history_ttl: Option<u64>,
 
     /// Seconds of client silence after which the server pings it [default: 25].
     #[arg(long, env = "HERALD_PING_INTERVAL")]
@@ -208,6 +223,7 @@ impl ServerConfig {
             node: NodeConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),
+                history_ttl: a.history_ttl.map_or(d.history_ttl, Duration::from_secs),
                 client_queue_bytes: a.client_queue_bytes.unwrap_or(d.client_queue_bytes),
                 ping_interval,
                 version: d.version,
@@ -231,6 +247,7 @@ impl ServeArgs {
             max_connections: self.max_connections.or(other.max_connections),
             max_subscriptions: self.max_subscriptions.or(other.max_subscriptions),
             history_size: self.history_size.or(other.history_size),
+            history_ttl: self.history_ttl.or(other.history_ttl),
             ping_interval: self.ping_interval.or(other.ping_interval),
             pong_timeout: self.pong_timeout.or(other.pong_timeout),
             handshake_timeout: self.handshake_timeout.or(other.handshake_timeout),
@@ -250,7 +267,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("herald-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("herald.toml");
-        std::fs::write(&path, "listen = \"127.0.0.1:9999\"\nhistory_size = 7\n").unwrap();
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9999\"\nhistory_size = 7\nhistory_ttl = 60\n",
+        )
+        .unwrap();
         let args = ServeArgs {
             config: Some(path.clone()),
             history_size: Some(3),
@@ -259,6 +280,7 @@ mod tests {
         let c = ServerConfig::load(args).unwrap();
         assert_eq!(c.listen.port(), 9999);
         assert_eq!(c.node.history_size, 3);
+        assert_eq!(c.node.history_ttl, Duration::from_secs(60));
         assert_eq!(c.max_message_size, 65536);
 
         std::fs::write(&path, "no_such_option = 1\n").unwrap();
@@ -268,6 +290,13 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("no_such_option"), "{err}");
+    }
+
+    #[test]
+    fn history_is_on_by_default() {
+        let c = ServerConfig::default();
+        assert_eq!(c.node.history_size, 100);
+        assert_eq!(c.node.history_ttl, Duration::from_secs(300));
     }
 
     #[test]

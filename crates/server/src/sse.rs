@@ -12,6 +12,30 @@
 //!   of the `channel` parameters: `epoch:offset[,epoch:offset...]`. A browser
 //!   sends the last one back as `Last-Event-ID` when it reconnects.
 //!
+//! # Resuming
+//! A request carrying `Last-Event-ID` (browsers send it on their own when they
+//! reconnect), or a `lastEventId=` query parameter for clients that cannot set
+//! headers (the header wins), resumes the stream: each channel is subscribed
+//! with `recover` from its position in that id, and the publications missed
+//! are sent as ordinary events, with their ids, before any live one — nothing
+//! lost, nothing twice, as long as they are still retained. For a channel that
+//! cannot be recovered (history expired or off, epoch changed by a restart, a
+//! position the server never gave), the stream instead sends
+//!
+//! ```text
+//! id: <the stream's new position>
+//! event: herald
+//! data: {"unrecovered":{"channel":"c","epoch":"e","offset":n}}
+//! ```
+//!
+//! and continues live from there: the page should resynchronise that channel
+//! (e.g. reload its state) — no partial history is sent for it, since a page
+//! that resynchronises has no use for it. The `id:` moves the browser past the
+//! gap, so a later reconnect does not report it again. An id that does not
+//! parse (not one `epoch:offset` per `channel` parameter, offsets not decimal)
+//! is ignored and the stream starts live, as if none had been sent. A stream
+//! has no id until its first event: one that ends before any reconnects live.
+//!
 //! Protocol messages that are not publications (an error, the final
 //! `disconnect`) arrive as `event: herald` with the JSON message as data. A
 //! comment line (`: ping`) is sent as a heartbeat to a stream that has carried
@@ -27,7 +51,9 @@ use crate::server::Shared;
 use bytes::{BufMut, Bytes, BytesMut};
 use herald_core::outbox::Frame;
 use herald_core::{channel, Session};
-use herald_proto::{Command, Encoding, ErrorCode, Push, Reply, Request, ServerMsg};
+use herald_proto::{
+    Command, Encoding, ErrorCode, HistoryItem, Position, Push, Reply, Request, ServerMsg,
+};
 use http::{Response, StatusCode};
 use http_body::Body as HttpBody;
 use http_body_util::BodyExt;
@@ -42,14 +68,39 @@ const CHUNK: usize = 256 * 1024;
 /// `FIRST_SUB + i`.
 const FIRST_SUB: u32 = 2;
 
-/// Opens an event stream for the request's `channel` parameters.
+/// Opens an event stream for the request's `channel` parameters, resuming
+/// from its `lastEventId` parameter if any.
 pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
-    let channels: Vec<String> = query
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|kv| kv.strip_prefix("channel="))
-        .map(percent_decode)
-        .collect();
+    open_resuming(query, None, shared)
+}
+
+/// Opens an event stream like [`open`], resuming from the request's
+/// `Last-Event-ID` header if it has one (else from `lastEventId=`).
+pub fn open_with_headers(
+    query: Option<&str>,
+    headers: &http::HeaderMap,
+    shared: &Arc<Shared>,
+) -> Response<Body> {
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    open_resuming(query, last, shared)
+}
+
+/// Opens an event stream, resuming from `last_event_id` if given, else from
+/// the query's `lastEventId`.
+pub fn open_resuming(
+    query: Option<&str>,
+    last_event_id: Option<&str>,
+    shared: &Arc<Shared>,
+) -> Response<Body> {
+    let mut channels: Vec<String> = Vec::new();
+    let mut query_id = None;
+    for kv in query.unwrap_or("").split('&') {
+        if let Some(c) = kv.strip_prefix("channel=") {
+            channels.push(percent_decode(c));
+        } else if let Some(id) = kv.strip_prefix("lastEventId=") {
+            query_id = Some(percent_decode(id));
+        }
+    }
     if channels.is_empty() {
         return error(
             StatusCode::BAD_REQUEST,
@@ -73,6 +124,9 @@ pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
             );
         }
     }
+    let resume = last_event_id
+        .or(query_id.as_deref())
+        .and_then(|id| parse_event_id(id, channels.len()));
     let node = shared.node.clone();
     let client = node.new_raw_client();
     let mut session = Session::new(node, client);
@@ -83,22 +137,35 @@ pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
             name: Some("sse".into()),
         },
     });
-    for (i, c) in channels.iter().enumerate() {
+    let streams: Vec<ChannelPos> = channels
+        .into_iter()
+        .enumerate()
+        .map(|(i, channel)| {
+            let from = resume.as_ref().map(|r| r[i].clone());
+            ChannelPos {
+                channel,
+                epoch: from.as_ref().map_or_else(String::new, |p| p.epoch.clone()),
+                offset: from.as_ref().map_or(0, |p| p.offset),
+                recovering: from.is_some(),
+            }
+        })
+        .collect();
+    for (i, c) in streams.iter().enumerate() {
         session.handle(Request {
             id: FIRST_SUB + i as u32,
             cmd: Command::Subscribe {
-                channel: c.clone(),
-                recover: None,
+                channel: c.channel.clone(),
+                recover: c.recovering.then(|| Position {
+                    epoch: c.epoch.clone(),
+                    offset: c.offset,
+                }),
                 join_leave: false,
             },
         });
     }
     let stream = SseStream {
         session,
-        positions: channels
-            .into_iter()
-            .map(|c| (c, String::new(), 0))
-            .collect(),
+        streams,
         started: false,
         done: false,
     };
@@ -115,6 +182,28 @@ pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     *r.status_mut() = StatusCode::OK;
     r
+}
+
+/// Parses an event id, `epoch:offset[,epoch:offset...]`, into one position per
+/// channel; `None` if it does not have that shape.
+fn parse_event_id(id: &str, channels: usize) -> Option<Vec<Position>> {
+    let parts: Vec<&str> = id.trim().split(',').collect();
+    if parts.len() != channels {
+        return None;
+    }
+    parts
+        .into_iter()
+        .map(|part| {
+            let (epoch, offset) = part.split_once(':')?;
+            if offset.is_empty() || !offset.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            Some(Position {
+                epoch: epoch.to_string(),
+                offset: offset.parse().ok()?,
+            })
+        })
+        .collect()
 }
 
 /// Decodes `%XX` escapes (channel names are ASCII; anything odd is kept as is
@@ -138,11 +227,20 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Where a stream is in one of its channels.
+struct ChannelPos {
+    channel: String,
+    epoch: String,
+    offset: u64,
+    /// Subscribed with `recover`, reply not yet rendered.
+    recovering: bool,
+}
+
 /// The body of one event stream.
 struct SseStream {
     session: Session,
-    /// (channel, epoch, offset) in the order of the request's parameters.
-    positions: Vec<(String, String, u64)>,
+    /// One per `channel` parameter, in their order.
+    streams: Vec<ChannelPos>,
     started: bool,
     done: bool,
 }
@@ -150,64 +248,117 @@ struct SseStream {
 impl SseStream {
     fn render_id(&self, out: &mut BytesMut) {
         out.extend_from_slice(b"id: ");
-        for (i, (_, epoch, offset)) in self.positions.iter().enumerate() {
+        for (i, s) in self.streams.iter().enumerate() {
             if i > 0 {
                 out.put_u8(b',');
             }
-            out.extend_from_slice(epoch.as_bytes());
+            out.extend_from_slice(s.epoch.as_bytes());
             out.put_u8(b':');
-            out.extend_from_slice(offset.to_string().as_bytes());
+            out.extend_from_slice(s.offset.to_string().as_bytes());
         }
         out.put_u8(b'\n');
+    }
+
+    /// Renders one publication of channel `i` (live or recovered) as an event.
+    fn render_publication(
+        &mut self,
+        i: Option<usize>,
+        offset: u64,
+        data: &[u8],
+        out: &mut BytesMut,
+    ) {
+        if let Some(s) = i.and_then(|i| self.streams.get_mut(i)) {
+            s.offset = offset;
+        }
+        self.render_id(out);
+        let multi = self.streams.len() > 1;
+        let (text, b64) = match std::str::from_utf8(data) {
+            Ok(t) => (std::borrow::Cow::Borrowed(t), false),
+            Err(_) => {
+                use base64::Engine;
+                let enc = base64::engine::general_purpose::STANDARD.encode(data);
+                (std::borrow::Cow::Owned(enc), true)
+            }
+        };
+        match (multi, b64) {
+            (false, false) => {}
+            (false, true) => out.extend_from_slice(b"event: b64\n"),
+            (true, _) => {
+                out.extend_from_slice(b"event: ");
+                if let Some(s) = i.and_then(|i| self.streams.get(i)) {
+                    out.extend_from_slice(s.channel.as_bytes());
+                }
+                if b64 {
+                    out.extend_from_slice(b"#b64");
+                }
+                out.put_u8(b'\n');
+            }
+        }
+        data_lines(&text, out);
+    }
+
+    /// Our own subscribe reply for channel `i`: its position, and with
+    /// `recover` the missed publications or the `unrecovered` notice.
+    fn render_subscribed(
+        &mut self,
+        i: usize,
+        epoch: String,
+        offset: u64,
+        recovered: bool,
+        publications: Vec<HistoryItem>,
+        out: &mut BytesMut,
+    ) {
+        let Some(s) = self.streams.get_mut(i) else {
+            return;
+        };
+        let asked = std::mem::take(&mut s.recovering);
+        s.epoch.clone_from(&epoch);
+        if asked && recovered {
+            for p in &publications {
+                self.render_publication(Some(i), p.offset, &p.data, out);
+            }
+        }
+        let s = &mut self.streams[i];
+        s.offset = offset;
+        if asked && !recovered {
+            let notice = serde_json::json!({
+                "unrecovered": {"channel": s.channel, "epoch": epoch, "offset": offset}
+            });
+            self.render_id(out);
+            out.extend_from_slice(b"event: herald\n");
+            data_lines(&notice.to_string(), out);
+        }
     }
 
     fn render(&mut self, frame: &Frame, out: &mut BytesMut) {
         match frame {
             Frame::Publication(p) => {
-                let multi = self.positions.len() > 1;
-                if let Some(pos) = self
-                    .positions
-                    .iter_mut()
-                    .find(|(c, _, _)| **c == *p.channel)
-                {
-                    pos.2 = p.offset;
-                }
-                self.render_id(out);
-                let (text, b64) = match std::str::from_utf8(&p.data) {
-                    Ok(t) => (std::borrow::Cow::Borrowed(t), false),
-                    Err(_) => {
-                        use base64::Engine;
-                        let enc = base64::engine::general_purpose::STANDARD.encode(&p.data);
-                        (std::borrow::Cow::Owned(enc), true)
-                    }
-                };
-                match (multi, b64) {
-                    (false, false) => {}
-                    (false, true) => out.extend_from_slice(b"event: b64\n"),
-                    (true, _) => {
-                        out.extend_from_slice(b"event: ");
-                        out.extend_from_slice(p.channel.as_bytes());
-                        if b64 {
-                            out.extend_from_slice(b"#b64");
-                        }
-                        out.put_u8(b'\n');
-                    }
-                }
-                data_lines(&text, out);
+                let i = self.streams.iter().position(|s| *s.channel == *p.channel);
+                self.render_publication(i, p.offset, &p.data, out);
             }
             Frame::Text(json) => {
-                // Our own subscribe replies give the starting positions;
-                // other protocol messages are shown to the client.
+                // Our own subscribe replies give the starting positions (and
+                // recovered publications); other protocol messages are shown
+                // to the client.
                 if let Ok(ServerMsg::Reply { id, reply }) = Encoding::Json.decode_server(json) {
                     match reply {
                         Reply::Connect { .. } => return,
-                        Reply::Subscribe { epoch, offset, .. } => {
-                            if let Some(pos) = id
-                                .checked_sub(FIRST_SUB)
-                                .and_then(|i| self.positions.get_mut(i as usize))
-                            {
-                                pos.1 = epoch;
-                                pos.2 = offset;
+                        Reply::Subscribe {
+                            epoch,
+                            offset,
+                            recovered,
+                            publications,
+                        } => {
+                            if let Some(i) = id.checked_sub(FIRST_SUB) {
+                                let i = i as usize;
+                                self.render_subscribed(
+                                    i,
+                                    epoch,
+                                    offset,
+                                    recovered,
+                                    publications,
+                                    out,
+                                );
                             }
                             return;
                         }
@@ -308,6 +459,25 @@ mod tests {
         assert_eq!(percent_decode("a%3"), "a%3");
         assert_eq!(percent_decode("%zz"), "%zz");
         assert_eq!(percent_decode("%é%"), "%é%");
+    }
+
+    #[test]
+    fn event_ids_parse_or_are_ignored() {
+        let p = |e: &str, o| Position {
+            epoch: e.into(),
+            offset: o,
+        };
+        assert_eq!(parse_event_id("abc-1:7", 1), Some(vec![p("abc-1", 7)]));
+        assert_eq!(
+            parse_event_id(" a:0,b:12 ", 2),
+            Some(vec![p("a", 0), p("b", 12)])
+        );
+        for bad in [
+            "a:1", "a:1,b", "a:x,b:1", "a:+1,b:2", "a:1,b:", "a:1;b:2", "",
+        ] {
+            assert_eq!(parse_event_id(bad, 2), None, "{bad:?}");
+        }
+        assert_eq!(parse_event_id("a:99999999999999999999", 1), None);
     }
 
     #[test]
