@@ -1,0 +1,62 @@
+//! Flags every scenario shares, and the transport choice.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::duration::parse_duration;
+
+/// How a scenario reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// WebSocket, JSON text frames (subprotocol `herald.json`).
+    WsJson,
+    /// WebSocket, binary frames (subprotocol `herald.binary`).
+    WsBinary,
+}
+
+impl Transport {
+    /// The protocol encoding this transport carries.
+    pub fn encoding(self) -> herald_proto::Encoding {
+        match self {
+            Transport::WsJson => herald_proto::Encoding::Json,
+            Transport::WsBinary => herald_proto::Encoding::Binary,
+        }
+    }
+
+    /// `ws-json` or `ws-binary`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::WsJson => "ws-json",
+            Transport::WsBinary => "ws-binary",
+        }
+    }
+}
+
+/// Output, sampling and time-limit flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CommonArgs {
+    /// Run for this long (e.g. 30s, 2m). Each scenario documents its
+    /// default; for broadcast and echo it caps the whole run (the current
+    /// step finishes first).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Write the results as JSON (schema `herald-bench/1`, see the README).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Write one CSV row per step.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Sample this process's CPU and memory once a second (the server).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// Network interface whose byte counters are sampled.
+    #[arg(long, default_value = "lo")]
+    pub net_iface: String,
+    /// A name for this run in reports (default: scenario, mode and URL).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// No progress line and no commentary on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}

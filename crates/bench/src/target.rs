@@ -1,0 +1,97 @@
+//! The server a scenario talks to, parsed once from a `ws://` URL.
+//!
+//! A tiny parser rather than the `url` crate: the bench only needs host,
+//! port and path, and resolves the host once up front so that thousands of
+//! connects never touch DNS.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::BenchError;
+
+/// Where to connect and what to ask for in the upgrade request.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The resolved server address (the first one the resolver returns).
+    pub addr: SocketAddr,
+    /// The `Host` header: the URL's authority as written.
+    pub host: String,
+    /// The request target, starting with `/`.
+    pub path: String,
+    /// Subprotocols offered, in preference order.
+    pub protocols: Vec<String>,
+}
+
+impl Target {
+    /// Parses `ws://host[:port][/path]` (port 80 by default).
+    pub fn parse(url: &str) -> Result<Target, BenchError> {
+        let bad = |why: &str| BenchError::Url(format!("{url}: {why}"));
+        let rest = url
+            .strip_prefix("ws://")
+            .ok_or_else(|| bad("only ws:// URLs are supported"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() {
+            return Err(bad("missing host"));
+        }
+        let has_port = if authority.starts_with('[') {
+            authority.contains("]:")
+        } else {
+            authority.contains(':')
+        };
+        let with_port = if has_port {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        let addr = with_port
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve: {e}")))?
+            .next()
+            .ok_or_else(|| bad("host resolves to no address"))?;
+        Ok(Target {
+            addr,
+            host: authority.to_owned(),
+            path: path.to_owned(),
+            protocols: Vec::new(),
+        })
+    }
+
+    /// The same server with another path (e.g. `/ws` instead of `/shootout`).
+    pub fn with_path(&self, path: &str) -> Target {
+        Target {
+            path: path.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// The same target offering `protocols`.
+    pub fn with_protocols(mut self, protocols: &[&str]) -> Target {
+        self.protocols = protocols.iter().map(|p| (*p).to_owned()).collect();
+        self
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses() {
+        let t = Target::parse("ws://127.0.0.1:3000/shootout").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(t.host, "127.0.0.1:3000");
+        assert_eq!(t.path, "/shootout");
+        let t = Target::parse("ws://127.0.0.1:3000").unwrap();
+        assert_eq!(t.path, "/");
+        let t = Target::parse("ws://127.0.0.1").unwrap();
+        assert_eq!(t.addr.port(), 80);
+        let t = Target::parse("ws://[::1]:81/x?y").unwrap();
+        assert_eq!(t.addr, "[::1]:81".parse().unwrap());
+        assert_eq!(t.path, "/x?y");
+        assert!(Target::parse("wss://x").is_err());
+        assert!(Target::parse("ws:///x").is_err());
+    }
+}
