@@ -1,0 +1,91 @@
+"""herald_client: an asyncio client for Herald, the real-time messaging server.
+
+Layout (python-websockets style: an I/O-free core, a thin asyncio layer):
+
+* :mod:`.messages` — the protocol's messages as values;
+* :mod:`.json_codec`, :mod:`.binary_codec`, :mod:`.codec` — both encodings;
+* :mod:`.codes` — numbered error/disconnect codes and the reconnect rule;
+* :mod:`.errors` — every exception, in one tree;
+* :mod:`.protocol` — the client state machine (states, backoff, recovery);
+* :mod:`.transport` — WebSocket and raw TCP transports;
+* :mod:`.client` — :class:`Client` and :class:`Subscription`.
+
+The wire protocol: docs/protocol.md in the Herald repository.
+"""
+
+from .client import Client, Disconnected, HistoryResult, Subscription
+from .codec import Encoding
+from .codes import DisconnectCode, ErrorCode, should_reconnect
+from .errors import (
+    AlreadyConnectedError,
+    AlreadySubscribedError,
+    BadRequestError,
+    BrokerUnavailableError,
+    ClientClosedError,
+    ConnectError,
+    ConnectionLostError,
+    DecodeError,
+    DisconnectedError,
+    HeraldError,
+    InternalError,
+    InvalidChannelError,
+    LimitExceededError,
+    MessageTooLargeError,
+    NotAvailableError,
+    NotSubscribedError,
+    PermissionDeniedError,
+    ReplyError,
+    RequestTimeoutError,
+    TokenExpiredError,
+    TooManyRequestsError,
+    UnauthorizedError,
+    UnknownCommandError,
+)
+from .messages import ClientInfo, ConnectReply, Join, Leave, Position, Publication, Unsubscribed
+from .protocol import ReconnectPolicy, State, Subscribed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyConnectedError",
+    "AlreadySubscribedError",
+    "BadRequestError",
+    "BrokerUnavailableError",
+    "Client",
+    "ClientClosedError",
+    "ClientInfo",
+    "ConnectError",
+    "ConnectReply",
+    "ConnectionLostError",
+    "DecodeError",
+    "DisconnectCode",
+    "Disconnected",
+    "DisconnectedError",
+    "Encoding",
+    "ErrorCode",
+    "HeraldError",
+    "HistoryResult",
+    "InternalError",
+    "InvalidChannelError",
+    "Join",
+    "Leave",
+    "LimitExceededError",
+    "MessageTooLargeError",
+    "NotAvailableError",
+    "NotSubscribedError",
+    "PermissionDeniedError",
+    "Position",
+    "Publication",
+    "ReconnectPolicy",
+    "ReplyError",
+    "RequestTimeoutError",
+    "State",
+    "Subscribed",
+    "Subscription",
+    "TokenExpiredError",
+    "TooManyRequestsError",
+    "UnauthorizedError",
+    "UnknownCommandError",
+    "Unsubscribed",
+    "should_reconnect",
+]

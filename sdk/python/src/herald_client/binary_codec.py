@@ -1,0 +1,362 @@
+"""The binary encoding of docs/protocol.md §4: one message <-> bytes.
+
+No I/O: the transports find message boundaries (a WebSocket binary frame, a
+length-prefixed TCP frame) and hand over one whole message. Decoders reject
+everything §4.1 says to reject — truncated, overlong or overflowing varints,
+out-of-range values, bad UTF-8, unknown flag bits, trailing bytes — so that
+every message has exactly one encoding, and report the id once it was read.
+"""
+
+from __future__ import annotations
+
+from .errors import DecodeError
+from .messages import (
+    U16_MAX,
+    U32_MAX,
+    ClientInfo,
+    Command,
+    Connect,
+    ConnectReply,
+    Disconnect,
+    ErrorReply,
+    History,
+    HistoryReply,
+    Item,
+    Join,
+    Leave,
+    Ping,
+    PingReply,
+    Position,
+    Presence,
+    PresenceReply,
+    Publication,
+    Publish,
+    PublishReply,
+    ServerMessage,
+    Subscribe,
+    SubscribeReply,
+    Unsubscribe,
+    Unsubscribed,
+    UnsubscribeReply,
+)
+
+__all__ = ["decode_command", "decode_server", "encode"]
+
+# ------------------------------------------------------------- encoding --
+
+
+def _varint(out: bytearray, n: int) -> None:
+    if n < 0:
+        raise ValueError("negative integer cannot be encoded")
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _bytes(out: bytearray, b: bytes) -> None:
+    _varint(out, len(b))
+    out += b
+
+
+def _str(out: bytearray, s: str) -> None:
+    _bytes(out, s.encode("utf-8"))
+
+
+def _items(out: bytearray, items: tuple[Item, ...]) -> None:
+    _varint(out, len(items))
+    for it in items:
+        _varint(out, it.offset)
+        _bytes(out, it.data)
+
+
+def encode(m: Command | ServerMessage) -> bytes:
+    """The binary encoding of any message (command, reply, error or push)."""
+    out = bytearray()
+    match m:
+        case Connect(id, token, name):
+            out.append(0x01)
+            _varint(out, id)
+            out.append((token is not None) | (name is not None) << 1)
+            if token is not None:
+                _str(out, token)
+            if name is not None:
+                _str(out, name)
+        case Subscribe(id, channel, recover, join_leave):
+            out.append(0x02)
+            _varint(out, id)
+            out.append((recover is not None) | join_leave << 1)
+            _str(out, channel)
+            if recover is not None:
+                _str(out, recover.epoch)
+                _varint(out, recover.offset)
+        case Unsubscribe(id, channel):
+            out.append(0x03)
+            _varint(out, id)
+            _str(out, channel)
+        case Publish(id, channel, data):
+            out.append(0x04)
+            _varint(out, id)
+            _str(out, channel)
+            _bytes(out, data)
+        case Ping(id):
+            out.append(0x05)
+            _varint(out, id)
+        case History(id, channel, since, limit):
+            out.append(0x06)
+            _varint(out, id)
+            out.append(since is not None)
+            _str(out, channel)
+            _varint(out, limit)
+            if since is not None:
+                _str(out, since.epoch)
+                _varint(out, since.offset)
+        case Presence(id, channel):
+            out.append(0x07)
+            _varint(out, id)
+            _str(out, channel)
+        case ConnectReply(id, client, version, ping_interval):
+            out.append(0x81)
+            _varint(out, id)
+            _str(out, client)
+            _str(out, version)
+            _varint(out, ping_interval)
+        case SubscribeReply(id, epoch, offset, recovered, publications):
+            out.append(0x82)
+            _varint(out, id)
+            out.append(bool(recovered))
+            _str(out, epoch)
+            _varint(out, offset)
+            _items(out, publications)
+        case UnsubscribeReply(id):
+            out.append(0x83)
+            _varint(out, id)
+        case PublishReply(id, epoch, offset):
+            out.append(0x84)
+            _varint(out, id)
+            _str(out, epoch)
+            _varint(out, offset)
+        case PingReply(id):
+            out.append(0x85)
+            _varint(out, id)
+        case HistoryReply(id, epoch, offset, publications):
+            out.append(0x86)
+            _varint(out, id)
+            _str(out, epoch)
+            _varint(out, offset)
+            _items(out, publications)
+        case PresenceReply(id, clients):
+            out.append(0x87)
+            _varint(out, id)
+            _varint(out, len(clients))
+            for c in clients:
+                _str(out, c.client)
+                _str(out, c.user)
+        case ErrorReply(id, code, message):
+            out.append(0xE0)
+            _varint(out, id)
+            _varint(out, code)
+            _str(out, message)
+        case Publication(channel, offset, data):
+            out.append(0xA0)
+            _str(out, channel)
+            _varint(out, offset)
+            _bytes(out, data)
+        case Join(channel, client, user):
+            out.append(0xA1)
+            _str(out, channel)
+            _str(out, client)
+            _str(out, user)
+        case Leave(channel, client, user):
+            out.append(0xA2)
+            _str(out, channel)
+            _str(out, client)
+            _str(out, user)
+        case Unsubscribed(channel, code, reason):
+            out.append(0xA3)
+            _str(out, channel)
+            _varint(out, code)
+            _str(out, reason)
+        case Disconnect(code, reason):
+            out.append(0xA4)
+            _varint(out, code)
+            _str(out, reason)
+        case _:
+            raise TypeError(f"not a Herald message: {m!r}")
+    return bytes(out)
+
+
+# ------------------------------------------------------------- decoding --
+
+
+class _Reader:
+    """A cursor over one message; every failure is a :class:`DecodeError`
+    carrying the id once :meth:`id` has read it."""
+
+    __slots__ = ("buf", "msg_id", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 1  # byte 0 is the type
+        self.msg_id = 0
+
+    def malformed(self, why: str) -> DecodeError:
+        return DecodeError("malformed", why, self.msg_id)
+
+    def invalid(self, why: str) -> DecodeError:
+        return DecodeError("invalid", why, self.msg_id)
+
+    def varint(self) -> int:
+        buf, pos, n = self.buf, self.pos, len(self.buf)
+        result = 0
+        for i in range(10):
+            if pos >= n:
+                raise self.malformed("truncated varint")
+            b = buf[pos]
+            pos += 1
+            if i == 9 and b > 1:
+                raise self.malformed("varint overflows u64")
+            result |= (b & 0x7F) << (7 * i)
+            if not b & 0x80:
+                if b == 0 and i > 0:
+                    raise self.malformed("overlong varint")
+                self.pos = pos
+                return result
+        raise self.malformed("varint longer than 10 bytes")  # pragma: no cover - unreachable
+
+    def bounded(self, limit: int, what: str) -> int:
+        v = self.varint()
+        if v > limit:
+            raise self.invalid(f"{what} out of range")
+        return v
+
+    def id(self) -> int:
+        self.msg_id = self.bounded(U32_MAX, "id")
+        return self.msg_id
+
+    def flags(self, defined: int) -> int:
+        if self.pos >= len(self.buf):
+            raise self.malformed("missing flags")
+        f = self.buf[self.pos]
+        self.pos += 1
+        if f & ~defined:
+            raise self.malformed("undefined flag bit")
+        return f
+
+    def blob(self) -> bytes:
+        n = self.varint()
+        if n > len(self.buf) - self.pos:
+            raise self.malformed("length beyond the message")
+        b = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return bytes(b)
+
+    def string(self) -> str:
+        raw = self.blob()
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.invalid("string is not valid UTF-8") from None
+
+    def count(self) -> int:
+        n = self.varint()
+        # Every item takes at least 2 bytes: check before allocating anything.
+        if n * 2 > len(self.buf) - self.pos:
+            raise self.malformed("count beyond the message")
+        return n
+
+    def items(self) -> tuple[Item, ...]:
+        return tuple(Item(self.varint(), self.blob()) for _ in range(self.count()))
+
+    def position(self) -> Position:
+        return Position(self.string(), self.varint())
+
+    def end(self) -> None:
+        if self.pos != len(self.buf):
+            raise self.malformed("trailing bytes")
+
+
+def _as_bytes(buf: bytes | bytearray | memoryview) -> bytes:
+    return buf if isinstance(buf, bytes) else bytes(buf)
+
+
+def decode_command(buf: bytes | bytearray | memoryview) -> Command:
+    """Decode a client -> server message (a command)."""
+    buf = _as_bytes(buf)
+    if not buf:
+        raise DecodeError("malformed", "empty message")
+    t = buf[0]
+    if not 0x01 <= t <= 0x07:
+        raise DecodeError("unknown", f"unknown command type 0x{t:02x}")
+    r = _Reader(buf)
+    id = r.id()
+    m: Command
+    if t == 0x01:
+        f = r.flags(0b11)
+        token = r.string() if f & 1 else None
+        name = r.string() if f & 2 else None
+        m = Connect(id, token, name)
+    elif t == 0x02:
+        f = r.flags(0b11)
+        channel = r.string()
+        recover = r.position() if f & 1 else None
+        m = Subscribe(id, channel, recover, bool(f & 2))
+    elif t == 0x03:
+        m = Unsubscribe(id, r.string())
+    elif t == 0x04:
+        m = Publish(id, r.string(), r.blob())
+    elif t == 0x05:
+        m = Ping(id)
+    elif t == 0x06:
+        f = r.flags(0b1)
+        channel = r.string()
+        limit = r.bounded(U32_MAX, "limit")
+        since = r.position() if f & 1 else None
+        m = History(id, channel, since, limit)
+    else:
+        m = Presence(id, r.string())
+    r.end()
+    return m
+
+
+def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
+    """Decode a server -> client message (a reply, an error or a push)."""
+    buf = _as_bytes(buf)
+    if not buf:
+        raise DecodeError("malformed", "empty message")
+    t = buf[0]
+    r = _Reader(buf)
+    m: ServerMessage
+    if 0x81 <= t <= 0x87 or t == 0xE0:
+        id = r.id()
+        if t == 0x81:
+            m = ConnectReply(id, r.string(), r.string(), r.bounded(U32_MAX, "ping_interval"))
+        elif t == 0x82:
+            f = r.flags(0b1)
+            m = SubscribeReply(id, r.string(), r.varint(), bool(f & 1), r.items())
+        elif t == 0x83:
+            m = UnsubscribeReply(id)
+        elif t == 0x84:
+            m = PublishReply(id, r.string(), r.varint())
+        elif t == 0x85:
+            m = PingReply(id)
+        elif t == 0x86:
+            m = HistoryReply(id, r.string(), r.varint(), r.items())
+        elif t == 0x87:
+            m = PresenceReply(id, tuple(ClientInfo(r.string(), r.string()) for _ in range(r.count())))
+        else:
+            m = ErrorReply(id, r.bounded(U16_MAX, "code"), r.string())
+    elif t == 0xA0:
+        m = Publication(r.string(), r.varint(), r.blob())
+    elif t == 0xA1:
+        m = Join(r.string(), r.string(), r.string())
+    elif t == 0xA2:
+        m = Leave(r.string(), r.string(), r.string())
+    elif t == 0xA3:
+        m = Unsubscribed(r.string(), r.bounded(U16_MAX, "code"), r.string())
+    elif t == 0xA4:
+        m = Disconnect(r.bounded(U16_MAX, "code"), r.string())
+    else:
+        raise DecodeError("unknown", f"unknown message type 0x{t:02x}")
+    r.end()
+    return m

@@ -1,0 +1,750 @@
+"""The asyncio client: a thin layer that runs :class:`~.protocol.ClientCore`
+over a transport, reconnecting as the protocol says.
+
+How it is built: one background task per client (``_run``) opens a transport,
+sends ``connect``, re-subscribes, then reads messages and applies them to the
+core until the connection ends; it then waits a backoff delay and tries the
+next URL. Commands are matched to replies by id with futures. Each
+subscription has its own inbox and dispatcher task, so its publications and
+events reach the application in order (recovered ones before live ones)
+without ever blocking the reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from .codec import Encoding, decode_server, encode
+from .errors import (
+    ClientClosedError,
+    ConnectError,
+    ConnectionLostError,
+    DecodeError,
+    DisconnectedError,
+    HeraldError,
+    ReplyError,
+    RequestTimeoutError,
+    reply_error,
+)
+from .messages import (
+    ClientInfo,
+    Command,
+    ConnectReply,
+    ErrorReply,
+    History,
+    HistoryReply,
+    Join,
+    Leave,
+    Ping,
+    PingReply,
+    Position,
+    Presence,
+    PresenceReply,
+    Publication,
+    Publish,
+    PublishReply,
+    ServerMessage,
+    Unsubscribe,
+    Unsubscribed,
+)
+from .protocol import (
+    ClientCore,
+    Connected,
+    ConnectFailed,
+    Deliver,
+    Event,
+    JoinLeave,
+    ReconnectPolicy,
+    ReplyReceived,
+    ServerDisconnect,
+    StaleSubscription,
+    State,
+    Subscribed,
+    SubscribeDone,
+    SubscribeFailed,
+    SubscriptionCore,
+    SubscriptionEnded,
+)
+from .transport import Transport, TransportClosed, TransportError, open_transport
+
+__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription"]
+
+log = logging.getLogger("herald_client")
+
+T = TypeVar("T")
+Callback = Callable[[T], Awaitable[None] | None]
+
+#: Error codes after which a failed ``connect`` is retried rather than final.
+_RETRYABLE_CONNECT_ERRORS = frozenset({100, 108, 114})
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    """A connection ended; delivered to ``on_disconnected``."""
+
+    code: int | None
+    """The close or disconnect code; None when the connection dropped."""
+    reason: str
+    reconnect: bool
+    """Whether the client will reconnect (otherwise it is now closed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryResult:
+    """A channel's retained publications and its current position."""
+
+    epoch: str
+    offset: int
+    publications: list[Publication]
+
+
+async def _invoke(cb: Callable[[T], Any], arg: T) -> None:
+    try:
+        r = cb(arg)
+        if inspect.isawaitable(r):
+            await r
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("herald_client: application callback %r failed", cb)
+
+
+class _End:
+    """Inbox sentinel: the subscription is over."""
+
+
+_END = _End()
+
+
+class Subscription:
+    """One subscription: iterate it (``async for pub in sub``) or pass
+    ``on_publication`` to :meth:`Client.subscribe` — one or the other.
+
+    It lives across reconnects: after each one it is re-subscribed with
+    ``recover`` = :attr:`position`, recovered publications arrive first, in
+    order and without duplicates, and ``on_resync`` is called when recovery
+    was not possible.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        core: SubscriptionCore,
+        *,
+        on_publication: Callback[Publication] | None,
+        on_join: Callback[Join] | None,
+        on_leave: Callback[Leave] | None,
+        on_subscribed: Callback[Subscribed] | None,
+        on_resync: Callback[Subscribed] | None,
+        on_unsubscribed: Callback[Unsubscribed] | None,
+    ) -> None:
+        self._client = client
+        self._core = core
+        self._on_publication = on_publication
+        self._on_join = on_join
+        self._on_leave = on_leave
+        self._on_subscribed = on_subscribed
+        self._on_resync = on_resync
+        self._on_unsubscribed = on_unsubscribed
+        loop = asyncio.get_running_loop()
+        self._ready: asyncio.Future[Subscribed] = loop.create_future()
+        self._inbox: asyncio.Queue[Publication | Join | Leave | Subscribed | Unsubscribed | _End] = (
+            asyncio.Queue()
+        )
+        self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue()
+        self._ended = False
+        self._task = loop.create_task(self._dispatch(), name=f"herald sub {core.channel}")
+
+    @property
+    def channel(self) -> str:
+        return self._core.channel
+
+    @property
+    def position(self) -> Position | None:
+        """The last position delivered (the recovery point); None for patterns
+        and before the first reply."""
+        return None if self._core.pattern else self._core.position
+
+    @property
+    def active(self) -> bool:
+        """Subscribed on the current connection."""
+        return self._core.active
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    async def unsubscribe(self) -> None:
+        await self._client.unsubscribe(self.channel)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Publication:
+        item = await self._pubs.get()
+        if isinstance(item, _End):
+            self._pubs.put_nowait(item)  # later calls end too
+            raise StopAsyncIteration
+        return item
+
+    # -- fed by the client
+
+    def _push(self, item: Publication | Join | Leave | Subscribed | Unsubscribed) -> None:
+        if not self._ended:
+            self._inbox.put_nowait(item)
+
+    def _end(self, exc: BaseException | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if not self._ready.done():
+            self._ready.set_exception(exc or ClientClosedError("subscription ended"))
+            self._ready.exception()  # retrieved here; subscribe() re-raises it
+        self._inbox.put_nowait(_END)
+
+    async def _dispatch(self) -> None:
+        while True:
+            item = await self._inbox.get()
+            if isinstance(item, _End):
+                self._pubs.put_nowait(item)
+                return
+            if isinstance(item, Publication):
+                if self._on_publication is not None:
+                    await _invoke(self._on_publication, item)
+                else:
+                    self._pubs.put_nowait(item)
+            elif isinstance(item, Join):
+                if self._on_join is not None:
+                    await _invoke(self._on_join, item)
+            elif isinstance(item, Leave):
+                if self._on_leave is not None:
+                    await _invoke(self._on_leave, item)
+            elif isinstance(item, Subscribed):
+                if self._on_subscribed is not None:
+                    await _invoke(self._on_subscribed, item)
+                if item.needs_resync and self._on_resync is not None:
+                    await _invoke(self._on_resync, item)
+            elif self._on_unsubscribed is not None:
+                await _invoke(self._on_unsubscribed, item)
+
+    def __repr__(self) -> str:
+        return f"<Subscription {self.channel!r} position={self.position}>"
+
+
+class _Terminal(Exception):
+    """Raised inside a connection to end the client for good with ``error``."""
+
+    def __init__(self, error: HeraldError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(slots=True)
+class _Outcome:
+    connected: bool
+    code: int | None
+    reason: str
+    error: BaseException | None = None
+    terminal: HeraldError | None = None
+
+
+class Client:
+    """A Herald client over WebSocket (``ws://host:port/ws``) or raw TCP
+    (``tcp://host:port``, binary encoding only).
+
+    ``url`` may be a list: connection attempts go through it in turn.
+    ``encoding`` is ``"json"`` or ``"binary"``. ``token`` and ``name`` are sent
+    in ``connect``. The client reconnects by itself (``reconnect`` policy:
+    exponential backoff with full jitter) whenever the connection drops or
+    ends with a "reconnect" code, and re-subscribes with recovery.
+    """
+
+    def __init__(
+        self,
+        url: str | Sequence[str],
+        *,
+        token: str | None = None,
+        encoding: Literal["json", "binary"] | Encoding = "json",
+        name: str | None = None,
+        reconnect: ReconnectPolicy | None = None,
+        request_timeout: float = 10.0,
+        connect_timeout: float = 10.0,
+        max_message_size: int = 16 << 20,
+        on_connected: Callback[ConnectReply] | None = None,
+        on_disconnected: Callback[Disconnected] | None = None,
+    ) -> None:
+        self._urls = [url] if isinstance(url, str) else list(url)
+        if not self._urls:
+            raise ValueError("at least one URL is needed")
+        self._encoding = Encoding(encoding)
+        if self._encoding is Encoding.JSON and any(u.startswith("tcp:") for u in self._urls):
+            raise ValueError("tcp:// URLs carry the binary encoding only: use encoding='binary'")
+        self._core = ClientCore(token=token, name=name)
+        self._policy = reconnect or ReconnectPolicy()
+        self._request_timeout = request_timeout
+        self._connect_timeout = connect_timeout
+        self._max_message_size = max_message_size
+        self._on_connected = on_connected
+        self._on_disconnected = on_disconnected
+        self._subs: dict[str, Subscription] = {}
+        self._pending: dict[int, asyncio.Future[ServerMessage]] = {}
+        self._transport: Transport | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # set while CONNECTED or CLOSED
+        self._first: asyncio.Future[None] | None = None
+        self._info: ConnectReply | None = None
+        self._close_error: HeraldError | None = None
+        self._disconnect_push: tuple[int, str] | None = None
+        self._callbacks: set[asyncio.Task[None]] = set()
+        self._current_url: str | None = None
+
+    # ------------------------------------------------------------ public --
+
+    @property
+    def state(self) -> State:
+        return self._core.state
+
+    @property
+    def client_id(self) -> str | None:
+        """The server-assigned id of the current (or last) connection."""
+        return self._info.client if self._info else None
+
+    @property
+    def server_version(self) -> str | None:
+        return self._info.version if self._info else None
+
+    @property
+    def url(self) -> str | None:
+        """The URL of the current (or last) connection."""
+        return self._current_url
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return dict(self._subs)
+
+    async def connect(self) -> None:
+        """Connect, and keep connected until :meth:`close`.
+
+        Returns once the first connection is established. Raises
+        :class:`ConnectError` if no URL could be reached on the first round,
+        a :class:`ReplyError` if the server refused ``connect``, or
+        :class:`DisconnectedError` on a "do not reconnect" code.
+        """
+        if self._core.state is State.CLOSED:
+            raise ClientClosedError("client is closed") from self._close_error
+        if self._runner is None:
+            self._first = asyncio.get_running_loop().create_future()
+            self._runner = asyncio.create_task(self._run(), name="herald client")
+        if self._first is not None:
+            await asyncio.shield(self._first)
+
+    async def close(self) -> None:
+        """Close the connection and end every subscription; idempotent."""
+        if self._core.state is State.CLOSED and self._runner is None:
+            return
+        self._core.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await runner
+        self._finish(ClientClosedError("client closed"))
+        tasks = [s._task for s in self._subs.values()] + list(self._callbacks)
+        self._subs.clear()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=1.0)
+            for t in pending:
+                t.cancel()
+
+    async def __aenter__(self) -> Client:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def subscribe(
+        self,
+        channel: str,
+        on_publication: Callback[Publication] | None = None,
+        *,
+        recover: bool = True,
+        join_leave: bool = False,
+        since: Position | tuple[str, int] | None = None,
+        on_join: Callback[Join] | None = None,
+        on_leave: Callback[Leave] | None = None,
+        on_subscribed: Callback[Subscribed] | None = None,
+        on_resync: Callback[Subscribed] | None = None,
+        on_unsubscribed: Callback[Unsubscribed] | None = None,
+    ) -> Subscription:
+        """Subscribe to a channel or pattern; returns once the server agreed.
+
+        ``recover``: after a reconnect, ask for the publications missed
+        (exact channels; patterns cannot recover). ``since``: start from this
+        position instead of "now" (e.g. one saved by a previous run).
+        ``on_resync`` is called when publications may have been lost.
+        Errors raise the :class:`ReplyError` of the code (109 invalid channel, ...).
+        """
+        self._check_open()
+        if channel in self._subs:
+            raise reply_error(105, f"already subscribed to {channel!r}")
+        pos = Position(*since) if since is not None else None
+        core = self._core.add_subscription(channel, recover=recover, join_leave=join_leave, since=pos)
+        sub = Subscription(
+            self,
+            core,
+            on_publication=on_publication,
+            on_join=on_join,
+            on_leave=on_leave,
+            on_subscribed=on_subscribed,
+            on_resync=on_resync,
+            on_unsubscribed=on_unsubscribed,
+        )
+        self._subs[channel] = sub
+        if self._core.state is State.CONNECTED and self._transport is not None:
+            await self._send_quiet(self._core.subscribe_command(core))
+        try:
+            await asyncio.wait_for(asyncio.shield(sub._ready), self._request_timeout)
+        except TimeoutError:
+            self._drop_sub(channel, RequestTimeoutError(f"subscribe {channel!r} timed out"))
+            raise RequestTimeoutError(f"subscribe {channel!r}: no reply in time") from None
+        except BaseException:
+            self._drop_sub(channel, None)
+            raise
+        return sub
+
+    async def unsubscribe(self, channel: str) -> None:
+        """End a subscription. Raises :class:`NotSubscribedError` (106) if there is none."""
+        self._check_open()
+        sub = self._subs.get(channel)
+        if sub is None:
+            await self._request(lambda id: Unsubscribe(id, channel))
+            return
+        active = sub._core.active
+        self._drop_sub(channel, None)
+        if self._core.state is not State.CONNECTED or not active:
+            # Nothing subscribed server-side (a subscribe still in flight comes
+            # back stale and is undone); the next connection won't re-subscribe.
+            return
+        # Gone with the connection, or already gone server-side: either way, gone.
+        with contextlib.suppress(ConnectionLostError, ReplyError):
+            await self._request(lambda id: Unsubscribe(id, channel))
+
+    async def publish(self, channel: str, data: Any) -> Position:
+        """Publish ``data`` (bytes as they are; anything else as compact JSON
+        text); returns the publication's (epoch, offset)."""
+        payload = _payload(data)
+        reply = await self._request(lambda id: Publish(id, channel, payload))
+        assert isinstance(reply, PublishReply)
+        return Position(reply.epoch, reply.offset)
+
+    async def history(
+        self, channel: str, since: Position | tuple[str, int] | None = None, limit: int = 0
+    ) -> HistoryResult:
+        """Retained publications of ``channel`` after ``since`` (all if None),
+        at most ``limit`` (0 = server default)."""
+        pos = Position(*since) if since is not None else None
+        reply = await self._request(lambda id: History(id, channel, pos, limit))
+        assert isinstance(reply, HistoryReply)
+        pubs = [Publication(channel, it.offset, it.data) for it in reply.publications]
+        return HistoryResult(reply.epoch, reply.offset, pubs)
+
+    async def presence(self, channel: str) -> list[ClientInfo]:
+        """The connections currently subscribed to ``channel``."""
+        reply = await self._request(lambda id: Presence(id, channel))
+        assert isinstance(reply, PresenceReply)
+        return list(reply.clients)
+
+    async def ping(self) -> float:
+        """Round trip to the server; returns its duration in seconds."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        reply = await self._request(lambda id: Ping(id))
+        assert isinstance(reply, PingReply)
+        return loop.time() - start
+
+    # --------------------------------------------------------- requests --
+
+    def _check_open(self) -> None:
+        if self._core.state is State.CLOSED:
+            raise ClientClosedError("client is closed") from self._close_error
+        if self._runner is None:
+            raise ClientClosedError("not connected: call connect() first")
+
+    async def _request(self, make: Callable[[int], Command]) -> ServerMessage:
+        self._check_open()
+        fut: asyncio.Future[ServerMessage] | None = None
+        id = 0
+        try:
+            async with asyncio.timeout(self._request_timeout):
+                while self._core.state is not State.CONNECTED:
+                    self._check_open()
+                    await self._wake.wait()
+                transport = self._transport
+                if transport is None:  # pragma: no cover - CONNECTED implies a transport
+                    raise ConnectionLostError("not connected")
+                id = self._core.next_id()
+                fut = asyncio.get_running_loop().create_future()
+                self._pending[id] = fut
+                try:
+                    await transport.send(encode(make(id), self._encoding))
+                except TransportClosed as e:
+                    raise ConnectionLostError(str(e)) from None
+                reply = await fut
+        except TimeoutError:
+            raise RequestTimeoutError("no reply in time") from None
+        finally:
+            if id:
+                self._pending.pop(id, None)
+        if isinstance(reply, ErrorReply):
+            raise reply_error(reply.code, reply.message)
+        return reply
+
+    async def _send_quiet(self, cmd: Command) -> None:
+        """Send without waiting for a reply; a dead connection is noticed by the reader."""
+        transport = self._transport
+        if transport is not None:
+            with contextlib.suppress(TransportClosed):
+                await transport.send(encode(cmd, self._encoding))
+
+    def _drop_sub(self, channel: str, exc: BaseException | None) -> None:
+        sub = self._subs.pop(channel, None)
+        self._core.remove_subscription(channel)
+        if sub is not None:
+            sub._end(exc)
+
+    # ----------------------------------------------------------- runner --
+
+    async def _run(self) -> None:
+        attempt = 0
+        tried = 0
+        ever_connected = False
+        try:
+            while True:
+                url = self._urls[tried % len(self._urls)]
+                tried += 1
+                outcome = await self._session(url)
+                if outcome.connected:
+                    ever_connected = True
+                    attempt = 0
+                if outcome.terminal is not None:
+                    self._finish(outcome.terminal)
+                    return
+                if self._core.state is State.CLOSED:
+                    self._finish(DisconnectedError(outcome.code, outcome.reason))
+                    return
+                if not ever_connected and tried >= len(self._urls):
+                    err = ConnectError(f"could not connect to {', '.join(self._urls)}: {outcome.reason}")
+                    err.__cause__ = outcome.error
+                    self._core.close()
+                    self._finish(err)
+                    return
+                limit = self._policy.max_attempts
+                if limit is not None and attempt >= limit:
+                    self._core.close()
+                    self._finish(ConnectionLostError(f"gave up after {attempt} attempts"))
+                    return
+                delay = self._policy.delay(attempt)
+                attempt += 1
+                log.debug("herald_client: reconnecting in %.3fs (%s)", delay, outcome.reason)
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # pragma: no cover - a bug; do not die silently
+            log.exception("herald_client: connection task failed")
+            self._core.close()
+            self._finish(HeraldError(f"connection task failed: {e!r}"))
+
+    async def _session(self, url: str) -> _Outcome:
+        """One connection, from opening to its end."""
+        try:
+            transport = await open_transport(
+                url,
+                self._encoding,
+                open_timeout=self._connect_timeout,
+                max_size=self._max_message_size,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # TransportError, or anything a failed handshake raises
+            if not isinstance(e, TransportError):
+                log.debug("herald_client: opening %s failed", url, exc_info=True)
+            return _Outcome(False, None, str(e) or type(e).__name__, e)
+        self._transport = transport
+        self._current_url = url
+        self._disconnect_push = None
+        loop = asyncio.get_running_loop()
+        connected = False
+        code: int | None = None
+        reason = ""
+        terminal: HeraldError | None = None
+        recv: asyncio.Task[str | bytes] | None = None
+        try:
+            await transport.send(encode(self._core.start_connect(), self._encoding))
+            deadline = loop.time() + self._connect_timeout
+            probe_sent = False
+            while True:
+                if not connected:
+                    timeout: float | None = max(0.0, deadline - loop.time())
+                else:
+                    # Silence for ping_interval: probe with a ping; silence for
+                    # twice that: the connection is dead (docs/protocol.md §5).
+                    interval = self._info.ping_interval if self._info else 0
+                    timeout = float(interval) if interval > 0 else None
+                if recv is None:
+                    # One receive at a time, never cancelled on a timeout, so
+                    # that a timeout cannot lose half a frame.
+                    recv = asyncio.ensure_future(transport.recv())
+                done, _ = await asyncio.wait({recv}, timeout=timeout)
+                if not done:
+                    if not connected:
+                        raise TransportClosed(None, "no connect reply in time")
+                    if probe_sent:
+                        raise TransportClosed(None, "server silent")
+                    probe_sent = True
+                    await transport.send(encode(Ping(self._core.next_id()), self._encoding))
+                    continue
+                frame = recv.result()
+                recv = None
+                probe_sent = False
+                try:
+                    msg = decode_server(frame, self._encoding)
+                except DecodeError as e:
+                    log.warning("herald_client: undecodable message from %s: %s", url, e)
+                    raise TransportClosed(None, f"undecodable server message: {e}") from None
+                for event in self._core.receive(msg):
+                    if isinstance(event, Connected):
+                        connected = True
+                    await self._handle(event)
+        except TransportClosed as e:
+            code, reason = e.code, e.reason
+        except _Terminal as t:
+            terminal = t.error
+        finally:
+            self._transport = None
+            if recv is not None:
+                if recv.done():
+                    if not recv.cancelled():
+                        recv.exception()  # retrieved: it ended this connection
+                else:
+                    recv.cancel()
+            if terminal is not None or self._core.state is State.CLOSED:
+                await transport.close()
+            else:
+                transport.abort()
+        if self._disconnect_push is not None:
+            code, reason = self._disconnect_push
+        if terminal is not None:
+            self._core.close()
+        again = self._core.connection_lost(code)
+        if again:
+            self._wake.clear()
+        else:
+            self._wake.set()
+        lost = ConnectionLostError(f"connection lost: {code} {reason}".rstrip())
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(lost)
+        self._pending.clear()
+        if connected and self._on_disconnected is not None:
+            self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
+        return _Outcome(connected, code, reason, None, terminal)
+
+    async def _handle(self, event: Event) -> None:
+        if isinstance(event, Deliver):
+            self._sub_of(event.sub, lambda s: s._push(event.publication))
+        elif isinstance(event, ReplyReceived):
+            reply = event.reply
+            fut = self._pending.pop(reply.id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(reply)
+        elif isinstance(event, SubscribeDone):
+
+            def done(s: Subscription) -> None:
+                s._push(event.subscribed)
+                if not s._ready.done():
+                    s._ready.set_result(event.subscribed)
+
+            self._sub_of(event.sub, done)
+        elif isinstance(event, JoinLeave):
+            self._sub_of(event.sub, lambda s: s._push(event.event))
+        elif isinstance(event, Connected):
+            self._info = event.reply
+            self._wake.set()
+            if self._first is not None and not self._first.done():
+                self._first.set_result(None)
+            if self._on_connected is not None:
+                self._callback(self._on_connected, event.reply)
+            for cmd in self._core.resubscribe_commands():
+                await self._send_quiet(cmd)
+        elif isinstance(event, SubscribeFailed):
+            error = reply_error(event.error.code, event.error.message)
+            sub = self._subs.get(event.sub.channel)
+            if sub is not None and sub._core is event.sub:
+                del self._subs[event.sub.channel]
+                if sub._ready.done():  # a re-subscription failed: tell the application
+                    sub._push(Unsubscribed(sub.channel, event.error.code, event.error.message))
+                sub._end(error)
+        elif isinstance(event, SubscriptionEnded):
+            sub = self._subs.get(event.sub.channel)
+            if sub is not None and sub._core is event.sub:
+                del self._subs[event.sub.channel]
+                sub._push(event.push)
+                sub._end(reply_error(event.push.code, event.push.reason))
+        elif isinstance(event, StaleSubscription):
+            if event.channel not in self._subs:
+                await self._send_quiet(Unsubscribe(0, event.channel))
+        elif isinstance(event, ServerDisconnect):
+            self._disconnect_push = (event.push.code, event.push.reason)
+        elif isinstance(event, ConnectFailed):
+            error = reply_error(event.error.code, event.error.message)
+            if event.error.code in _RETRYABLE_CONNECT_ERRORS:
+                raise TransportClosed(None, f"connect refused: {error}")
+            raise _Terminal(error)
+
+    def _sub_of(self, core: SubscriptionCore, action: Callable[[Subscription], None]) -> None:
+        sub = self._subs.get(core.channel)
+        if sub is not None and sub._core is core:
+            action(sub)
+
+    def _callback(self, cb: Callable[[T], Any], arg: T) -> None:
+        task = asyncio.get_running_loop().create_task(_invoke(cb, arg))
+        self._callbacks.add(task)
+        task.add_done_callback(self._callbacks.discard)
+
+    def _finish(self, error: HeraldError) -> None:
+        """The client is closed for good, because of ``error``."""
+        self._core.close()
+        if self._close_error is None:
+            self._close_error = error
+        self._wake.set()
+        if self._first is not None and not self._first.done():
+            self._first.set_exception(error)
+            self._first.exception()  # retrieved: connect() re-raises it if awaiting
+        closed = ClientClosedError(str(error))
+        closed.__cause__ = error
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(closed)
+        self._pending.clear()
+        for sub in self._subs.values():
+            sub._end(closed)
+
+
+def _payload(data: Any) -> bytes:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
