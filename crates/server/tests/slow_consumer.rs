@@ -35,6 +35,13 @@ async fn slow_consumer_is_disconnected_and_nobody_else_suffers() {
     // queue can hold for a client that does not read.
     let blob = "x".repeat(4000);
     let count = 6000;
+    // The publisher stays at most WINDOW publications (~16 KiB) ahead of what
+    // the fast subscriber has read, so the fast one can never fall 64 KiB
+    // behind, however the test's tasks are scheduled on a loaded machine;
+    // the slow one, which reads nothing, falls 24 MB behind.
+    const WINDOW: usize = 4;
+    let credit = std::sync::Arc::new(tokio::sync::Semaphore::new(WINDOW));
+    let reader_credit = credit.clone();
     let reader = tokio::spawn(async move {
         for i in 0..count {
             let m = recv_json(&mut fast).await;
@@ -43,11 +50,15 @@ async fn slow_consumer_is_disconnected_and_nobody_else_suffers() {
                 i + 1,
                 "fast subscriber lost or reordered"
             );
+            reader_credit.add_permits(1);
         }
     });
-    // Acknowledged publishes: the publisher goes at the server's pace, so a
-    // subscriber that keeps reading never falls 64 KiB behind.
     for i in 0..count {
+        tokio::time::timeout(WAIT, credit.acquire())
+            .await
+            .expect("fast subscriber stopped reading (see its panic)")
+            .expect("the semaphore is never closed")
+            .forget();
         send_json(
             &mut publisher,
             json!({"id": i + 1, "publish": {"channel": "firehose", "data": {"i": i, "blob": blob}}}),
