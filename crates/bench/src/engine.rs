@@ -1,5 +1,6 @@
 //! The client engine: one readiness loop per process that drives every
-//! WebSocket connection the bench opens.
+//! connection the bench opens: WebSocket, raw TCP (Herald's length-prefixed
+//! frames) and HTTP/1.1 (SSE streams, long-polls, the publish API).
 //!
 //! Why a bare `mio` loop rather than a tokio task per connection: a load
 //! generator must cost less per message than the server it measures, and on
@@ -15,6 +16,11 @@
 //! Reads stop at the first short read instead of insisting on `EAGAIN`:
 //! epoll is edge-triggered and any later arrival raises a new edge, so this
 //! saves one syscall per event (tokio does the same).
+//!
+//! The engine only moves frames: WebSocket messages and raw-TCP frames reach
+//! [`Handler::on_message`], HTTP responses and SSE events reach
+//! [`Handler::on_http`]; what they mean is the scenario's business. Raw TCP
+//! heartbeats (zero-length frames) are answered here, as WebSocket pings are.
 
 use std::io::{self, Read, Write};
 use std::mem;
@@ -29,6 +35,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use crate::clock;
+use crate::http1::{self, ResponseDecoder};
 use crate::target::Target;
 use crate::BenchError;
 
@@ -66,6 +73,10 @@ pub(crate) enum CloseReason {
     Protocol(ProtocolError),
     /// The server sent a close frame.
     ServerClose(Option<u16>, String),
+    /// Raw TCP or HTTP framing was broken.
+    Framing(String),
+    /// The server ended an event stream.
+    StreamEnded,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -80,6 +91,8 @@ impl std::fmt::Display for CloseReason {
                 Some(c) => write!(f, "server sent close {c} {reason:?}"),
                 None => f.write_str("server sent close"),
             },
+            CloseReason::Framing(e) => write!(f, "framing error: {e}"),
+            CloseReason::StreamEnded => f.write_str("server ended the event stream"),
         }
     }
 }
@@ -125,15 +138,70 @@ pub(crate) trait Handler {
     /// deadline passes.
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError>;
 
+    /// An HTTP response or SSE event arrived on an HTTP connection.
+    fn on_http(
+        &mut self,
+        _io: &mut Io,
+        tag: u64,
+        _msg: HttpMsg<'_>,
+        _now_ns: i64,
+    ) -> Result<(), BenchError> {
+        Err(BenchError::Client(format!(
+            "connection {tag}: unexpected HTTP message"
+        )))
+    }
+
     /// A pipe registered with token `PIPE_TOKEN_BASE + key` is readable.
     fn on_pipe(&mut self, _io: &mut Io, _key: usize) -> Result<(), BenchError> {
         Ok(())
     }
 }
 
+/// What an HTTP connection delivers.
+#[derive(Debug)]
+pub(crate) enum HttpMsg<'a> {
+    /// A complete response (anything but an event stream), any status.
+    Response {
+        /// Its status code.
+        status: u16,
+        /// Its whole body.
+        body: &'a [u8],
+    },
+    /// A `200 text/event-stream` head: events follow.
+    StreamStart,
+    /// One SSE event: its lines, without the blank line that ended it.
+    Event(&'a [u8]),
+}
+
+/// How a connection frames what it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Raw TCP: `u32` big-endian length, then the message.
+    Tcp,
+    /// HTTP/1.1 requests written by the scenario, responses decoded here.
+    Http,
+}
+
+/// Per-connection framing state.
+enum Kind {
+    Ws(Decoder),
+    Tcp,
+    Http(Box<HttpState>),
+}
+
+/// An HTTP connection's response in progress.
+struct HttpState {
+    decoder: ResponseDecoder,
+    status: u16,
+    /// The current response is an event stream.
+    events: bool,
+    /// A chunked response body, or the start of an incomplete event.
+    body: Vec<u8>,
+}
+
 /// Where a connection is in its life.
 enum Phase {
-    /// TCP connect in progress; the upgrade request waits in `out`.
+    /// TCP connect in progress; the upgrade request (if any) waits in `out`.
     Connecting { key: [u8; 24] },
     /// Upgrade request sent, waiting for the 101.
     Handshaking { key: [u8; 24] },
@@ -147,7 +215,7 @@ enum Phase {
 struct Conn {
     stream: TcpStream,
     phase: Phase,
-    decoder: Decoder,
+    kind: Kind,
     /// The bytes of an incomplete frame (or handshake answer), carried over
     /// to the next read. Empty, and usually unallocated, between frames.
     partial: Vec<u8>,
@@ -207,11 +275,46 @@ impl Io {
         let conn = Conn {
             stream,
             phase: Phase::Connecting { key },
-            decoder: Decoder::new(Role::Client, self.max_message),
+            kind: Kind::Ws(Decoder::new(Role::Client, self.max_message)),
             partial: Vec::new(),
             out,
             tag,
         };
+        self.insert(conn)
+    }
+
+    /// Opens a raw TCP or HTTP connection to `addr`; `on_open` follows once
+    /// the TCP connect completes (with no protocol), or `on_close`.
+    pub fn connect_plain(
+        &mut self,
+        addr: SocketAddr,
+        framing: Framing,
+        local: Option<IpAddr>,
+        tag: u64,
+    ) -> Result<ConnId, BenchError> {
+        let stream =
+            open_socket(addr, local).map_err(|e| BenchError::Connect { addr, source: e })?;
+        let kind = match framing {
+            Framing::Tcp => Kind::Tcp,
+            Framing::Http => Kind::Http(Box::new(HttpState {
+                decoder: ResponseDecoder::new(self.max_message),
+                status: 0,
+                events: false,
+                body: Vec::new(),
+            })),
+        };
+        let conn = Conn {
+            stream,
+            phase: Phase::Connecting { key: [0; 24] },
+            kind,
+            partial: Vec::new(),
+            out: Vec::new(),
+            tag,
+        };
+        self.insert(conn)
+    }
+
+    fn insert(&mut self, conn: Conn) -> Result<ConnId, BenchError> {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -258,7 +361,7 @@ impl Io {
         if !matches!(conn.phase, Phase::Open) {
             return false;
         }
-        encode_masked(&mut conn.out, opcode, payload);
+        encode(&conn.kind, &mut conn.out, opcode, payload);
         if !opcode.is_control() {
             self.stats.msgs_out += 1;
         }
@@ -289,11 +392,11 @@ impl Io {
             self.stats.msgs_out += 1;
         }
         if !conn.out.is_empty() {
-            encode_masked(&mut conn.out, opcode, payload);
+            encode(&conn.kind, &mut conn.out, opcode, payload);
             return true;
         }
         self.scratch.clear();
-        encode_masked(&mut self.scratch, opcode, payload);
+        encode(&conn.kind, &mut self.scratch, opcode, payload);
         let mut written = 0;
         let result = loop {
             match conn.stream.write(&self.scratch[written..]) {
@@ -321,6 +424,34 @@ impl Io {
                 false
             }
         }
+    }
+
+    /// Sends bytes as they are (an HTTP request, a raw TCP heartbeat),
+    /// behind anything already queued. Returns false when not open.
+    pub fn send_raw(&mut self, id: ConnId, bytes: &[u8]) -> bool {
+        let Some(Some(conn)) = self.conns.get_mut(id) else {
+            return false;
+        };
+        if !matches!(conn.phase, Phase::Open) {
+            return false;
+        }
+        conn.out.extend_from_slice(bytes);
+        self.flush(id);
+        true
+    }
+
+    /// Appends bytes as they are to the connection's output without writing
+    /// them yet (see [`Io::flush`]). Returns false when not open.
+    pub fn queue_raw(&mut self, id: ConnId, bytes: &[u8]) -> bool {
+        let Some(Some(conn)) = self.conns.get_mut(id) else {
+            return false;
+        };
+        if !matches!(conn.phase, Phase::Open) {
+            return false;
+        }
+        conn.out.extend_from_slice(bytes);
+        self.stats.msgs_out += 1;
+        true
     }
 
     /// Closes a connection at the scenario's request (no `on_close` follows).
@@ -471,18 +602,48 @@ impl Engine {
         let Some(Some(conn)) = self.io.conns.get_mut(id) else {
             return Ok(());
         };
-        if let Phase::Connecting { key } = conn.phase {
-            match connect_result(&conn.stream) {
-                Ok(false) => return Ok(()),
-                Ok(true) => conn.phase = Phase::Handshaking { key },
-                Err(e) => return close_with(&mut self.io, id, handler, CloseReason::Connect(e)),
-            }
+        if let Phase::Connecting { .. } = conn.phase {
+            return self.complete_connect(id, handler);
         }
         if conn.out.is_empty() {
             return Ok(());
         }
         if let Err(e) = flush_conn(conn, &mut self.io.stats) {
             return close_with(&mut self.io, id, handler, CloseReason::Io(e));
+        }
+        Ok(())
+    }
+
+    /// Checks a pending connect: on success a WebSocket sends its upgrade
+    /// request and raw TCP and HTTP connections are open (`on_open`).
+    fn complete_connect<H: Handler>(
+        &mut self,
+        id: ConnId,
+        handler: &mut H,
+    ) -> Result<(), BenchError> {
+        let Some(Some(conn)) = self.io.conns.get_mut(id) else {
+            return Ok(());
+        };
+        let Phase::Connecting { key } = conn.phase else {
+            return Ok(());
+        };
+        match connect_result(&conn.stream) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {}
+            Err(e) => return close_with(&mut self.io, id, handler, CloseReason::Connect(e)),
+        }
+        let plain = !matches!(conn.kind, Kind::Ws(_));
+        conn.phase = if plain {
+            Phase::Open
+        } else {
+            Phase::Handshaking { key }
+        };
+        let tag = conn.tag;
+        if let Err(e) = flush_conn(conn, &mut self.io.stats) {
+            return close_with(&mut self.io, id, handler, CloseReason::Io(e));
+        }
+        if plain {
+            handler.on_open(&mut self.io, id, tag, None)?;
         }
         Ok(())
     }
@@ -500,19 +661,13 @@ impl Engine {
             };
             match conn.phase {
                 Phase::Closed => return Ok(()),
-                Phase::Connecting { key } => match connect_result(&conn.stream) {
-                    Ok(false) => return Ok(()),
-                    Ok(true) => {
-                        conn.phase = Phase::Handshaking { key };
-                        if let Err(e) = flush_conn(conn, &mut self.io.stats) {
-                            return close_with(&mut self.io, id, handler, CloseReason::Io(e));
-                        }
-                        continue;
+                Phase::Connecting { .. } => {
+                    self.complete_connect(id, handler)?;
+                    match self.io.conns.get(id) {
+                        Some(Some(c)) if !matches!(c.phase, Phase::Connecting { .. }) => continue,
+                        _ => return Ok(()),
                     }
-                    Err(e) => {
-                        return close_with(&mut self.io, id, handler, CloseReason::Connect(e))
-                    }
-                },
+                }
                 _ => {}
             }
             let carried = conn.partial.len();
@@ -531,11 +686,167 @@ impl Engine {
             self.io.stats.bytes_in += n as u64;
             let end = carried + n;
             let filled = end == self.rbuf.len();
-            self.process(id, end, handler, now_ns)?;
+            match conn.kind {
+                Kind::Ws(_) => self.process(id, end, handler, now_ns)?,
+                Kind::Tcp => self.process_tcp(id, end, handler, now_ns)?,
+                Kind::Http(_) => self.process_http(id, end, handler, now_ns)?,
+            }
             if !filled {
                 return Ok(());
             }
         }
+    }
+
+    /// Handles `rbuf[..end]` for raw TCP connection `id`: length-prefixed
+    /// frames; a zero-length frame is the server's heartbeat and is answered
+    /// with one. An incomplete trailing frame is kept in the connection.
+    fn process_tcp<H: Handler>(
+        &mut self,
+        id: ConnId,
+        end: usize,
+        handler: &mut H,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        let Engine { io, rbuf, .. } = self;
+        let tag = io.tag(id);
+        let mut pos = 0;
+        while end - pos >= 4 && io.is_live(id) {
+            let len = u32::from_be_bytes([rbuf[pos], rbuf[pos + 1], rbuf[pos + 2], rbuf[pos + 3]])
+                as usize;
+            if len == 0 {
+                pos += 4;
+                io.send_raw(id, &[0, 0, 0, 0]);
+                continue;
+            }
+            if len > io.max_message {
+                let why = CloseReason::Framing(format!(
+                    "raw TCP frame of {len} bytes is larger than the limit"
+                ));
+                return close_with(io, id, handler, why);
+            }
+            if end - pos - 4 < len {
+                break;
+            }
+            let msg = Message::Binary(&rbuf[pos + 4..pos + 4 + len]);
+            pos += 4 + len;
+            io.stats.msgs_in += 1;
+            handler.on_message(io, tag, msg, now_ns)?;
+        }
+        keep_partial(io, id, &rbuf[pos..end]);
+        Ok(())
+    }
+
+    /// Handles `rbuf[..end]` for HTTP connection `id`: complete responses go
+    /// to the handler whole; an event stream goes event by event.
+    fn process_http<H: Handler>(
+        &mut self,
+        id: ConnId,
+        end: usize,
+        handler: &mut H,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        let Engine { io, rbuf, .. } = self;
+        let tag = io.tag(id);
+        let max = io.max_message;
+        // The state leaves the slot while the handler runs (it may touch
+        // any connection, this one included).
+        let mut st = match io.conns.get_mut(id) {
+            Some(Some(Conn {
+                kind: Kind::Http(h),
+                ..
+            })) => HttpState {
+                decoder: h.decoder.clone(),
+                status: h.status,
+                events: h.events,
+                body: mem::take(&mut h.body),
+            },
+            _ => return Ok(()),
+        };
+        let mut pos = 0;
+        let mut failure = None;
+        while io.is_live(id) {
+            let (n, ev) = match st.decoder.decode(&rbuf[pos..end]) {
+                Ok(Some(found)) => found,
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(CloseReason::Framing(e.to_string()));
+                    break;
+                }
+            };
+            pos += n;
+            match ev {
+                http1::Event::Head {
+                    status,
+                    event_stream,
+                } => {
+                    st.status = status;
+                    st.events = event_stream && status == 200;
+                    st.body.clear();
+                    if st.events {
+                        handler.on_http(io, tag, HttpMsg::StreamStart, now_ns)?;
+                    }
+                }
+                http1::Event::Complete(body) => {
+                    io.stats.msgs_in += 1;
+                    let msg = HttpMsg::Response {
+                        status: st.status,
+                        body,
+                    };
+                    handler.on_http(io, tag, msg, now_ns)?;
+                }
+                http1::Event::Data(data) if st.events => {
+                    let r = http1::split_events(
+                        &mut st.body,
+                        data,
+                        max,
+                        |event| {
+                            io.stats.msgs_in += 1;
+                            handler.on_http(io, tag, HttpMsg::Event(event), now_ns)
+                        },
+                        || BenchError::Client(format!("connection {tag}: SSE event too large")),
+                    );
+                    r?;
+                }
+                http1::Event::Data(data) => {
+                    if st.body.len() + data.len() > max {
+                        failure = Some(CloseReason::Framing("response body too large".into()));
+                        break;
+                    }
+                    st.body.extend_from_slice(data);
+                }
+                http1::Event::End if st.events => {
+                    failure = Some(CloseReason::StreamEnded);
+                    break;
+                }
+                http1::Event::End => {
+                    io.stats.msgs_in += 1;
+                    let msg = HttpMsg::Response {
+                        status: st.status,
+                        body: &st.body,
+                    };
+                    handler.on_http(io, tag, msg, now_ns)?;
+                    st.body.clear();
+                }
+            }
+        }
+        if let Some(why) = failure {
+            return close_with(io, id, handler, why);
+        }
+        if let Some(Some(Conn {
+            kind: Kind::Http(h),
+            phase,
+            ..
+        })) = io.conns.get_mut(id)
+        {
+            if !matches!(phase, Phase::Closed) {
+                if st.body.capacity() > KEEP_CAPACITY && st.body.is_empty() {
+                    st.body = Vec::new();
+                }
+                **h = st;
+            }
+        }
+        keep_partial(io, id, &rbuf[pos..end]);
+        Ok(())
     }
 
     /// Handles `rbuf[..end]` for connection `id`: the handshake answer, then
@@ -580,7 +891,10 @@ impl Engine {
             return Ok(());
         };
         let max = io.max_message;
-        let mut decoder = mem::replace(&mut conn.decoder, Decoder::new(Role::Client, max));
+        let mut decoder = match &mut conn.kind {
+            Kind::Ws(d) => mem::replace(d, Decoder::new(Role::Client, max)),
+            _ => return Ok(()),
+        };
         let mut failure = None;
         while pos < end && io.is_live(id) {
             match decoder.decode(&mut rbuf[pos..end]) {
@@ -623,13 +937,28 @@ impl Engine {
         if matches!(conn.phase, Phase::Closed) {
             return Ok(());
         }
-        conn.decoder = decoder;
+        conn.kind = Kind::Ws(decoder);
         if pos < end {
             conn.partial.extend_from_slice(&rbuf[pos..end]);
         } else if conn.partial.capacity() > KEEP_CAPACITY {
             conn.partial = Vec::new();
         }
         Ok(())
+    }
+}
+
+/// Keeps the unprocessed tail of a read in the connection (if still open).
+fn keep_partial(io: &mut Io, id: ConnId, rest: &[u8]) {
+    let Some(Some(conn)) = io.conns.get_mut(id) else {
+        return;
+    };
+    if matches!(conn.phase, Phase::Closed) {
+        return;
+    }
+    if !rest.is_empty() {
+        conn.partial.extend_from_slice(rest);
+    } else if conn.partial.capacity() > KEEP_CAPACITY {
+        conn.partial = Vec::new();
     }
 }
 
@@ -646,6 +975,22 @@ fn close_with<H: Handler>(
     let tag = io.tag(id);
     io.close(id);
     handler.on_close(io, tag, why)
+}
+
+/// Appends `payload` framed for the connection: a masked WebSocket frame, a
+/// length-prefixed raw TCP frame (control frames have no raw TCP form and
+/// are dropped), or the bytes as they are on HTTP (the caller wrote a request).
+fn encode(kind: &Kind, out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    match kind {
+        Kind::Ws(_) => encode_masked(out, opcode, payload),
+        Kind::Tcp => {
+            if !opcode.is_control() {
+                out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+                out.extend_from_slice(payload);
+            }
+        }
+        Kind::Http(_) => out.extend_from_slice(payload),
+    }
 }
 
 /// Appends a masked, final frame.

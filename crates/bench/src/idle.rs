@@ -149,14 +149,13 @@ impl Handler for Idle {
         msg: Message<'_>,
         _: i64,
     ) -> Result<(), BenchError> {
-        if self.clients.on_message(io, tag, msg)?.is_some() {
-            self.messages += 1;
-        }
-        Ok(())
+        let messages = &mut self.messages;
+        self.clients
+            .on_message(io, tag, msg, &mut |_| *messages += 1)
     }
 
     fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        Err(self.clients.on_close(tag, why))
+        self.clients.on_close(tag, why)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {

@@ -32,6 +32,7 @@ pub(crate) mod engine;
 pub mod fanout;
 pub(crate) mod hclients;
 pub(crate) mod herald_wire;
+pub(crate) mod http1;
 pub mod idle;
 pub mod latency;
 pub mod output;
