@@ -806,19 +806,26 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     }
     let pub_target = match &args.publish_url {
         Some(u) => Target::parse(u)?.with_scheme(pub_scheme)?,
-        None => targets[0].with_scheme(pub_scheme).map_err(|e| {
-            BenchError::Args(format!("publishers need --publish-url: {e}"))
-        })?,
+        None => targets[0]
+            .with_scheme(pub_scheme)
+            .map_err(|e| BenchError::Args(format!("publishers need --publish-url: {e}")))?,
     };
     let reconnect = args.reconnect || args.churn > 0.0 || targets.len() > 1;
     let run = run_id();
     let p = FanoutParams {
-        urls: all_urls.iter().flat_map(|u| u.split(',')).map(str::to_owned).collect(),
+        urls: all_urls
+            .iter()
+            .flat_map(|u| u.split(','))
+            .map(str::to_owned)
+            .collect(),
         url: all_urls.first().cloned().unwrap_or_default(),
         transport: args.transport,
         publish_via: via,
-        publish_url: format!("{:?}://{}{}", pub_target.scheme, pub_target.host, pub_target.path)
-            .to_lowercase(),
+        publish_url: format!(
+            "{:?}://{}{}",
+            pub_target.scheme, pub_target.host, pub_target.path
+        )
+        .to_lowercase(),
         publishers: args.publishers,
         subscribers: args.subscribers,
         channels: args.channels,
@@ -977,8 +984,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         "subscribers_out_of_order": per_sub.iter().filter(|s| s.out_of_order > 0).count(),
     });
     if args.verify {
-        verification["subscribers"] =
-            serde_json::to_value(&per_sub).map_err(BenchError::Json)?;
+        verification["subscribers"] = serde_json::to_value(&per_sub).map_err(BenchError::Json)?;
     }
     record.verification = Some(verification);
     record.passed = sum.clean();

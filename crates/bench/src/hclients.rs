@@ -475,11 +475,7 @@ impl HeraldClients {
             (Some(p), true) => Some(format!("{}:{}", p.epoch, p.offset)),
             _ => None,
         };
-        c.resumed_ns = if resume.is_some() {
-            clock::now_ns()
-        } else {
-            0
-        };
+        c.resumed_ns = if resume.is_some() { clock::now_ns() } else { 0 };
         let mut headers = vec![("Accept", "text/event-stream")];
         if let Some(id) = resume.as_deref() {
             headers.push(("Last-Event-ID", id));
@@ -805,7 +801,14 @@ impl HeraldClients {
                 let path = format!("/poll/{session}");
                 self.scratch.clear();
                 let host = &self.targets[c.target].host;
-                http1::write_request(&mut self.scratch, "POST", host, &path, &[], Some(&self.body));
+                http1::write_request(
+                    &mut self.scratch,
+                    "POST",
+                    host,
+                    &path,
+                    &[],
+                    Some(&self.body),
+                );
                 io.send_raw(c.conn, &self.scratch);
                 if let Some(p) = c.poll.as_mut() {
                     p.session = session;

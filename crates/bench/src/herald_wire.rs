@@ -626,7 +626,10 @@ mod tests {
             else {
                 panic!("not a recovering subscribe")
             };
-            assert_eq!((channel.as_str(), pos.epoch.as_str(), pos.offset), ("a.b", "ep\"q", 41));
+            assert_eq!(
+                (channel.as_str(), pos.epoch.as_str(), pos.offset),
+                ("a.b", "ep\"q", 41)
+            );
         }
         let mut body = Vec::new();
         api_publish_body("c", b"{\"hb\":[1,2,3]}", &mut body);

@@ -366,7 +366,11 @@ mod tests {
                 event_stream: false
             }
         );
-        assert_eq!(d.decode(&resp[n..n + 1]).unwrap(), None, "waits for the whole body");
+        assert_eq!(
+            d.decode(&resp[n..n + 1]).unwrap(),
+            None,
+            "waits for the whole body"
+        );
         let (m, ev) = d.decode(&resp[n..]).unwrap().unwrap();
         assert_eq!(ev, Event::Complete(b"{}"));
         assert_eq!(d.decode(&resp[n + m..]).unwrap(), None);
@@ -386,12 +390,20 @@ mod tests {
         let mut seen = Vec::new();
         // Feed one byte more at a time: every split point must work.
         for end in 0..=resp.len() {
-            while let Some((n, ev)) = d.decode(&resp[pos..end]).map_err(|e| format!("{e} at {pos}..{end}")).unwrap() {
+            while let Some((n, ev)) = d
+                .decode(&resp[pos..end])
+                .map_err(|e| format!("{e} at {pos}..{end}"))
+                .unwrap()
+            {
                 pos += n;
                 seen.push(format!("{ev:?}"));
             }
         }
-        let data: String = seen.iter().filter(|s| s.starts_with("Data")).cloned().collect();
+        let data: String = seen
+            .iter()
+            .filter(|s| s.starts_with("Data"))
+            .cloned()
+            .collect();
         assert!(seen[0].contains("event_stream: true"), "{seen:?}");
         assert_eq!(seen.last().unwrap(), "End");
         assert_eq!(pos, resp.len());
@@ -404,7 +416,8 @@ mod tests {
 
     #[test]
     fn events_split_across_reads() {
-        let stream = b"retry: 2000\n: herald\n\nid: e:1\ndata: {\"a\":1}\n\nid: e:2\ndata: x\ndata: y\n\n";
+        let stream =
+            b"retry: 2000\n: herald\n\nid: e:1\ndata: {\"a\":1}\n\nid: e:2\ndata: x\ndata: y\n\n";
         for cut in 0..stream.len() {
             let mut carry = Vec::new();
             let mut events = Vec::new();
@@ -442,7 +455,14 @@ mod tests {
             b"POST /poll HTTP/1.1\r\nHost: h:1\r\nContent-Length: 3\r\n\r\n[1]"
         );
         out.clear();
-        write_request(&mut out, "GET", "h", "/sse?channel=a", &[("Last-Event-ID", "e:1")], None);
+        write_request(
+            &mut out,
+            "GET",
+            "h",
+            "/sse?channel=a",
+            &[("Last-Event-ID", "e:1")],
+            None,
+        );
         assert_eq!(
             out,
             b"GET /sse?channel=a HTTP/1.1\r\nHost: h\r\nLast-Event-ID: e:1\r\n\r\n"

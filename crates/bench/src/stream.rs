@@ -33,8 +33,8 @@ use serde_json::json;
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
 use crate::engine::HttpMsg;
+use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
 use crate::fanout::subscriber_kind;
 use crate::hclients::{run_id, ClientKind, Event, HeraldClients};
 use crate::herald_wire::{self, Stamp};
@@ -181,7 +181,6 @@ impl Received {
             self.hist.record_ns(now_ns - stamp.time_ns);
         }
     }
-
 }
 
 struct Stream {

@@ -144,7 +144,10 @@ mod tests {
         assert!(Target::parse("wss://x").is_err());
         let t = Target::parse("tcp://127.0.0.1:9").unwrap();
         assert_eq!((t.scheme, t.addr.port()), (Scheme::Tcp, 9));
-        assert_eq!(Target::parse("http://127.0.0.1/").unwrap().scheme, Scheme::Http);
+        assert_eq!(
+            Target::parse("http://127.0.0.1/").unwrap().scheme,
+            Scheme::Http
+        );
         assert!(Target::parse("ws:///x").is_err());
     }
 }
