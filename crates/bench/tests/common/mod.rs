@@ -246,11 +246,14 @@ struct Member {
     held: Option<Vec<u8>>,
 }
 
+/// A channel's last offset and every publication (offset, data).
+type ChannelLog = (u64, Vec<(u64, bytes::Bytes)>);
+
 struct Hub {
     members: Mutex<Vec<(u64, Member)>>,
     channels: Mutex<std::collections::HashMap<String, Vec<u64>>>,
-    /// Per channel: the last offset, and every publication (offset, data).
-    offsets: Mutex<std::collections::HashMap<String, (u64, Vec<(u64, bytes::Bytes)>)>>,
+    /// Per channel: the last offset, and every publication.
+    offsets: Mutex<std::collections::HashMap<String, ChannelLog>>,
     deliveries: AtomicU64,
     next_id: AtomicU64,
     faults: HeraldFaults,
