@@ -204,23 +204,6 @@ pub struct HeraldClients {
 }
 
 impl HeraldClients {
-    /// WebSocket clients of `target` (its subprotocol is set from `enc`).
-    pub fn new(
-        target: &Target,
-        enc: Encoding,
-        local_addrs: Vec<IpAddr>,
-        concurrency: usize,
-    ) -> HeraldClients {
-        HeraldClients::with_kind(
-            ClientKind::Ws,
-            std::slice::from_ref(target),
-            enc,
-            local_addrs,
-            concurrency,
-            0,
-        )
-    }
-
     /// Clients of `kind` spread over `targets` (client i starts at
     /// `targets[i % len]`), with tags from `tag_base`.
     pub fn with_kind(
@@ -360,8 +343,9 @@ impl HeraldClients {
                 self.in_setup += 1;
                 Ok(())
             }
-            Err(e) if c.resilient => {
-                let _ = e;
+            // The socket could not even be created (e.g. out of file
+            // descriptors): a resilient client tries again later.
+            Err(_) if c.resilient => {
                 c.state = State::Waiting;
                 self.stats.lost += 1;
                 self.schedule(i, true);

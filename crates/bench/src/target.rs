@@ -116,6 +116,16 @@ impl Target {
         Ok(t)
     }
 
+    /// The URL again (scheme, authority, path).
+    pub fn url(&self) -> String {
+        let scheme = match self.scheme {
+            Scheme::Ws => "ws",
+            Scheme::Http => "http",
+            Scheme::Tcp => "tcp",
+        };
+        format!("{scheme}://{}{}", self.host, self.path)
+    }
+
     /// The same target offering `protocols`.
     pub fn with_protocols(mut self, protocols: &[&str]) -> Target {
         self.protocols = protocols.iter().map(|p| (*p).to_owned()).collect();

@@ -4,6 +4,7 @@
 //! verifies clean; churned subscribers recover with nothing lost or
 //! duplicated; a subscriber whose first URL is down fails over to the next;
 //! and without history the churn's losses are reported and fail the run.
+//! `idle` holds connections on every transport.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -375,4 +376,53 @@ fn stream_over_sse_tcp_and_poll() {
         assert_eq!(v["passed"], true);
         assert_eq!(v["params"]["transport"], transport);
     }
+}
+
+#[test]
+fn idle_over_tcp_sse_and_poll() {
+    let server = start_default();
+    let pid = std::process::id().to_string();
+    for (url, transport) in [
+        (server.tcp(), "tcp"),
+        (server.http(), "sse"),
+        (server.http(), "poll"),
+    ] {
+        let out = temp_path("idle.json");
+        let Scenario::Idle(a) = parse(&[
+            "idle",
+            &url,
+            "--transport",
+            transport,
+            "-n",
+            "12",
+            "--step-size",
+            "6",
+            "--channels",
+            "2",
+            "--settle",
+            "50ms",
+            "--server-pid",
+            &pid,
+            "--out",
+            out.to_str().unwrap(),
+        ]) else {
+            panic!("not idle")
+        };
+        let steps = herald_bench::idle::run(&a).unwrap();
+        assert_eq!(
+            steps.iter().map(|s| s.clients).collect::<Vec<_>>(),
+            vec![6, 12]
+        );
+        let v = read_json(&out);
+        assert_eq!(v["scenario"], "idle", "{transport}");
+        assert_eq!(v["summary"]["clients"], 12, "{transport}");
+    }
+    // An SSE stream needs a channel.
+    let Scenario::Idle(a) = parse(&["idle", &server.http(), "--transport", "sse"]) else {
+        panic!("not idle")
+    };
+    assert!(matches!(
+        herald_bench::idle::run(&a),
+        Err(BenchError::Args(_))
+    ));
 }
