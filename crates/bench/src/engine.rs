@@ -15,7 +15,9 @@
 //!
 //! Reads stop at the first short read instead of insisting on `EAGAIN`:
 //! epoll is edge-triggered and any later arrival raises a new edge, so this
-//! saves one syscall per event (tokio does the same).
+//! saves one syscall per event (tokio does the same). The exception is an
+//! event that also reports the peer's FIN: nothing will follow it, so that
+//! read goes on to the end of the stream.
 //!
 //! The engine only moves frames: WebSocket messages and raw-TCP frames reach
 //! [`Handler::on_message`], HTTP responses and SSE events reach
@@ -579,7 +581,10 @@ impl Engine {
                 self.on_writable(id, handler)?;
             }
             if event.is_readable() || event.is_read_closed() || event.is_error() {
-                self.read(id, handler, now_ns)?;
+                // A peer's FIN raises no later edge: when it came with this
+                // one, read until the end instead of stopping short.
+                let to_end = event.is_read_closed() || event.is_error();
+                self.read(id, handler, now_ns, to_end)?;
             }
         }
         Ok(())
@@ -648,12 +653,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Reads what the socket has and processes it.
+    /// Reads what the socket has and processes it; with `to_end`, until the
+    /// socket has nothing left (or is closed), not only to the first short read.
     fn read<H: Handler>(
         &mut self,
         id: ConnId,
         handler: &mut H,
         now_ns: i64,
+        to_end: bool,
     ) -> Result<(), BenchError> {
         loop {
             let Some(Some(conn)) = self.io.conns.get_mut(id) else {
@@ -691,7 +698,7 @@ impl Engine {
                 Kind::Tcp => self.process_tcp(id, end, handler, now_ns)?,
                 Kind::Http(_) => self.process_http(id, end, handler, now_ns)?,
             }
-            if !filled {
+            if !filled && !to_end {
                 return Ok(());
             }
         }

@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use herald_proto::{Encoding, Reply, ServerMsg};
+use herald_proto::{Encoding, Push, Reply, ServerMsg};
 use herald_ws::Message;
 
 use crate::clock;
@@ -164,6 +164,8 @@ pub struct HClient {
     /// When the current SSE stream was requested with `Last-Event-ID`.
     resumed_ns: i64,
     poll: Option<Box<PollState>>,
+    /// The server's last `disconnect` push (code, reason), for the error.
+    disconnect: Option<Box<(u16, String)>>,
 }
 
 /// Counters of connection losses and reconnects.
@@ -265,6 +267,7 @@ impl HeraldClients {
             failures: 0,
             resumed_ns: 0,
             poll: None,
+            disconnect: None,
         });
         self.queue.push_back(i);
         i
@@ -582,9 +585,26 @@ impl HeraldClients {
             }
             (_, Incoming::Reply { id }) => sink(Event::Reply { id }),
             (_, Incoming::Error { code, .. }) => sink(Event::Error { code }),
-            (_, Incoming::Other) => sink(Event::Other),
+            (_, Incoming::Other) => {
+                self.note_disconnect(i, enc, data);
+                sink(Event::Other)
+            }
         }
         Ok(())
+    }
+
+    /// Remembers a `disconnect` push, so that the connection's end can say why.
+    fn note_disconnect(&mut self, i: usize, enc: Encoding, data: &[u8]) {
+        let maybe = match enc {
+            Encoding::Binary => data.first() == Some(&0xA4),
+            Encoding::Json => herald_wire::find_key(data, b"\"disconnect\"").is_some(),
+        };
+        if !maybe {
+            return;
+        }
+        if let Ok(ServerMsg::Push(Push::Disconnect { code, reason })) = enc.decode_server(data) {
+            self.clients[i].disconnect = Some(Box::new((code, reason)));
+        }
     }
 
     /// Subscribe reply `k` of client `i`: its position, and with `recover`
@@ -723,6 +743,7 @@ impl HeraldClients {
             if data.windows(13).any(|w| w == b"\"unrecovered\"") {
                 sink(Event::Unrecovered);
             } else {
+                self.note_disconnect(i, Encoding::Json, data);
                 sink(Event::Other);
             }
             return;
@@ -843,10 +864,14 @@ impl HeraldClients {
         let total = self.clients.len();
         let c = &mut self.clients[i];
         let was = c.state;
+        let told = c.disconnect.take();
         if !c.resilient {
             c.state = State::Closed;
+            let told = told.map_or(String::new(), |d| {
+                format!(" (the server's disconnect: {} {:?})", d.0, d.1)
+            });
             return Err(BenchError::Client(format!(
-                "client {} of {total} lost its connection: {why}",
+                "client {} of {total} lost its connection: {why}{told}",
                 i + 1
             )));
         }

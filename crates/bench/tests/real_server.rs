@@ -426,3 +426,41 @@ fn idle_over_tcp_sse_and_poll() {
         Err(BenchError::Args(_))
     ));
 }
+
+#[test]
+fn silent_clients_survive_heartbeats() {
+    // Heartbeats every second and 1 s to answer: a raw TCP client must
+    // answer the server's zero-length frames, a WebSocket client its pings;
+    // SSE streams get comments, long-polls count as activity.
+    let server = start(ServeArgs {
+        ping_interval: Some(1),
+        pong_timeout: Some(1),
+        poll_timeout: Some(1),
+        ..ServeArgs::default()
+    });
+    for (url, transport) in [
+        (server.ws(), "ws-binary"),
+        (server.tcp(), "tcp"),
+        (server.http(), "sse"),
+        (server.http(), "poll"),
+    ] {
+        let Scenario::Idle(a) = parse(&[
+            "idle",
+            &url,
+            "--transport",
+            transport,
+            "-n",
+            "4",
+            "--channels",
+            "1",
+            "--settle",
+            "10ms",
+            "--duration",
+            "3500ms",
+        ]) else {
+            panic!("not idle")
+        };
+        let steps = herald_bench::idle::run(&a).unwrap_or_else(|e| panic!("{transport}: {e}"));
+        assert_eq!(steps[0].clients, 4);
+    }
+}
