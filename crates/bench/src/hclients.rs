@@ -13,7 +13,9 @@
 //!   loop, one request at a time on one keep-alive connection; each answer
 //!   (a JSON array) is split in place and read like WebSocket messages.
 //! - The HTTP publish API (`POST /api/publish`), for publishers only: no
-//!   session; each answer is reported as a reply (2xx) or an error.
+//!   session (a `GET /healthz` at once, as servers drop connections whose
+//!   first request is late); each answer is reported as a reply (2xx) or
+//!   an error.
 //!
 //! A client created *resilient* survives losing its connection: it
 //! reconnects (to the next URL of the list, after a short back-off) and,
@@ -420,7 +422,16 @@ impl HeraldClients {
         }
         match self.kind {
             ClientKind::Ws if self.handshake_only => self.mark_ready(i),
-            ClientKind::Api => self.mark_ready(i),
+            ClientKind::Api => {
+                // A first request at once: the server drops a connection
+                // whose first request head is late, and publishing may
+                // start long after (when every subscriber is set up).
+                let c = &self.clients[i];
+                self.scratch.clear();
+                let host = &self.targets[c.target].host;
+                http1::write_request(&mut self.scratch, "GET", host, "/healthz", &[], None);
+                io.send_raw(c.conn, &self.scratch);
+            }
             ClientKind::Ws | ClientKind::Tcp => {
                 let c = &mut self.clients[i];
                 c.state = State::Connecting;
@@ -690,8 +701,17 @@ impl HeraldClients {
             (ClientKind::Poll, HttpMsg::Response { status, body }) => {
                 return self.on_poll_answer(io, i, status, body, sink)
             }
-            (ClientKind::Api, HttpMsg::Response { status, body: _ }) => {
-                if (200..300).contains(&status) {
+            (ClientKind::Api, HttpMsg::Response { status, body }) => {
+                if self.clients[i].state != State::Ready {
+                    if status != 200 {
+                        return Err(BenchError::Client(format!(
+                            "publisher {}: GET /healthz answered {status}: {}",
+                            i + 1,
+                            String::from_utf8_lossy(&body[..body.len().min(200)])
+                        )));
+                    }
+                    self.mark_ready(i);
+                } else if (200..300).contains(&status) {
                     sink(Event::Reply { id: 0 });
                 } else {
                     sink(Event::Error { code: status });
