@@ -27,6 +27,7 @@
 pub mod bots;
 mod clock;
 pub mod common;
+pub(crate) mod delivery;
 pub mod duration;
 pub(crate) mod engine;
 pub mod fanout;
