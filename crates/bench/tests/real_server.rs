@@ -205,6 +205,24 @@ fn fanout_refuses_impossible_combinations() {
     ]);
     bad(&["fanout", &ws, "--transport", "tcp"]);
     bad(&["fanout", &ws, "--churn", "1.5"]);
+    // Bots need answers: not over SSE or long-polling.
+    for transport in ["sse", "poll"] {
+        let Scenario::Bots(a) = parse(&["bots", &server.http(), "--transport", transport]) else {
+            panic!("not bots")
+        };
+        assert!(matches!(
+            herald_bench::bots::run(&a),
+            Err(BenchError::Args(_))
+        ));
+    }
+    // A raw TCP stream needs a tcp:// URL.
+    let Scenario::Stream(a) = parse(&["stream", &ws, "--transport", "tcp"]) else {
+        panic!("not stream")
+    };
+    assert!(matches!(
+        herald_bench::stream::run(&a),
+        Err(BenchError::Url(_))
+    ));
 }
 
 /// Churns half the subscribers of a 2 s run; returns the summary.
