@@ -33,21 +33,23 @@ use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
 use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
-use crate::hclients::{run_id, HeraldClients, FIRST_SCENARIO_ID};
-use crate::herald_wire::{self, Incoming, Stamp};
+use crate::hclients::{run_id, ClientKind, Event, HeraldClients, FIRST_SCENARIO_ID};
+use crate::herald_wire::{self, Stamp};
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::Target;
+use crate::target::{Scheme, Target};
 use crate::BenchError;
 
 /// Arguments of `bots`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BotsArgs {
-    /// Herald's WebSocket URL, e.g. ws://127.0.0.1:8080/ws.
+    /// Herald's URL: ws://127.0.0.1:8080/ws, or tcp://HOST:PORT (the
+    /// server's --tcp-listen address) for --transport tcp.
     pub url: String,
-    /// Encoding: ws-json or ws-binary.
+    /// Transport: ws-json, ws-binary or tcp (binary encoding over raw TCP:
+    /// seed 000's "binary socket vs WebSocket").
     #[arg(long, value_enum, default_value = "ws-json")]
     pub transport: Transport,
     /// Bots at the last step.
@@ -169,6 +171,8 @@ struct Bots {
     rng: fastrand::Rng,
     monitor: Monitor,
     progress: Progress,
+    /// Bots answered in the current message (reused, never shrunk).
+    answered: Vec<usize>,
 }
 
 impl Bots {
@@ -225,6 +229,24 @@ impl Bots {
             &self.frame,
         );
         self.sent += 1;
+    }
+
+    /// Bot `b`'s action was answered at `now_ns`.
+    fn on_answer(&mut self, io: &mut Io, b: usize, now_ns: i64) {
+        let Some(bot) = self.bots.get_mut(b) else {
+            return;
+        };
+        let Some(sent) = bot.outstanding.take() else {
+            return;
+        };
+        self.response.record_ns(now_ns - sent);
+        self.answers += 1;
+        if bot.blocked {
+            // Its next action was due while it waited: act now.
+            self.act(io, b, clock::now_ns());
+            let due = self.bots[b].due_ns;
+            self.heap.push(Reverse((due, b)));
+        }
     }
 
     fn run_due(&mut self, io: &mut Io) {
@@ -325,33 +347,28 @@ impl Handler for Bots {
         msg: Message<'_>,
         now_ns: i64,
     ) -> Result<(), BenchError> {
-        match self.clients.on_message(io, tag, msg)? {
-            Some(Incoming::Reply { id }) if id >= FIRST_SCENARIO_ID => {
-                let b = (id - FIRST_SCENARIO_ID) as usize;
-                let Some(bot) = self.bots.get_mut(b) else {
-                    return Ok(());
-                };
-                let Some(sent) = bot.outstanding.take() else {
-                    return Ok(());
-                };
-                self.response.record_ns(now_ns - sent);
-                self.answers += 1;
-                if bot.blocked {
-                    // Its next action was due while it waited: act now.
-                    self.act(io, b, clock::now_ns());
-                    let due = self.bots[b].due_ns;
-                    self.heap.push(Reverse((due, b)));
-                }
+        // Replies are collected first: answering one sends the bot's next
+        // action, which needs the clients the callback is borrowed from.
+        let mut answered = std::mem::take(&mut self.answered);
+        let (pushes, errors) = (&mut self.pushes, &mut self.errors);
+        self.clients.on_message(io, tag, msg, &mut |ev| match ev {
+            Event::Reply { id } if id >= FIRST_SCENARIO_ID => {
+                answered.push((id - FIRST_SCENARIO_ID) as usize)
             }
-            Some(Incoming::Error { .. }) => self.errors += 1,
-            Some(Incoming::Pub { .. }) => self.pushes += 1,
+            Event::Error { .. } => *errors += 1,
+            Event::Pub { .. } => *pushes += 1,
             _ => {}
+        })?;
+        for &b in &answered {
+            self.on_answer(io, b, now_ns);
         }
+        answered.clear();
+        self.answered = answered;
         Ok(())
     }
 
     fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        Err(self.clients.on_close(tag, why))
+        self.clients.on_close(tag, why)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
@@ -415,7 +432,17 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
             "--bots and --rate must be positive".into(),
         ));
     }
-    let target = Target::parse(&args.url)?;
+    let (kind, scheme) = match args.transport {
+        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
+        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
+        Transport::Sse | Transport::Poll => {
+            return Err(BenchError::Args(format!(
+                "bots publish and wait for each answer: use ws-json, ws-binary or tcp, not {}",
+                args.transport.as_str()
+            )))
+        }
+    };
+    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
     let enc = args.transport.encoding();
     let run = run_id();
     let step_size = if args.step_size == 0 {
@@ -427,11 +454,13 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     let start = Instant::now();
     let started_at = clock::now_secs_f64();
     let mut bots = Bots {
-        clients: HeraldClients::new(
-            &target,
+        clients: HeraldClients::with_kind(
+            kind,
+            std::slice::from_ref(&target),
             enc,
             args.local_addr.clone(),
             args.connect_concurrency,
+            0,
         ),
         bots: Vec::new(),
         heap: BinaryHeap::new(),
@@ -461,6 +490,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
         rng: fastrand::Rng::new(),
         monitor: Monitor::new(args.common.server_pid, &args.common.net_iface, start),
         progress: Progress::new(args.common.quiet, start),
+        answered: Vec::with_capacity(16),
     };
     bots.add_step();
     let mut engine = Engine::new(1 << 20)?;

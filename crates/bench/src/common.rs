@@ -13,22 +13,32 @@ pub enum Transport {
     WsJson,
     /// WebSocket, binary frames (subprotocol `herald.binary`).
     WsBinary,
+    /// Raw TCP, binary encoding in length-prefixed frames (`tcp://` URL:
+    /// the server's `--tcp-listen` address).
+    Tcp,
+    /// Server-Sent Events (`GET /sse`), JSON payloads; receive only.
+    Sse,
+    /// HTTP long-polling (`/poll`), JSON.
+    Poll,
 }
 
 impl Transport {
     /// The protocol encoding this transport carries.
     pub fn encoding(self) -> herald_proto::Encoding {
         match self {
-            Transport::WsJson => herald_proto::Encoding::Json,
-            Transport::WsBinary => herald_proto::Encoding::Binary,
+            Transport::WsJson | Transport::Sse | Transport::Poll => herald_proto::Encoding::Json,
+            Transport::WsBinary | Transport::Tcp => herald_proto::Encoding::Binary,
         }
     }
 
-    /// `ws-json` or `ws-binary`.
+    /// `ws-json`, `ws-binary`, `tcp`, `sse` or `poll`.
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::WsJson => "ws-json",
             Transport::WsBinary => "ws-binary",
+            Transport::Tcp => "tcp",
+            Transport::Sse => "sse",
+            Transport::Poll => "poll",
         }
     }
 }

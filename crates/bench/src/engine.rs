@@ -1,5 +1,6 @@
 //! The client engine: one readiness loop per process that drives every
-//! WebSocket connection the bench opens.
+//! connection the bench opens: WebSocket, raw TCP (Herald's length-prefixed
+//! frames) and HTTP/1.1 (SSE streams, long-polls, the publish API).
 //!
 //! Why a bare `mio` loop rather than a tokio task per connection: a load
 //! generator must cost less per message than the server it measures, and on
@@ -14,7 +15,14 @@
 //!
 //! Reads stop at the first short read instead of insisting on `EAGAIN`:
 //! epoll is edge-triggered and any later arrival raises a new edge, so this
-//! saves one syscall per event (tokio does the same).
+//! saves one syscall per event (tokio does the same). The exception is an
+//! event that also reports the peer's FIN: nothing will follow it, so that
+//! read goes on to the end of the stream.
+//!
+//! The engine only moves frames: WebSocket messages and raw-TCP frames reach
+//! [`Handler::on_message`], HTTP responses and SSE events reach
+//! [`Handler::on_http`]; what they mean is the scenario's business. Raw TCP
+//! heartbeats (zero-length frames) are answered here, as WebSocket pings are.
 
 use std::io::{self, Read, Write};
 use std::mem;
@@ -29,6 +37,9 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token};
 
 use crate::clock;
+use crate::http1::ResponseDecoder;
+
+mod plain;
 use crate::target::Target;
 use crate::BenchError;
 
@@ -66,6 +77,10 @@ pub(crate) enum CloseReason {
     Protocol(ProtocolError),
     /// The server sent a close frame.
     ServerClose(Option<u16>, String),
+    /// Raw TCP or HTTP framing was broken.
+    Framing(String),
+    /// The server ended an event stream.
+    StreamEnded,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -80,6 +95,8 @@ impl std::fmt::Display for CloseReason {
                 Some(c) => write!(f, "server sent close {c} {reason:?}"),
                 None => f.write_str("server sent close"),
             },
+            CloseReason::Framing(e) => write!(f, "framing error: {e}"),
+            CloseReason::StreamEnded => f.write_str("server ended the event stream"),
         }
     }
 }
@@ -125,15 +142,70 @@ pub(crate) trait Handler {
     /// deadline passes.
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError>;
 
+    /// An HTTP response or SSE event arrived on an HTTP connection.
+    fn on_http(
+        &mut self,
+        _io: &mut Io,
+        tag: u64,
+        _msg: HttpMsg<'_>,
+        _now_ns: i64,
+    ) -> Result<(), BenchError> {
+        Err(BenchError::Client(format!(
+            "connection {tag}: unexpected HTTP message"
+        )))
+    }
+
     /// A pipe registered with token `PIPE_TOKEN_BASE + key` is readable.
     fn on_pipe(&mut self, _io: &mut Io, _key: usize) -> Result<(), BenchError> {
         Ok(())
     }
 }
 
+/// What an HTTP connection delivers.
+#[derive(Debug)]
+pub(crate) enum HttpMsg<'a> {
+    /// A complete response (anything but an event stream), any status.
+    Response {
+        /// Its status code.
+        status: u16,
+        /// Its whole body.
+        body: &'a [u8],
+    },
+    /// A `200 text/event-stream` head: events follow.
+    StreamStart,
+    /// One SSE event: its lines, without the blank line that ended it.
+    Event(&'a [u8]),
+}
+
+/// How a connection frames what it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Raw TCP: `u32` big-endian length, then the message.
+    Tcp,
+    /// HTTP/1.1 requests written by the scenario, responses decoded here.
+    Http,
+}
+
+/// Per-connection framing state.
+enum Kind {
+    Ws(Decoder),
+    Tcp,
+    Http(Box<HttpState>),
+}
+
+/// An HTTP connection's response in progress.
+struct HttpState {
+    decoder: ResponseDecoder,
+    status: u16,
+    /// The current response is an event stream.
+    events: bool,
+    /// A chunked response body, or the start of an incomplete event.
+    body: Vec<u8>,
+}
+
 /// Where a connection is in its life.
 enum Phase {
-    /// TCP connect in progress; the upgrade request waits in `out`.
+    /// TCP connect in progress; the upgrade request (if any) waits in `out`.
     Connecting { key: [u8; 24] },
     /// Upgrade request sent, waiting for the 101.
     Handshaking { key: [u8; 24] },
@@ -147,7 +219,7 @@ enum Phase {
 struct Conn {
     stream: TcpStream,
     phase: Phase,
-    decoder: Decoder,
+    kind: Kind,
     /// The bytes of an incomplete frame (or handshake answer), carried over
     /// to the next read. Empty, and usually unallocated, between frames.
     partial: Vec<u8>,
@@ -207,11 +279,46 @@ impl Io {
         let conn = Conn {
             stream,
             phase: Phase::Connecting { key },
-            decoder: Decoder::new(Role::Client, self.max_message),
+            kind: Kind::Ws(Decoder::new(Role::Client, self.max_message)),
             partial: Vec::new(),
             out,
             tag,
         };
+        self.insert(conn)
+    }
+
+    /// Opens a raw TCP or HTTP connection to `addr`; `on_open` follows once
+    /// the TCP connect completes (with no protocol), or `on_close`.
+    pub fn connect_plain(
+        &mut self,
+        addr: SocketAddr,
+        framing: Framing,
+        local: Option<IpAddr>,
+        tag: u64,
+    ) -> Result<ConnId, BenchError> {
+        let stream =
+            open_socket(addr, local).map_err(|e| BenchError::Connect { addr, source: e })?;
+        let kind = match framing {
+            Framing::Tcp => Kind::Tcp,
+            Framing::Http => Kind::Http(Box::new(HttpState {
+                decoder: ResponseDecoder::new(self.max_message),
+                status: 0,
+                events: false,
+                body: Vec::new(),
+            })),
+        };
+        let conn = Conn {
+            stream,
+            phase: Phase::Connecting { key: [0; 24] },
+            kind,
+            partial: Vec::new(),
+            out: Vec::new(),
+            tag,
+        };
+        self.insert(conn)
+    }
+
+    fn insert(&mut self, conn: Conn) -> Result<ConnId, BenchError> {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -258,7 +365,7 @@ impl Io {
         if !matches!(conn.phase, Phase::Open) {
             return false;
         }
-        encode_masked(&mut conn.out, opcode, payload);
+        encode(&conn.kind, &mut conn.out, opcode, payload);
         if !opcode.is_control() {
             self.stats.msgs_out += 1;
         }
@@ -289,11 +396,11 @@ impl Io {
             self.stats.msgs_out += 1;
         }
         if !conn.out.is_empty() {
-            encode_masked(&mut conn.out, opcode, payload);
+            encode(&conn.kind, &mut conn.out, opcode, payload);
             return true;
         }
         self.scratch.clear();
-        encode_masked(&mut self.scratch, opcode, payload);
+        encode(&conn.kind, &mut self.scratch, opcode, payload);
         let mut written = 0;
         let result = loop {
             match conn.stream.write(&self.scratch[written..]) {
@@ -321,6 +428,34 @@ impl Io {
                 false
             }
         }
+    }
+
+    /// Sends bytes as they are (an HTTP request, a raw TCP heartbeat),
+    /// behind anything already queued. Returns false when not open.
+    pub fn send_raw(&mut self, id: ConnId, bytes: &[u8]) -> bool {
+        let Some(Some(conn)) = self.conns.get_mut(id) else {
+            return false;
+        };
+        if !matches!(conn.phase, Phase::Open) {
+            return false;
+        }
+        conn.out.extend_from_slice(bytes);
+        self.flush(id);
+        true
+    }
+
+    /// Appends bytes as they are to the connection's output without writing
+    /// them yet (see [`Io::flush`]). Returns false when not open.
+    pub fn queue_raw(&mut self, id: ConnId, bytes: &[u8]) -> bool {
+        let Some(Some(conn)) = self.conns.get_mut(id) else {
+            return false;
+        };
+        if !matches!(conn.phase, Phase::Open) {
+            return false;
+        }
+        conn.out.extend_from_slice(bytes);
+        self.stats.msgs_out += 1;
+        true
     }
 
     /// Closes a connection at the scenario's request (no `on_close` follows).
@@ -448,7 +583,10 @@ impl Engine {
                 self.on_writable(id, handler)?;
             }
             if event.is_readable() || event.is_read_closed() || event.is_error() {
-                self.read(id, handler, now_ns)?;
+                // A peer's FIN raises no later edge: when it came with this
+                // one, read until the end instead of stopping short.
+                let to_end = event.is_read_closed() || event.is_error();
+                self.read(id, handler, now_ns, to_end)?;
             }
         }
         Ok(())
@@ -471,12 +609,8 @@ impl Engine {
         let Some(Some(conn)) = self.io.conns.get_mut(id) else {
             return Ok(());
         };
-        if let Phase::Connecting { key } = conn.phase {
-            match connect_result(&conn.stream) {
-                Ok(false) => return Ok(()),
-                Ok(true) => conn.phase = Phase::Handshaking { key },
-                Err(e) => return close_with(&mut self.io, id, handler, CloseReason::Connect(e)),
-            }
+        if let Phase::Connecting { .. } = conn.phase {
+            return self.complete_connect(id, handler);
         }
         if conn.out.is_empty() {
             return Ok(());
@@ -487,12 +621,48 @@ impl Engine {
         Ok(())
     }
 
-    /// Reads what the socket has and processes it.
+    /// Checks a pending connect: on success a WebSocket sends its upgrade
+    /// request and raw TCP and HTTP connections are open (`on_open`).
+    fn complete_connect<H: Handler>(
+        &mut self,
+        id: ConnId,
+        handler: &mut H,
+    ) -> Result<(), BenchError> {
+        let Some(Some(conn)) = self.io.conns.get_mut(id) else {
+            return Ok(());
+        };
+        let Phase::Connecting { key } = conn.phase else {
+            return Ok(());
+        };
+        match connect_result(&conn.stream) {
+            Ok(false) => return Ok(()),
+            Ok(true) => {}
+            Err(e) => return close_with(&mut self.io, id, handler, CloseReason::Connect(e)),
+        }
+        let plain = !matches!(conn.kind, Kind::Ws(_));
+        conn.phase = if plain {
+            Phase::Open
+        } else {
+            Phase::Handshaking { key }
+        };
+        let tag = conn.tag;
+        if let Err(e) = flush_conn(conn, &mut self.io.stats) {
+            return close_with(&mut self.io, id, handler, CloseReason::Io(e));
+        }
+        if plain {
+            handler.on_open(&mut self.io, id, tag, None)?;
+        }
+        Ok(())
+    }
+
+    /// Reads what the socket has and processes it; with `to_end`, until the
+    /// socket has nothing left (or is closed), not only to the first short read.
     fn read<H: Handler>(
         &mut self,
         id: ConnId,
         handler: &mut H,
         now_ns: i64,
+        to_end: bool,
     ) -> Result<(), BenchError> {
         loop {
             let Some(Some(conn)) = self.io.conns.get_mut(id) else {
@@ -500,19 +670,13 @@ impl Engine {
             };
             match conn.phase {
                 Phase::Closed => return Ok(()),
-                Phase::Connecting { key } => match connect_result(&conn.stream) {
-                    Ok(false) => return Ok(()),
-                    Ok(true) => {
-                        conn.phase = Phase::Handshaking { key };
-                        if let Err(e) = flush_conn(conn, &mut self.io.stats) {
-                            return close_with(&mut self.io, id, handler, CloseReason::Io(e));
-                        }
-                        continue;
+                Phase::Connecting { .. } => {
+                    self.complete_connect(id, handler)?;
+                    match self.io.conns.get(id) {
+                        Some(Some(c)) if !matches!(c.phase, Phase::Connecting { .. }) => continue,
+                        _ => return Ok(()),
                     }
-                    Err(e) => {
-                        return close_with(&mut self.io, id, handler, CloseReason::Connect(e))
-                    }
-                },
+                }
                 _ => {}
             }
             let carried = conn.partial.len();
@@ -531,8 +695,12 @@ impl Engine {
             self.io.stats.bytes_in += n as u64;
             let end = carried + n;
             let filled = end == self.rbuf.len();
-            self.process(id, end, handler, now_ns)?;
-            if !filled {
+            match conn.kind {
+                Kind::Ws(_) => self.process(id, end, handler, now_ns)?,
+                Kind::Tcp => self.process_tcp(id, end, handler, now_ns)?,
+                Kind::Http(_) => self.process_http(id, end, handler, now_ns)?,
+            }
+            if !filled && !to_end {
                 return Ok(());
             }
         }
@@ -580,7 +748,10 @@ impl Engine {
             return Ok(());
         };
         let max = io.max_message;
-        let mut decoder = mem::replace(&mut conn.decoder, Decoder::new(Role::Client, max));
+        let mut decoder = match &mut conn.kind {
+            Kind::Ws(d) => mem::replace(d, Decoder::new(Role::Client, max)),
+            _ => return Ok(()),
+        };
         let mut failure = None;
         while pos < end && io.is_live(id) {
             match decoder.decode(&mut rbuf[pos..end]) {
@@ -623,7 +794,7 @@ impl Engine {
         if matches!(conn.phase, Phase::Closed) {
             return Ok(());
         }
-        conn.decoder = decoder;
+        conn.kind = Kind::Ws(decoder);
         if pos < end {
             conn.partial.extend_from_slice(&rbuf[pos..end]);
         } else if conn.partial.capacity() > KEEP_CAPACITY {
@@ -646,6 +817,22 @@ fn close_with<H: Handler>(
     let tag = io.tag(id);
     io.close(id);
     handler.on_close(io, tag, why)
+}
+
+/// Appends `payload` framed for the connection: a masked WebSocket frame, a
+/// length-prefixed raw TCP frame (control frames have no raw TCP form and
+/// are dropped), or the bytes as they are on HTTP (the caller wrote a request).
+fn encode(kind: &Kind, out: &mut Vec<u8>, opcode: OpCode, payload: &[u8]) {
+    match kind {
+        Kind::Ws(_) => encode_masked(out, opcode, payload),
+        Kind::Tcp => {
+            if !opcode.is_control() {
+                out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+                out.extend_from_slice(payload);
+            }
+        }
+        Kind::Http(_) => out.extend_from_slice(payload),
+    }
 }
 
 /// Appends a masked, final frame.

@@ -22,35 +22,139 @@
 //! the run unless `--allow-loss`.
 //!
 //! Publishers use id 0 (no reply wanted); error replies are counted.
+//!
+//! # Transports
+//! Subscribers use `--transport`: `ws-json`, `ws-binary`, `tcp` (raw TCP,
+//! a `tcp://` URL), `sse` or `poll` (an `http://` URL; `ws://` works too,
+//! only its host is used). Publishers use `--publish-via`, by default the
+//! same transport for `ws-json`, `ws-binary` and `tcp`, and the HTTP publish
+//! API (`POST /api/publish`, pipelined on keep-alive connections) for `sse`
+//! and `poll`, which cannot publish. Payloads carry the subscribers'
+//! stamp encoding (binary for `ws-binary` and `tcp`, JSON otherwise), so a
+//! binary stamp needs a binary publisher.
+//!
+//! # Churn, recovery and fail-over
+//! With `--churn F`, a fraction F of the subscribers, spread evenly over the
+//! publishing time, drop their connection, stay away `--churn-downtime`,
+//! and reconnect subscribing with `recover` from their last position (SSE:
+//! `Last-Event-ID`; long-polling: a new session). With history on, the
+//! server sends what they missed, so lost and duplicated must stay 0;
+//! publications received through recovery are counted as `recovered` (and
+//! kept out of the latency histogram), recoveries the server could not
+//! complete as `failed_recoveries`. Several URLs (`URL,URL` or `--url`
+//! repeated) spread subscribers round-robin; a subscriber that loses its
+//! connection (with `--reconnect`, implied by `--churn` and by several URLs)
+//! reconnects to the next URL and recovers the same way. Publishers use the
+//! first URL (`--publish-url` to choose) and losing one is fatal.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use herald_proto::Encoding;
 use herald_ws::Message;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
+use crate::delivery::{Checker, SeqTrack, SubCounts};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, Tick};
-use crate::hclients::{run_id, HeraldClients};
-use crate::herald_wire::{self, Incoming, Stamp};
+use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
+use crate::hclients::{run_id, ClientKind, Event, HeraldClients, ReconnectStats};
+use crate::herald_wire::{self, Stamp};
+use crate::http1;
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::Monitor;
-use crate::target::Target;
+use crate::target::{Scheme, Target};
 use crate::BenchError;
+
+/// Tags of subscriber connections start here (publishers' at 0).
+const SUB_TAGS: u64 = 1 << 40;
+
+/// How publishers reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PublishVia {
+    /// WebSocket, JSON.
+    WsJson,
+    /// WebSocket, binary.
+    WsBinary,
+    /// Raw TCP (binary).
+    Tcp,
+    /// `POST /api/publish`, pipelined on keep-alive connections.
+    Http,
+}
+
+impl PublishVia {
+    /// The default for subscribers on `t`.
+    pub fn default_for(t: Transport) -> PublishVia {
+        match t {
+            Transport::WsJson => PublishVia::WsJson,
+            Transport::WsBinary => PublishVia::WsBinary,
+            Transport::Tcp => PublishVia::Tcp,
+            Transport::Sse | Transport::Poll => PublishVia::Http,
+        }
+    }
+
+    fn kind(self) -> (ClientKind, Encoding, Scheme) {
+        match self {
+            PublishVia::WsJson => (ClientKind::Ws, Encoding::Json, Scheme::Ws),
+            PublishVia::WsBinary => (ClientKind::Ws, Encoding::Binary, Scheme::Ws),
+            PublishVia::Tcp => (ClientKind::Tcp, Encoding::Binary, Scheme::Tcp),
+            PublishVia::Http => (ClientKind::Api, Encoding::Json, Scheme::Http),
+        }
+    }
+}
+
+/// The client kind and URL scheme of subscribers on `t`.
+pub(crate) fn subscriber_kind(t: Transport) -> (ClientKind, Scheme) {
+    match t {
+        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
+        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
+        Transport::Sse => (ClientKind::Sse, Scheme::Http),
+        Transport::Poll => (ClientKind::Poll, Scheme::Http),
+    }
+}
+
+/// Parses the URLs (each may be a comma-separated list) for `scheme`.
+pub(crate) fn parse_urls(urls: &[String], scheme: Scheme) -> Result<Vec<Target>, BenchError> {
+    let mut out = Vec::new();
+    for u in urls.iter().flat_map(|u| u.split(',')) {
+        let u = u.trim();
+        if !u.is_empty() {
+            out.push(Target::parse(u)?.with_scheme(scheme)?);
+        }
+    }
+    if out.is_empty() {
+        return Err(BenchError::Args("give at least one server URL".into()));
+    }
+    Ok(out)
+}
 
 /// Arguments of `fanout`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FanoutArgs {
-    /// Herald's WebSocket URL, e.g. ws://127.0.0.1:8080/ws.
-    pub url: String,
-    /// Encoding: ws-json or ws-binary.
+    /// Herald's URL(s): ws://127.0.0.1:8080/ws for WebSocket, tcp://HOST:PORT
+    /// for raw TCP, http://127.0.0.1:8080 for sse and poll. Several
+    /// (comma-separated, or with --url): subscriber i starts at URL i % n.
+    #[arg(value_delimiter = ',')]
+    pub url: Vec<String>,
+    /// More server URLs (repeatable), after the positional ones.
+    #[arg(long = "url", value_delimiter = ',')]
+    pub more_urls: Vec<String>,
+    /// Subscribers' transport: ws-json, ws-binary, tcp, sse or poll.
     #[arg(long, value_enum, default_value = "ws-json")]
     pub transport: Transport,
+    /// Publishers' path: ws-json, ws-binary, tcp or http (the publish API).
+    /// Default: the subscribers' transport; http for sse and poll.
+    #[arg(long, value_enum)]
+    pub publish_via: Option<PublishVia>,
+    /// Where publishers connect (default: the first URL, converted to the
+    /// publishers' scheme; needed when that is raw TCP and the other is not).
+    #[arg(long)]
+    pub publish_url: Option<String>,
     /// Publishing connections.
     #[arg(short = 'p', long, default_value_t = 1)]
     pub publishers: usize,
@@ -72,6 +176,22 @@ pub struct FanoutArgs {
     /// Report loss, duplicates and reordering without failing the run.
     #[arg(long)]
     pub allow_loss: bool,
+    /// Also report lost, duplicated and out-of-order deliveries per
+    /// subscriber (result file `verification.subscribers`; the worst on stderr).
+    #[arg(long)]
+    pub verify: bool,
+    /// Fraction of subscribers (0 to 1) that disconnect once during the
+    /// run, spread over it, and reconnect recovering what they missed.
+    #[arg(long, default_value_t = 0.0)]
+    pub churn: f64,
+    /// How long a churned subscriber stays away.
+    #[arg(long, default_value = "250ms", value_parser = parse_duration)]
+    pub churn_downtime: Duration,
+    /// Subscribers that lose their connection reconnect (to the next URL)
+    /// and recover instead of failing the run (implied by --churn and by
+    /// several URLs).
+    #[arg(long)]
+    pub reconnect: bool,
     /// Local (source) addresses, used round-robin.
     #[arg(short = 'l', long = "local-addr")]
     pub local_addr: Vec<IpAddr>,
@@ -87,10 +207,16 @@ pub struct FanoutArgs {
 /// The resolved parameters, as written to the result file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FanoutParams {
-    /// The URL.
+    /// The URLs, in subscriber order.
+    pub urls: Vec<String>,
+    /// The first URL (kept for older reports).
     pub url: String,
-    /// ws-json or ws-binary.
+    /// Subscribers' transport.
     pub transport: Transport,
+    /// Publishers' path.
+    pub publish_via: PublishVia,
+    /// Where publishers connect.
+    pub publish_url: String,
     /// Publishing connections.
     pub publishers: usize,
     /// Subscribing connections.
@@ -105,6 +231,12 @@ pub struct FanoutParams {
     pub duration_s: f64,
     /// Drain limit, seconds.
     pub drain_s: f64,
+    /// Fraction of subscribers churned.
+    pub churn: f64,
+    /// Churn downtime, seconds.
+    pub churn_downtime_s: f64,
+    /// Subscribers reconnect when their connection is lost.
+    pub reconnect: bool,
     /// Channel names are `bench.<run>.<c>`.
     pub channel_prefix: String,
 }
@@ -116,7 +248,7 @@ pub struct FanoutSummary {
     pub sent: u64,
     /// Deliveries that should have happened (sent to a channel × its subscribers).
     pub expected: u64,
-    /// Distinct deliveries received.
+    /// Distinct deliveries received (live and recovered).
     pub delivered: u64,
     /// Deliveries per second over the publishing time.
     pub delivered_per_s: f64,
@@ -128,25 +260,59 @@ pub struct FanoutSummary {
     pub out_of_order: u64,
     /// Pushes whose payload carried no readable stamp.
     pub unreadable: u64,
-    /// Error replies the server sent.
+    /// Error replies the server sent (API publishers: non-2xx answers).
     pub errors: u64,
+    /// The code of the first error (API publishers: the HTTP status).
+    pub first_error_code: Option<u16>,
+    /// Publications received through recovery after a reconnect (SSE:
+    /// those scheduled before the resuming request, an approximation).
+    pub recovered: u64,
+    /// Recovering subscribes the server could not complete.
+    pub failed_recoveries: u64,
+    /// Subscriber connection losses, churns and reconnects.
+    pub reconnects: ReconnectStats,
     /// The largest lag of the sending loop behind the schedule, ms.
     pub max_send_lag_ms: f64,
-    /// Delivery latency from the scheduled send time.
+    /// Delivery latency from the scheduled send time (live deliveries).
     pub latency: Option<LatencySummary>,
     /// Time to connect and subscribe everyone, seconds.
     pub setup_s: f64,
 }
 
 impl FanoutSummary {
-    /// No loss, no duplicates, no reordering, no unreadable pushes, no errors.
+    /// No loss, no duplicates, no reordering, no unreadable pushes, no
+    /// errors, no failed recovery.
     pub fn clean(&self) -> bool {
         self.lost == 0
             && self.duplicated == 0
             && self.out_of_order == 0
             && self.unreadable == 0
             && self.errors == 0
+            && self.failed_recoveries == 0
     }
+}
+
+/// One subscriber's verification.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SubscriberCheck {
+    /// Its index.
+    pub subscriber: usize,
+    /// Its channel.
+    pub channel: usize,
+    /// Publications sent to its channel.
+    pub expected: u64,
+    /// Distinct ones received.
+    pub delivered: u64,
+    /// Never received.
+    pub lost: u64,
+    /// Received more than once.
+    pub duplicated: u64,
+    /// Received after a later one.
+    pub out_of_order: u64,
+    /// Received through recovery.
+    pub recovered: u64,
+    /// Recoveries the server could not complete.
+    pub failed_recoveries: u64,
 }
 
 /// One second of the run.
@@ -156,55 +322,6 @@ struct Interval {
     sent: u64,
     delivered: u64,
     latency: Option<LatencySummary>,
-}
-
-/// Per subscriber and publisher: the highest sequence seen and which of the
-/// 64 before it arrived (bit i: `last - 1 - i`).
-#[derive(Debug, Clone, Copy, Default)]
-struct SeqTrack {
-    last: u64,
-    window: u64,
-}
-
-/// What a delivery was.
-enum Seen {
-    InOrder,
-    Gap,
-    Late,
-    Duplicate,
-}
-
-impl SeqTrack {
-    fn see(&mut self, seq: u64) -> Seen {
-        if seq > self.last {
-            let shift = seq - self.last;
-            self.window = if shift >= 64 { 0 } else { self.window << shift };
-            if self.last > 0 && shift <= 64 {
-                self.window |= 1 << (shift - 1);
-            }
-            let gap = shift > 1;
-            self.last = seq;
-            if gap {
-                Seen::Gap
-            } else {
-                Seen::InOrder
-            }
-        } else if seq == self.last {
-            Seen::Duplicate
-        } else {
-            let d = self.last - seq;
-            if d > 64 {
-                return Seen::Late;
-            }
-            let bit = 1u64 << (d - 1);
-            if self.window & bit != 0 {
-                Seen::Duplicate
-            } else {
-                self.window |= bit;
-                Seen::Late
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -217,33 +334,32 @@ enum Phase {
 
 struct Fanout {
     p: FanoutParams,
-    clients: HeraldClients,
+    pubs: HeraldClients,
+    subs: HeraldClients,
+    pub_enc: Encoding,
+    publish_host: String,
     channel_names: Vec<String>,
     /// Publisher p's next sequence number per channel: `[p * C + c]`.
     next_seq: Vec<u64>,
-    /// `[s * P + p]`.
-    tracks: Vec<SeqTrack>,
     sent_per_channel: Vec<u64>,
     subs_per_channel: Vec<u64>,
+    check: Checker,
     phase: Phase,
     phase_since: Instant,
     start: Instant,
     t0_ns: i64,
     next_m: u64,
     total_msgs: u64,
+    churn_total: usize,
+    churn_next: usize,
     payload: Vec<u8>,
+    body: Vec<u8>,
     frame: Vec<u8>,
     dirty: Vec<bool>,
-    sum: FanoutSummary,
-    hist: Latency,
-    interval_hist: Latency,
-    interval_sent: u64,
-    interval_delivered: u64,
     next_interval: Instant,
     timeline: Vec<Interval>,
     monitor: Monitor,
     progress: Progress,
-    pending_error: Option<BenchError>,
 }
 
 impl Fanout {
@@ -255,7 +371,7 @@ impl Fanout {
         let now_ns = clock::now_ns();
         let pubs = self.p.publishers;
         let chans = self.p.channels;
-        let enc = self.clients.enc;
+        let stamp_enc = self.check.enc;
         let mut budget = 20_000;
         while self.next_m < self.total_msgs && budget > 0 {
             let m = self.next_m;
@@ -264,8 +380,8 @@ impl Fanout {
                 break;
             }
             let lag_ms = (now_ns - due) as f64 / 1e6;
-            if lag_ms > self.sum.max_send_lag_ms {
-                self.sum.max_send_lag_ms = lag_ms;
+            if lag_ms > self.check.sum.max_send_lag_ms {
+                self.check.sum.max_send_lag_ms = lag_ms;
             }
             let publisher = (m % pubs as u64) as usize;
             let channel = ((m / pubs as u64) % chans as u64) as usize;
@@ -277,29 +393,60 @@ impl Fanout {
                 time_ns: due,
             };
             self.payload.clear();
-            herald_wire::stamp_payload(enc, stamp, self.p.payload, &mut self.payload);
+            herald_wire::stamp_payload(stamp_enc, stamp, self.p.payload, &mut self.payload);
+            let conn = self.pubs.clients[publisher].conn;
+            let name = &self.channel_names[channel];
             self.frame.clear();
-            herald_wire::publish(
-                enc,
-                0,
-                &self.channel_names[channel],
-                &self.payload,
-                &mut self.frame,
-            );
-            let conn = self.clients.clients[publisher].conn;
-            io.queue(conn, herald_wire::opcode(enc), &self.frame);
+            if self.pubs.kind == ClientKind::Api {
+                self.body.clear();
+                herald_wire::api_publish_body(name, &self.payload, &mut self.body);
+                http1::write_request(
+                    &mut self.frame,
+                    "POST",
+                    &self.publish_host,
+                    "/api/publish",
+                    &[("Content-Type", "application/json")],
+                    Some(&self.body),
+                );
+                io.queue_raw(conn, &self.frame);
+            } else {
+                herald_wire::publish(self.pub_enc, 0, name, &self.payload, &mut self.frame);
+                io.queue(conn, herald_wire::opcode(self.pub_enc), &self.frame);
+            }
             self.dirty[publisher] = true;
             self.sent_per_channel[channel] += 1;
-            self.sum.sent += 1;
-            self.interval_sent += 1;
+            self.check.sum.sent += 1;
+            self.check.interval_sent += 1;
             self.next_m += 1;
             budget -= 1;
         }
         for (publisher, dirty) in self.dirty.iter_mut().enumerate() {
             if *dirty {
                 *dirty = false;
-                io.flush(self.clients.clients[publisher].conn);
+                io.flush(self.pubs.clients[publisher].conn);
             }
+        }
+    }
+
+    /// The scheduled time of churn `k`: spread evenly over the publishing time.
+    fn churn_due_ns(&self, k: usize) -> i64 {
+        let span = self.p.duration_s * 1e9;
+        self.t0_ns + ((k as f64 + 0.5) / self.churn_total as f64 * span) as i64
+    }
+
+    fn churn_due(&mut self, io: &mut Io) {
+        let now_ns = clock::now_ns();
+        let down = Duration::from_secs_f64(self.p.churn_downtime_s);
+        while self.churn_next < self.churn_total && self.churn_due_ns(self.churn_next) <= now_ns {
+            let sub = self.churn_next * self.p.subscribers / self.churn_total;
+            let c = &self.subs.clients[sub];
+            // A subscriber with no position yet (an SSE stream before its
+            // first event) could not resume: wait for it.
+            if c.position.is_none() && c.state == crate::hclients::State::Ready {
+                break;
+            }
+            self.subs.churn(io, sub, down);
+            self.churn_next += 1;
         }
     }
 
@@ -311,62 +458,43 @@ impl Fanout {
             .sum()
     }
 
-    fn on_pub(&mut self, sub: usize, data: &[u8], now_ns: i64) {
-        let Some(stamp) = herald_wire::read_stamp(self.clients.enc, data) else {
-            self.sum.unreadable += 1;
-            return;
-        };
-        let slot = sub * self.p.publishers + stamp.publisher as usize;
-        let Some(track) = self.tracks.get_mut(slot) else {
-            self.sum.unreadable += 1;
-            return;
-        };
-        match track.see(stamp.seq) {
-            Seen::Duplicate => {
-                self.sum.duplicated += 1;
-                return;
-            }
-            Seen::Late => self.sum.out_of_order += 1,
-            Seen::InOrder | Seen::Gap => {}
-        }
-        self.sum.delivered += 1;
-        self.interval_delivered += 1;
-        self.hist.record_ns(now_ns - stamp.time_ns);
-        self.interval_hist.record_ns(now_ns - stamp.time_ns);
-    }
-
     fn close_interval(&mut self, now: Instant) {
+        let c = &mut self.check;
         self.timeline.push(Interval {
             t: (now - self.start).as_secs_f64(),
-            sent: self.interval_sent,
-            delivered: self.interval_delivered,
-            latency: self.interval_hist.summary(),
+            sent: c.interval_sent,
+            delivered: c.interval_delivered,
+            latency: c.interval_hist.summary(),
         });
-        self.interval_sent = 0;
-        self.interval_delivered = 0;
-        self.interval_hist.reset();
+        c.interval_sent = 0;
+        c.interval_delivered = 0;
+        c.interval_hist.reset();
     }
 
     fn progress_text(&self, now: Instant) -> String {
         let what = match self.phase {
             Phase::Setup => format!(
                 "setup {}/{}",
-                self.clients.ready(),
-                self.clients.clients.len()
+                self.pubs.ready() + self.subs.ready(),
+                self.pubs.clients.len() + self.subs.clients.len()
             ),
             Phase::Publishing => "publishing".into(),
             Phase::Draining => "draining".into(),
             Phase::Done => "done".into(),
         };
-        let p99 = self.hist.summary().map_or(0.0, |s| s.p99_ms);
+        let p99 = self.check.hist.summary().map_or(0.0, |s| s.p99_ms);
         format!(
             "[{:>4.0}s] {what} · sent {} · delivered {}/{} · p99 {:.1}ms",
             (now - self.start).as_secs_f64(),
-            self.sum.sent,
-            self.sum.delivered,
+            self.check.sum.sent,
+            self.check.sum.delivered,
             self.expected(),
             p99
         )
+    }
+
+    fn sub_index(&self, tag: u64) -> usize {
+        (tag - SUB_TAGS) as usize
     }
 }
 
@@ -378,7 +506,11 @@ impl Handler for Fanout {
         tag: u64,
         protocol: Option<&str>,
     ) -> Result<(), BenchError> {
-        self.clients.on_open(io, tag, protocol)
+        if self.subs.owns(tag) {
+            self.subs.on_open(io, tag, protocol)
+        } else {
+            self.pubs.on_open(io, tag, protocol)
+        }
     }
 
     fn on_message(
@@ -388,34 +520,59 @@ impl Handler for Fanout {
         msg: Message<'_>,
         now_ns: i64,
     ) -> Result<(), BenchError> {
-        match self.clients.on_message(io, tag, msg)? {
-            Some(Incoming::Pub { data }) => {
-                let Some(sub) = (tag as usize).checked_sub(self.p.publishers) else {
-                    self.sum.unreadable += 1;
-                    return Ok(());
-                };
-                self.on_pub(sub, data, now_ns);
-            }
-            Some(Incoming::Error { .. }) => self.sum.errors += 1,
-            _ => {}
+        if self.subs.owns(tag) {
+            let sub = self.sub_index(tag);
+            let check = &mut self.check;
+            self.subs
+                .on_message(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
+        } else {
+            let check = &mut self.check;
+            self.pubs.on_message(io, tag, msg, &mut |ev| {
+                if let Event::Error { code } = ev {
+                    check.error(code);
+                }
+            })
         }
-        Ok(())
+    }
+
+    fn on_http(
+        &mut self,
+        io: &mut Io,
+        tag: u64,
+        msg: HttpMsg<'_>,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        if self.subs.owns(tag) {
+            let sub = self.sub_index(tag);
+            let check = &mut self.check;
+            self.subs
+                .on_http(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
+        } else {
+            let check = &mut self.check;
+            self.pubs.on_http(io, tag, msg, &mut |ev| match ev {
+                Event::Error { code } => check.error(code),
+                Event::Reply { .. } => check.api_answers += 1,
+                _ => {}
+            })
+        }
     }
 
     fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        Err(self.clients.on_close(tag, why))
+        if self.subs.owns(tag) {
+            self.subs.on_close(tag, why)
+        } else {
+            self.pubs.on_close(tag, why)
+        }
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
-        if let Some(e) = self.pending_error.take() {
-            return Err(e);
-        }
         let mut next = now + Duration::from_millis(100);
+        self.subs.tick(io)?;
         match self.phase {
             Phase::Setup => {
-                self.clients.tick(io)?;
-                if self.clients.all_ready() {
-                    self.sum.setup_s = (now - self.phase_since).as_secs_f64();
+                self.pubs.tick(io)?;
+                if self.pubs.all_ready() && self.subs.all_ready() {
+                    self.check.sum.setup_s = (now - self.phase_since).as_secs_f64();
                     self.phase = Phase::Publishing;
                     self.phase_since = now;
                     // Start on a clean slate a little later, so the first
@@ -427,22 +584,35 @@ impl Handler for Fanout {
             }
             Phase::Publishing => {
                 self.publish_due(io);
-                if self.next_m >= self.total_msgs {
+                self.churn_due(io);
+                if self.next_m >= self.total_msgs && self.churn_next >= self.churn_total {
                     self.phase = Phase::Draining;
                     self.phase_since = now;
                 } else {
-                    let wait = self.sched_ns(self.next_m) - clock::now_ns();
-                    next = now + Duration::from_nanos(wait.max(0) as u64);
+                    let mut wait = i64::MAX;
+                    if self.next_m < self.total_msgs {
+                        wait = self.sched_ns(self.next_m) - clock::now_ns();
+                    }
+                    if self.churn_next < self.churn_total {
+                        let c = self.churn_due_ns(self.churn_next) - clock::now_ns();
+                        wait = wait.min(c.max(1_000_000));
+                    }
+                    next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
                 }
             }
             Phase::Draining => {
-                if self.sum.delivered >= self.expected()
-                    || now - self.phase_since >= Duration::from_secs_f64(self.p.drain_s)
-                {
+                let complete = self.check.sum.delivered >= self.expected()
+                    && self.subs.all_ready()
+                    && (self.pubs.kind != ClientKind::Api
+                        || self.check.api_answers + self.check.sum.errors >= self.check.sum.sent);
+                if complete || now - self.phase_since >= Duration::from_secs_f64(self.p.drain_s) {
                     self.phase = Phase::Done;
                 }
             }
             Phase::Done => return Ok(Tick::Done),
+        }
+        if let Some(r) = self.subs.next_retry() {
+            next = next.min(r.max(now + Duration::from_millis(1)));
         }
         if matches!(self.phase, Phase::Publishing | Phase::Draining) && now >= self.next_interval {
             self.close_interval(now);
@@ -460,14 +630,14 @@ impl Handler for Fanout {
     }
 }
 
-/// Runs `fanout`; fails when a delivery was lost, duplicated or reordered
-/// (unless `--allow-loss`), after writing the result files.
+/// Runs `fanout`; fails when a delivery was lost, duplicated or reordered,
+/// or a recovery failed (unless `--allow-loss`), after writing the result files.
 pub fn run(args: &FanoutArgs) -> Result<FanoutSummary, BenchError> {
     let (summary, record) = measure(args)?;
     if !record.passed {
         return Err(BenchError::Verification(format!(
-            "{} lost, {} duplicated, {} out of order, {} unreadable of {} expected deliveries; {} error replies",
-            summary.lost, summary.duplicated, summary.out_of_order, summary.unreadable, summary.expected, summary.errors
+            "{} lost, {} duplicated, {} out of order, {} unreadable of {} expected deliveries; {} error replies; {} failed recoveries",
+            summary.lost, summary.duplicated, summary.out_of_order, summary.unreadable, summary.expected, summary.errors, summary.failed_recoveries
         )));
     }
     Ok(summary)
@@ -480,12 +650,47 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
             "--publishers, --channels and --rate must be positive".into(),
         ));
     }
+    if !(0.0..=1.0).contains(&args.churn) {
+        return Err(BenchError::Args("--churn must be between 0 and 1".into()));
+    }
     let duration = args.common.duration.unwrap_or(Duration::from_secs(10));
-    let target = Target::parse(&args.url)?;
+    let (sub_kind, sub_scheme) = subscriber_kind(args.transport);
+    let mut all_urls = args.url.clone();
+    all_urls.extend(args.more_urls.iter().cloned());
+    let targets = parse_urls(&all_urls, sub_scheme)?;
+    let stamp_enc = args.transport.encoding();
+    let via = args
+        .publish_via
+        .unwrap_or_else(|| PublishVia::default_for(args.transport));
+    let (pub_kind, pub_enc, pub_scheme) = via.kind();
+    if stamp_enc == Encoding::Binary && pub_enc == Encoding::Json {
+        return Err(BenchError::Args(format!(
+            "--transport {} carries binary payloads: publish with ws-binary or tcp, not {via:?}",
+            args.transport.as_str()
+        )));
+    }
+    let pub_target = match &args.publish_url {
+        Some(u) => Target::parse(u)?.with_scheme(pub_scheme)?,
+        None => targets[0]
+            .with_scheme(pub_scheme)
+            .map_err(|e| BenchError::Args(format!("publishers need --publish-url: {e}")))?,
+    };
+    let reconnect = args.reconnect || args.churn > 0.0 || targets.len() > 1;
     let run = run_id();
     let p = FanoutParams {
-        url: args.url.clone(),
+        urls: all_urls
+            .iter()
+            .flat_map(|u| u.split(','))
+            .map(str::to_owned)
+            .collect(),
+        url: all_urls.first().cloned().unwrap_or_default(),
         transport: args.transport,
+        publish_via: via,
+        publish_url: format!(
+            "{:?}://{}{}",
+            pub_target.scheme, pub_target.host, pub_target.path
+        )
+        .to_lowercase(),
         publishers: args.publishers,
         subscribers: args.subscribers,
         channels: args.channels,
@@ -493,55 +698,81 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         payload: args.payload,
         duration_s: duration.as_secs_f64(),
         drain_s: args.drain.as_secs_f64(),
+        churn: args.churn,
+        churn_downtime_s: args.churn_downtime.as_secs_f64(),
+        reconnect,
         channel_prefix: format!("bench.{run}"),
     };
-    let mut clients = HeraldClients::new(
-        &target,
-        args.transport.encoding(),
+    let mut pubs = HeraldClients::with_kind(
+        pub_kind,
+        std::slice::from_ref(&pub_target),
+        pub_enc,
         args.local_addr.clone(),
         args.connect_concurrency,
+        0,
+    );
+    let mut subs = HeraldClients::with_kind(
+        sub_kind,
+        &targets,
+        stamp_enc,
+        args.local_addr.clone(),
+        args.connect_concurrency,
+        SUB_TAGS,
     );
     let channel_names: Vec<String> = (0..p.channels)
         .map(|c| format!("{}.{c}", p.channel_prefix))
         .collect();
     for _ in 0..p.publishers {
-        clients.add(Vec::new());
+        pubs.add(Vec::new());
     }
     let mut subs_per_channel = vec![0u64; p.channels];
     for s in 0..p.subscribers {
         let c = s % p.channels;
         subs_per_channel[c] += 1;
-        clients.add(vec![channel_names[c].clone()]);
+        let i = subs.add(vec![channel_names[c].clone()]);
+        subs.clients[i].resilient = reconnect;
     }
     let start = Instant::now();
     let started_at = clock::now_secs_f64();
     let total_msgs = (p.rate * p.duration_s).round() as u64;
+    let churn_total = (p.churn * p.subscribers as f64).round() as usize;
     let mut f = Fanout {
         next_seq: vec![0; p.publishers * p.channels],
-        tracks: vec![SeqTrack::default(); p.subscribers * p.publishers],
         sent_per_channel: vec![0; p.channels],
         subs_per_channel,
+        check: Checker {
+            enc: stamp_enc,
+            publishers: p.publishers,
+            tracks: vec![SeqTrack::default(); p.subscribers * p.publishers],
+            subs: vec![SubCounts::default(); p.subscribers],
+            sum: FanoutSummary::default(),
+            hist: Latency::new(),
+            interval_hist: Latency::new(),
+            interval_sent: 0,
+            interval_delivered: 0,
+            api_answers: 0,
+        },
         channel_names,
-        clients,
+        pubs,
+        subs,
+        pub_enc,
+        publish_host: pub_target.host.clone(),
         phase: Phase::Setup,
         phase_since: start,
         start,
         t0_ns: 0,
         next_m: 0,
         total_msgs,
+        churn_total,
+        churn_next: 0,
         payload: Vec::with_capacity(p.payload + 64),
-        frame: Vec::with_capacity(p.payload + 128),
+        body: Vec::with_capacity(p.payload + 128),
+        frame: Vec::with_capacity(p.payload + 256),
         dirty: vec![false; p.publishers],
-        sum: FanoutSummary::default(),
-        hist: Latency::new(),
-        interval_hist: Latency::new(),
-        interval_sent: 0,
-        interval_delivered: 0,
         next_interval: start,
         timeline: Vec::new(),
         monitor: Monitor::new(args.common.server_pid, &args.common.net_iface, start),
         progress: Progress::new(args.common.quiet, start),
-        pending_error: None,
         p,
     };
     let mut engine = Engine::new(64 << 20)?;
@@ -549,16 +780,39 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     f.progress.clear();
     let end = Instant::now();
     f.monitor.sample(end);
-    if f.interval_sent > 0 || f.interval_delivered > 0 {
+    if f.check.interval_sent > 0 || f.check.interval_delivered > 0 {
         f.close_interval(end);
     }
 
-    let mut sum = f.sum.clone();
+    let mut sum = f.check.sum.clone();
     sum.expected = f.expected();
     sum.lost = sum.expected.saturating_sub(sum.delivered);
     sum.delivered_per_s = sum.delivered as f64 / f.p.duration_s.max(1e-9);
-    sum.latency = f.hist.summary();
+    sum.latency = f.check.hist.summary();
+    sum.reconnects = f.subs.stats;
     let passed = sum.clean() || args.allow_loss;
+
+    let per_sub: Vec<SubscriberCheck> = f
+        .check
+        .subs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let channel = i % f.p.channels;
+            let expected = f.sent_per_channel[channel];
+            SubscriberCheck {
+                subscriber: i,
+                channel,
+                expected,
+                delivered: c.delivered,
+                lost: expected.saturating_sub(c.delivered),
+                duplicated: c.duplicated,
+                out_of_order: c.out_of_order,
+                recovered: c.recovered,
+                failed_recoveries: c.failed_recoveries,
+            }
+        })
+        .collect();
 
     let label = args.common.label.clone().unwrap_or_else(|| {
         format!(
@@ -580,7 +834,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         .collect::<Result<Vec<Value>, _>>()
         .map_err(BenchError::Json)?;
     record.summary = serde_json::to_value(&sum).map_err(BenchError::Json)?;
-    record.verification = Some(json!({
+    let mut verification = json!({
         "expected": sum.expected,
         "delivered": sum.delivered,
         "lost": sum.lost,
@@ -588,7 +842,16 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         "out_of_order": sum.out_of_order,
         "unreadable": sum.unreadable,
         "errors": sum.errors,
-    }));
+        "recovered": sum.recovered,
+        "failed_recoveries": sum.failed_recoveries,
+        "subscribers_with_loss": per_sub.iter().filter(|s| s.lost > 0).count(),
+        "subscribers_with_duplicates": per_sub.iter().filter(|s| s.duplicated > 0).count(),
+        "subscribers_out_of_order": per_sub.iter().filter(|s| s.out_of_order > 0).count(),
+    });
+    if args.verify {
+        verification["subscribers"] = serde_json::to_value(&per_sub).map_err(BenchError::Json)?;
+    }
+    record.verification = Some(verification);
     record.passed = sum.clean();
     record.system = std::mem::take(&mut f.monitor.samples);
     record.write_after(
@@ -598,14 +861,42 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     )?;
 
     print_summary(&f.p, &sum);
+    if args.verify {
+        print_subscribers(&per_sub, args.common.quiet);
+    }
     record.passed = passed;
     Ok((sum, record))
 }
 
+/// The per-subscriber verification on stderr: counts, and the worst ten.
+fn print_subscribers(per_sub: &[SubscriberCheck], quiet: bool) {
+    if quiet {
+        return;
+    }
+    let bad: Vec<&SubscriberCheck> = per_sub
+        .iter()
+        .filter(|s| s.lost + s.duplicated + s.out_of_order + s.failed_recoveries > 0)
+        .collect();
+    eprintln!(
+        "verify: {} of {} subscribers received every publication of their channel exactly once, in order",
+        per_sub.len() - bad.len(),
+        per_sub.len()
+    );
+    let mut worst = bad;
+    worst.sort_by_key(|s| std::cmp::Reverse(s.lost + s.duplicated + s.out_of_order));
+    for s in worst.iter().take(10) {
+        eprintln!(
+            "  subscriber {:6} (channel {}): expected {} delivered {} lost {} duplicated {} out-of-order {} recovered {} failed recoveries {}",
+            s.subscriber, s.channel, s.expected, s.delivered, s.lost, s.duplicated, s.out_of_order, s.recovered, s.failed_recoveries
+        );
+    }
+}
+
 fn print_summary(p: &FanoutParams, s: &FanoutSummary) {
     println!(
-        "fanout {}: {} publishers -> {} subscribers on {} channels, {}/s for {:.0}s, {} B payloads",
+        "fanout {} (publishers via {:?}): {} publishers -> {} subscribers on {} channels, {}/s for {:.0}s, {} B payloads",
         p.transport.as_str(),
+        p.publish_via,
         p.publishers,
         p.subscribers,
         p.channels,
@@ -617,6 +908,13 @@ fn print_summary(p: &FanoutParams, s: &FanoutSummary) {
         "sent: {}    delivered: {}/{} ({:.0}/s)    lost: {}    duplicated: {}    out-of-order: {}    errors: {}",
         s.sent, s.delivered, s.expected, s.delivered_per_s, s.lost, s.duplicated, s.out_of_order, s.errors
     );
+    let r = &s.reconnects;
+    if r.lost + r.churned > 0 {
+        println!(
+            "reconnects: {} churned    {} lost    {} reconnected    {} to another URL    recovered: {}    failed recoveries: {}",
+            r.churned, r.lost, r.reconnected, r.failovers, s.recovered, s.failed_recoveries
+        );
+    }
     if let Some(l) = &s.latency {
         println!(
             "latency from schedule: min {:.2}ms    p50 {:.2}ms    p90 {:.2}ms    p99 {:.2}ms    p99.9 {:.2}ms    max {:.2}ms",
@@ -628,27 +926,5 @@ fn print_summary(p: &FanoutParams, s: &FanoutSummary) {
             "note: the sending loop fell up to {:.0}ms behind schedule (included in the latency)",
             s.max_send_lag_ms
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sequence_tracking() {
-        let mut t = SeqTrack::default();
-        assert!(matches!(t.see(1), Seen::InOrder));
-        assert!(matches!(t.see(2), Seen::InOrder));
-        assert!(matches!(t.see(2), Seen::Duplicate));
-        assert!(matches!(t.see(5), Seen::Gap));
-        assert!(matches!(t.see(4), Seen::Late));
-        assert!(matches!(t.see(4), Seen::Duplicate));
-        assert!(matches!(t.see(3), Seen::Late));
-        assert!(matches!(t.see(1), Seen::Duplicate));
-        assert!(matches!(t.see(200), Seen::Gap));
-        assert!(matches!(t.see(100), Seen::Late));
-        assert!(matches!(t.see(199), Seen::Late));
-        assert!(matches!(t.see(199), Seen::Duplicate));
     }
 }

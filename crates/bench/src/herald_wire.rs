@@ -42,22 +42,151 @@ pub fn connect(enc: Encoding, id: u32, out: &mut Vec<u8>) {
     }
 }
 
-/// Appends a `subscribe` command (`channel` must need no JSON escaping).
-pub fn subscribe(enc: Encoding, id: u32, channel: &str, out: &mut Vec<u8>) {
+/// Appends a `subscribe` command, with `recover` from `(epoch, offset)`
+/// when given (`channel` must need no JSON escaping; the epoch is escaped).
+pub fn subscribe_from(
+    enc: Encoding,
+    id: u32,
+    channel: &str,
+    recover: Option<(&str, u64)>,
+    out: &mut Vec<u8>,
+) {
     match enc {
         Encoding::Json => {
             out.extend_from_slice(b"{\"id\":");
             write_u64(out, u64::from(id));
             out.extend_from_slice(b",\"subscribe\":{\"channel\":\"");
             out.extend_from_slice(channel.as_bytes());
-            out.extend_from_slice(b"\"}}");
+            out.push(b'"');
+            if let Some((epoch, offset)) = recover {
+                out.extend_from_slice(b",\"recover\":{\"epoch\":");
+                write_json_string(out, epoch);
+                out.extend_from_slice(b",\"offset\":");
+                write_u64(out, offset);
+                out.push(b'}');
+            }
+            out.extend_from_slice(b"}}");
         }
         Encoding::Binary => {
             out.push(0x02);
             put_varint(out, u64::from(id));
-            out.push(0);
+            out.push(u8::from(recover.is_some()));
             put_bytes(out, channel.as_bytes());
+            if let Some((epoch, offset)) = recover {
+                put_bytes(out, epoch.as_bytes());
+                put_varint(out, offset);
+            }
         }
+    }
+}
+
+/// Appends the body of `POST /api/publish`: `{"channel":…,"data":…}`
+/// (`data` must be JSON text, `channel` need no escaping).
+pub fn api_publish_body(channel: &str, data: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"channel\":\"");
+    out.extend_from_slice(channel.as_bytes());
+    out.extend_from_slice(b"\",\"data\":");
+    out.extend_from_slice(data);
+    out.push(b'}');
+}
+
+/// Appends `s` as a JSON string.
+fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    for &b in s.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0..=0x1f => {
+                out.extend_from_slice(b"\\u00");
+                out.push(b"0123456789abcdef"[usize::from(b >> 4)]);
+                out.push(b"0123456789abcdef"[usize::from(b & 15)]);
+            }
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// The elements of a JSON array (a long-poll answer), as slices, without
+/// parsing them: strings and nesting are tracked only to find the commas.
+/// Yields `Err` once, then stops, if the text is not an array.
+pub struct JsonItems<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    done: bool,
+}
+
+/// Iterates over the elements of the JSON array in `buf`.
+pub fn json_items(buf: &[u8]) -> JsonItems<'_> {
+    let start = buf.iter().position(|b| !b.is_ascii_whitespace());
+    match start {
+        Some(i) if buf[i] == b'[' => JsonItems {
+            buf,
+            pos: i + 1,
+            done: false,
+        },
+        _ => JsonItems {
+            buf,
+            pos: usize::MAX,
+            done: false,
+        },
+    }
+}
+
+impl<'a> Iterator for JsonItems<'a> {
+    type Item = Result<&'a [u8], &'static str>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let fail = |s: &mut Self, why| {
+            s.done = true;
+            Some(Err(why))
+        };
+        if self.pos == usize::MAX {
+            return fail(self, "not a JSON array");
+        }
+        let buf = self.buf;
+        let mut i = self.pos;
+        while i < buf.len() && buf[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i < buf.len() && buf[i] == b']' {
+            self.done = true;
+            return None;
+        }
+        let start = i;
+        let mut depth = 0usize;
+        let mut in_str = false;
+        while i < buf.len() {
+            let b = buf[i];
+            if in_str {
+                match b {
+                    b'\\' => i += 1,
+                    b'"' => in_str = false,
+                    _ => {}
+                }
+            } else {
+                match b {
+                    b'"' => in_str = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' if depth > 0 => depth -= 1,
+                    b',' | b']' if depth == 0 => {
+                        let item = buf[start..i].trim_ascii();
+                        if item.is_empty() {
+                            return fail(self, "empty array element");
+                        }
+                        self.pos = if b == b',' { i + 1 } else { i };
+                        return Some(Ok(item));
+                    }
+                    _ => {}
+                }
+            }
+            i += 1;
+        }
+        fail(self, "unterminated JSON array")
     }
 }
 
@@ -103,6 +232,8 @@ pub enum Incoming<'a> {
     Pub {
         /// Where the stamp is.
         data: &'a [u8],
+        /// The publication's offset in its channel (0 if unreadable).
+        offset: u64,
     },
     /// Anything else (join, leave, unsubscribed, disconnect...).
     Other,
@@ -114,7 +245,10 @@ pub fn classify(enc: Encoding, buf: &[u8]) -> Result<Incoming<'_>, String> {
         Encoding::Binary => classify_binary(buf),
         Encoding::Json => {
             if find_key(buf, b"\"pub\"").is_some() && find_key(buf, b"\"hb\"").is_some() {
-                return Ok(Incoming::Pub { data: buf });
+                return Ok(Incoming::Pub {
+                    data: buf,
+                    offset: json_offset(buf),
+                });
             }
             if let Some(found) = json_reply_fast(buf) {
                 return Ok(found);
@@ -144,8 +278,8 @@ fn slow(enc: Encoding, buf: &[u8]) -> Result<Incoming<'_>, String> {
             Ok(Incoming::Reply { id })
         }
         Ok(ServerMsg::Error { id, code, .. }) => Ok(Incoming::Error { id, code }),
-        Ok(ServerMsg::Push(herald_proto::Push::Publication { .. })) => {
-            Ok(Incoming::Pub { data: buf })
+        Ok(ServerMsg::Push(herald_proto::Push::Publication { offset, .. })) => {
+            Ok(Incoming::Pub { data: buf, offset })
         }
         Ok(ServerMsg::Push(_)) => Ok(Incoming::Other),
         Err(e) => Err(format!(
@@ -161,11 +295,11 @@ fn classify_binary(buf: &[u8]) -> Result<Incoming<'_>, String> {
         0xA0 => {
             let channel_len = read_varint(&mut rest)?;
             rest = skip(rest, channel_len)?;
-            read_varint(&mut rest)?; // offset
+            let offset = read_varint(&mut rest)?;
             let len = read_varint(&mut rest)?;
             let len = usize::try_from(len).map_err(|_| "length overflow")?;
             let data = rest.get(..len).ok_or("truncated publication")?;
-            Ok(Incoming::Pub { data })
+            Ok(Incoming::Pub { data, offset })
         }
         0x81..=0x87 => {
             let id = read_varint(&mut rest)?;
@@ -256,6 +390,16 @@ pub fn read_stamp(enc: Encoding, data: &[u8]) -> Option<Stamp> {
             })
         }
     }
+}
+
+/// The `"offset"` of a JSON publication push (canonically before `data`,
+/// so the first such key is the push's own).
+fn json_offset(buf: &[u8]) -> u64 {
+    find_key(buf, b"\"offset\"")
+        .and_then(|at| buf[at + 8..].trim_ascii_start().strip_prefix(b":"))
+        .and_then(json_int)
+        .and_then(|(v, _)| u64::try_from(v).ok())
+        .unwrap_or(0)
 }
 
 /// A JSON integer at the front of `s` (after spaces), and what follows.
@@ -370,7 +514,7 @@ mod tests {
             ));
 
             out.clear();
-            subscribe(enc, 300, "bench.7", &mut out);
+            subscribe_from(enc, 300, "bench.7", None, &mut out);
             let r = enc.decode_request(&out).unwrap();
             assert_eq!(r.id, 300);
             assert!(
@@ -417,10 +561,15 @@ mod tests {
                 }),
                 &mut out,
             );
-            let Incoming::Pub { data: found } = classify(enc, &out).unwrap() else {
+            let Incoming::Pub {
+                data: found,
+                offset,
+            } = classify(enc, &out).unwrap()
+            else {
                 panic!("not a pub: {:?}", String::from_utf8_lossy(&out));
             };
             assert_eq!(read_stamp(enc, found), Some(stamp));
+            assert_eq!(offset, 12345);
 
             out.clear();
             enc.encode_server(
@@ -461,6 +610,48 @@ mod tests {
         }
         assert!(classify(Encoding::Binary, &[0x42]).is_err());
         assert!(classify(Encoding::Json, b"{").is_err());
+    }
+
+    #[test]
+    fn recovering_subscribe_decodes_with_herald_proto() {
+        for enc in BOTH {
+            let mut out = Vec::new();
+            subscribe_from(enc, 9, "a.b", Some(("ep\"q", 41)), &mut out);
+            let r = enc.decode_request(&out).unwrap();
+            let Command::Subscribe {
+                channel,
+                recover: Some(pos),
+                ..
+            } = r.cmd
+            else {
+                panic!("not a recovering subscribe")
+            };
+            assert_eq!(
+                (channel.as_str(), pos.epoch.as_str(), pos.offset),
+                ("a.b", "ep\"q", 41)
+            );
+        }
+        let mut body = Vec::new();
+        api_publish_body("c", b"{\"hb\":[1,2,3]}", &mut body);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["data"]["hb"][1], 2);
+    }
+
+    #[test]
+    fn json_array_items() {
+        let items: Vec<_> = json_items(br#" [ {"a":"],\"["} , [1,[2]] ,3 ] "#).collect();
+        assert_eq!(
+            items,
+            vec![
+                Ok(&br#"{"a":"],\"["}"#[..]),
+                Ok(&b"[1,[2]]"[..]),
+                Ok(&b"3"[..])
+            ]
+        );
+        assert_eq!(json_items(b"[]").count(), 0);
+        assert!(json_items(b"{}").next().unwrap().is_err());
+        assert!(json_items(b"[1,").last().unwrap().is_err());
+        assert!(json_items(b"[1,,2]").any(|r| r.is_err()));
     }
 
     #[test]

@@ -27,8 +27,9 @@ use serde_json::json;
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, Tick};
-use crate::hclients::{run_id, HeraldClients};
+use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
+use crate::fanout::subscriber_kind;
+use crate::hclients::{run_id, ClientKind, HeraldClients};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::{rss_kib, Monitor};
@@ -38,12 +39,14 @@ use crate::BenchError;
 /// Arguments of `idle`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IdleArgs {
-    /// The server's WebSocket URL, e.g. ws://127.0.0.1:8080/ws.
+    /// The server's URL: ws://127.0.0.1:8080/ws, tcp://HOST:PORT for tcp,
+    /// http://127.0.0.1:8080 for sse and poll.
     pub url: String,
     /// Connections to open.
     #[arg(short = 'n', long, default_value_t = 1000)]
     pub clients: usize,
-    /// Encoding on Herald's endpoint: ws-json or ws-binary.
+    /// Transport: ws-json, ws-binary, tcp, sse (needs --channels) or poll
+    /// (idle sessions that keep a long-poll open, as CometD's clients do).
     #[arg(long, value_enum, default_value = "ws-json")]
     pub transport: Transport,
     /// Speak Herald's protocol (connect, subscribe). Default: when the URL
@@ -149,14 +152,24 @@ impl Handler for Idle {
         msg: Message<'_>,
         _: i64,
     ) -> Result<(), BenchError> {
-        if self.clients.on_message(io, tag, msg)?.is_some() {
-            self.messages += 1;
-        }
-        Ok(())
+        let messages = &mut self.messages;
+        self.clients
+            .on_message(io, tag, msg, &mut |_| *messages += 1)
+    }
+
+    fn on_http(
+        &mut self,
+        io: &mut Io,
+        tag: u64,
+        msg: HttpMsg<'_>,
+        _: i64,
+    ) -> Result<(), BenchError> {
+        let messages = &mut self.messages;
+        self.clients.on_http(io, tag, msg, &mut |_| *messages += 1)
     }
 
     fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        Err(self.clients.on_close(tag, why))
+        self.clients.on_close(tag, why)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
@@ -240,16 +253,29 @@ pub fn run(args: &IdleArgs) -> Result<Vec<IdleStep>, BenchError> {
     if args.clients == 0 {
         return Err(BenchError::Args("--clients must be at least 1".into()));
     }
-    let target = Target::parse(&args.url)?;
+    let (kind, scheme) = subscriber_kind(args.transport);
+    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
     let herald = args
         .herald
-        .unwrap_or(target.path.split('?').next() == Some("/ws"));
+        .unwrap_or(kind != ClientKind::Ws || target.path.split('?').next() == Some("/ws"));
+    if kind == ClientKind::Sse && args.channels == 0 {
+        return Err(BenchError::Args(
+            "an SSE stream needs a channel: give --channels".into(),
+        ));
+    }
+    if !herald && kind != ClientKind::Ws {
+        return Err(BenchError::Args(
+            "--herald false is for plain WebSocket endpoints only".into(),
+        ));
+    }
     let enc = args.transport.encoding();
-    let mut clients = HeraldClients::new(
-        &target,
+    let mut clients = HeraldClients::with_kind(
+        kind,
+        std::slice::from_ref(&target),
         enc,
         args.local_addr.clone(),
         args.connect_concurrency,
+        0,
     );
     if !herald {
         clients = clients.handshake_only();

@@ -27,11 +27,13 @@
 pub mod bots;
 mod clock;
 pub mod common;
+pub(crate) mod delivery;
 pub mod duration;
 pub(crate) mod engine;
 pub mod fanout;
 pub(crate) mod hclients;
 pub(crate) mod herald_wire;
+pub(crate) mod http1;
 pub mod idle;
 pub mod latency;
 pub mod output;

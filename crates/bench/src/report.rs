@@ -108,6 +108,48 @@ fn system_series(run: &RunRecord, y: &str) -> Series {
     }
 }
 
+/// One series per group of runs (`group` names it), one point per run:
+/// the run's `params` at `x` against its `summary` at `y`, ordered by x.
+/// Seed 001's charts: latency against message rate, a line per transport
+/// and client count, from one fanout run per rate.
+fn per_run_series(
+    runs: &[&RunRecord],
+    group: impl Fn(&RunRecord) -> String,
+    x: &str,
+    y: &str,
+) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for r in runs {
+        let (Some(px), Some(py)) = (num(&r.params, x), num(&r.summary, y)) else {
+            continue;
+        };
+        let name = group(r);
+        match out.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((px, py)),
+            None => out.push(Series {
+                name,
+                points: vec![(px, py)],
+            }),
+        }
+    }
+    for s in &mut out {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+/// A fanout run's group in the latency-vs-rate charts.
+fn fanout_group(r: &RunRecord) -> String {
+    let p = &r.params;
+    format!(
+        "{} ({} clients)",
+        p.get("transport")
+            .and_then(Value::as_str)
+            .unwrap_or("ws-json"),
+        p.get("subscribers").and_then(Value::as_u64).unwrap_or(0)
+    )
+}
+
 fn chart(title: &str, x: &str, y: &str, series: Vec<Series>) -> Chart {
     Chart {
         title: title.into(),
@@ -177,6 +219,18 @@ fn charts_for(scenario: &str, runs: &[&RunRecord]) -> Vec<Chart> {
                 "seconds",
                 "ms",
                 each("t", "latency.p99_ms"),
+            ),
+            chart(
+                "Median delivery latency vs message rate (one run per rate)",
+                "messages/s",
+                "ms",
+                per_run_series(runs, fanout_group, "rate", "latency.p50_ms"),
+            ),
+            chart(
+                "p99 delivery latency vs message rate (one run per rate)",
+                "messages/s",
+                "ms",
+                per_run_series(runs, fanout_group, "rate", "latency.p99_ms"),
             ),
         ],
         "bots" => vec![
@@ -564,5 +618,29 @@ mod tests {
         assert!(html.contains("herald &lt;json&gt;"));
         assert_eq!(html.matches("<polyline").count(), 4);
         assert!(html.contains("FAILED"));
+    }
+
+    #[test]
+    fn fanout_runs_draw_latency_against_rate() {
+        let run = |transport: &str, rate: f64, p50: f64| {
+            let mut r = RunRecord::new("fanout", format!("{transport} {rate}"), 0.0);
+            r.params = serde_json::json!({"transport": transport, "subscribers": 10, "rate": rate});
+            r.summary = serde_json::json!({"latency": {"p50_ms": p50, "p99_ms": p50 * 3.0}});
+            r
+        };
+        let runs = [
+            run("poll", 2000.0, 9.0),
+            run("poll", 1000.0, 4.0),
+            run("ws-json", 1000.0, 1.0),
+            run("ws-json", 2000.0, 1.5),
+        ];
+        let refs: Vec<&RunRecord> = runs.iter().collect();
+        let series = per_run_series(&refs, fanout_group, "rate", "latency.p50_ms");
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].name, "poll (10 clients)");
+        assert_eq!(series[0].points, vec![(1000.0, 4.0), (2000.0, 9.0)]);
+        let html = render("t", &runs);
+        assert!(html.contains("p99 delivery latency vs message rate"));
+        assert!(html.contains("ws-json (10 clients)"));
     }
 }

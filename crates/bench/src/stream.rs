@@ -33,14 +33,16 @@ use serde_json::json;
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
+use crate::engine::HttpMsg;
 use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
-use crate::hclients::{run_id, HeraldClients};
-use crate::herald_wire::{self, Incoming, Stamp};
+use crate::fanout::subscriber_kind;
+use crate::hclients::{run_id, ClientKind, Event, HeraldClients};
+use crate::herald_wire::{self, Stamp};
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::Target;
+use crate::target::{Scheme, Target};
 use crate::BenchError;
 
 /// Seed 002's event, one row of a streaming query result.
@@ -52,9 +54,12 @@ const BINARY_ROW_LEN: usize = 64;
 /// Arguments of `stream`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StreamArgs {
-    /// Herald's WebSocket URL, e.g. ws://127.0.0.1:8080/ws.
+    /// Herald's URL: ws://127.0.0.1:8080/ws (http://… works too; for sse
+    /// and poll only the host is used), or tcp://HOST:PORT for tcp.
     pub url: String,
-    /// Encoding: ws-json or ws-binary.
+    /// Consumers' transport: ws-json, ws-binary, tcp, sse or poll. The
+    /// source publishes over WebSocket in the consumers' encoding (over raw
+    /// TCP for tcp), so only the consumers' transport differs.
     #[arg(long, value_enum, default_value = "ws-json")]
     pub transport: Transport,
     /// Consumer counts to try (comma-separated).
@@ -131,7 +136,57 @@ enum Phase {
     Done,
 }
 
+/// What consumers received, apart from the clients so that the clients'
+/// event callbacks can borrow it.
+struct Received {
+    enc: Encoding,
+    /// Counting (the step is running, not draining).
+    running: bool,
+    /// Per consumer: last sequence number received.
+    recv_seq: Vec<u64>,
+    lost: u64,
+    events: u64,
+    batches: u64,
+    hist: Latency,
+}
+
+impl Received {
+    fn on_batch(&mut self, consumer: usize, data: &[u8], now_ns: i64) {
+        let Some(stamp) = herald_wire::read_stamp(self.enc, data) else {
+            return;
+        };
+        if let Some(last) = self.recv_seq.get_mut(consumer) {
+            if stamp.seq > *last + 1 {
+                self.lost += stamp.seq - *last - 1;
+            }
+            *last = (*last).max(stamp.seq);
+        }
+        let n = match self.enc {
+            Encoding::Binary => data
+                .get(herald_wire::BINARY_STAMP_LEN..herald_wire::BINARY_STAMP_LEN + 4)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, |b: [u8; 4]| u64::from(u32::from_be_bytes(b))),
+            Encoding::Json => herald_wire::find_key(data, b"\"n\"")
+                .and_then(|at| {
+                    let rest = data[at + 3..].trim_ascii_start().strip_prefix(b":")?;
+                    let rest = rest.trim_ascii_start();
+                    let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                    std::str::from_utf8(&rest[..len]).ok()?.parse().ok()
+                })
+                .unwrap_or(0),
+        };
+        if self.running {
+            self.events += n;
+            self.batches += 1;
+            self.hist.record_ns(now_ns - stamp.time_ns);
+        }
+    }
+}
+
 struct Stream {
+    /// The publisher (tag 0).
+    source: HeraldClients,
+    /// The consumers (tags from 1).
     clients: HeraldClients,
     enc: Encoding,
     channels: Vec<String>,
@@ -147,15 +202,11 @@ struct Stream {
     start: Instant,
     t0_ns: i64,
     tick: u64,
-    /// Per consumer: next sequence number to send, last received.
+    /// Per consumer: next sequence number to send.
     sent_seq: Vec<u64>,
-    recv_seq: Vec<u64>,
-    lost: u64,
-    events: u64,
-    batches: u64,
+    batches_in: Received,
     skipped: u64,
     window_stats: IoStats,
-    hist: Latency,
     steps: Vec<StreamStep>,
     payload: Vec<u8>,
     frame: Vec<u8>,
@@ -165,7 +216,7 @@ struct Stream {
 
 impl Stream {
     fn publisher(&self) -> ConnId {
-        self.clients.clients[0].conn
+        self.source.clients[0].conn
     }
 
     fn current(&self) -> (usize, usize) {
@@ -226,61 +277,26 @@ impl Stream {
                 self.sent_seq[c] += 1;
                 self.build_batch(c, batch, due);
                 self.frame.clear();
-                herald_wire::publish(
-                    self.enc,
-                    0,
-                    &self.channels[c],
-                    &self.payload,
-                    &mut self.frame,
-                );
-                io.queue(conn, herald_wire::opcode(self.enc), &self.frame);
+                let enc = self.source.enc;
+                herald_wire::publish(enc, 0, &self.channels[c], &self.payload, &mut self.frame);
+                io.queue(conn, herald_wire::opcode(enc), &self.frame);
             }
             io.flush(conn);
         }
     }
 
-    fn on_batch(&mut self, consumer: usize, data: &[u8], now_ns: i64) {
-        let Some(stamp) = herald_wire::read_stamp(self.enc, data) else {
-            return;
-        };
-        if let Some(last) = self.recv_seq.get_mut(consumer) {
-            if stamp.seq > *last + 1 {
-                self.lost += stamp.seq - *last - 1;
-            }
-            *last = (*last).max(stamp.seq);
-        }
-        let n = match self.enc {
-            Encoding::Binary => data
-                .get(herald_wire::BINARY_STAMP_LEN..herald_wire::BINARY_STAMP_LEN + 4)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, |b: [u8; 4]| u64::from(u32::from_be_bytes(b))),
-            Encoding::Json => herald_wire::find_key(data, b"\"n\"")
-                .and_then(|at| {
-                    let rest = data[at + 3..].trim_ascii_start().strip_prefix(b":")?;
-                    let rest = rest.trim_ascii_start();
-                    let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-                    std::str::from_utf8(&rest[..len]).ok()?.parse().ok()
-                })
-                .unwrap_or(0),
-        };
-        if self.phase == Phase::Running {
-            self.events += n;
-            self.batches += 1;
-            self.hist.record_ns(now_ns - stamp.time_ns);
-        }
-    }
-
     fn begin_step(&mut self, io: &Io, now: Instant) {
         self.phase = Phase::Running;
+        self.batches_in.running = true;
         self.phase_since = now;
         self.t0_ns = clock::now_ns();
         self.tick = 0;
-        self.events = 0;
-        self.batches = 0;
+        self.batches_in.events = 0;
+        self.batches_in.batches = 0;
         self.skipped = 0;
-        self.lost = 0;
+        self.batches_in.lost = 0;
         self.window_stats = io.stats;
-        self.hist.reset();
+        self.batches_in.hist.reset();
     }
 
     fn finish_step(&mut self, io: &Io, now: Instant) {
@@ -296,11 +312,11 @@ impl Stream {
             batch_size: batch,
             interval_ms: interval_s * 1e3,
             target_eps: consumers as f64 * batch as f64 / interval_s,
-            eps: self.events as f64 / secs,
-            batches_per_s: self.batches as f64 / secs,
+            eps: self.batches_in.events as f64 / secs,
+            batches_per_s: self.batches_in.batches as f64 / secs,
             bytes_per_s: (io.stats.bytes_in - self.window_stats.bytes_in) as f64 / secs,
             batch_bytes: self.payload.len(),
-            latency: self.hist.summary(),
+            latency: self.batches_in.hist.summary(),
             lost_batches: 0,
             skipped_ticks: self.skipped,
             client_cpu_pct: mean_between(samples, started, ended, |s| Some(s.bench_cpu_pct)),
@@ -336,7 +352,11 @@ impl Handler for Stream {
         tag: u64,
         protocol: Option<&str>,
     ) -> Result<(), BenchError> {
-        self.clients.on_open(io, tag, protocol)
+        if self.clients.owns(tag) {
+            self.clients.on_open(io, tag, protocol)
+        } else {
+            self.source.on_open(io, tag, protocol)
+        }
     }
 
     fn on_message(
@@ -346,18 +366,43 @@ impl Handler for Stream {
         msg: Message<'_>,
         now_ns: i64,
     ) -> Result<(), BenchError> {
-        if let Some(Incoming::Pub { data }) = self.clients.on_message(io, tag, msg)? {
-            if let Some(consumer) = (tag as usize).checked_sub(1) {
-                self.on_batch(consumer, data, now_ns);
-            }
+        if !self.clients.owns(tag) {
+            return self.source.on_message(io, tag, msg, &mut |_| {});
         }
-        Ok(())
+        let consumer = (tag - 1) as usize;
+        let batches = &mut self.batches_in;
+        self.clients.on_message(io, tag, msg, &mut |ev| {
+            if let Event::Pub { data, .. } = ev {
+                batches.on_batch(consumer, data, now_ns);
+            }
+        })
+    }
+
+    fn on_http(
+        &mut self,
+        io: &mut Io,
+        tag: u64,
+        msg: HttpMsg<'_>,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        let consumer = tag.wrapping_sub(1) as usize;
+        let batches = &mut self.batches_in;
+        self.clients.on_http(io, tag, msg, &mut |ev| {
+            if let Event::Pub { data, .. } = ev {
+                batches.on_batch(consumer, data, now_ns);
+            }
+        })
     }
 
     fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
         let (consumers, batch) = self.current();
         let too_big = matches!(why, CloseReason::ServerClose(Some(1009), _));
-        let e = self.clients.on_close(tag, why);
+        let e = if self.clients.owns(tag) {
+            self.clients.on_close(tag, why)
+        } else {
+            self.source.on_close(tag, why)
+        };
+        let Err(e) = e else { return Ok(()) };
         let hint = if too_big {
             format!(
                 "a batch of {batch} events is {} bytes: raise the server's message size limit (herald serve --max-message-size)",
@@ -376,8 +421,9 @@ impl Handler for Stream {
         let out_of_time = self.deadline.is_some_and(|d| now >= d);
         match self.phase {
             Phase::Setup => {
+                self.source.tick(io)?;
                 self.clients.tick(io)?;
-                if self.clients.all_ready() {
+                if self.source.all_ready() && self.clients.all_ready() {
                     self.begin_step(io, now);
                     self.publish_due(io);
                     next = now + Duration::from_nanos(self.interval_ns as u64);
@@ -388,6 +434,7 @@ impl Handler for Stream {
                 if now - self.phase_since >= self.step_duration || out_of_time {
                     self.finish_step(io, now);
                     self.phase = Phase::Draining;
+                    self.batches_in.running = false;
                     self.phase_since = now;
                 } else {
                     let due = self.t0_ns + self.tick as i64 * self.interval_ns;
@@ -400,7 +447,7 @@ impl Handler for Stream {
             Phase::Draining => {
                 if now - self.phase_since >= self.drain {
                     if let Some(step) = self.steps.last_mut() {
-                        step.lost_batches = self.lost;
+                        step.lost_batches = self.batches_in.lost;
                     }
                     self.step += 1;
                     if self.step >= self.plan.len() || out_of_time {
@@ -423,7 +470,7 @@ impl Handler for Stream {
             (now - self.start).as_secs_f64(),
             self.step + 1,
             self.plan.len(),
-            self.events
+            self.batches_in.events
         );
         let show = self.progress.tick(now, || text);
         Ok(Tick::Continue(Some(next.min(sample).min(show))))
@@ -438,11 +485,35 @@ pub fn run(args: &StreamArgs) -> Result<Vec<StreamStep>, BenchError> {
             "--consumers, --batch-sizes and --interval must be positive".into(),
         ));
     }
+    let (kind, scheme) = subscriber_kind(args.transport);
     let target = Target::parse(&args.url)?;
     let enc = args.transport.encoding();
+    // The source publishes over WebSocket (raw TCP for tcp consumers), in
+    // the consumers' encoding, so only the consumers' transport varies.
+    let (source_kind, source_target) = match args.transport {
+        Transport::Tcp => (ClientKind::Tcp, target.with_scheme(Scheme::Tcp)?),
+        _ => (ClientKind::Ws, target.with_scheme(Scheme::Ws)?),
+    };
     let run = run_id();
-    let mut clients = HeraldClients::new(&target, enc, args.local_addr.clone(), 128);
-    clients.add(Vec::new());
+    let local = args.local_addr.clone();
+    let mut source = HeraldClients::with_kind(
+        source_kind,
+        std::slice::from_ref(&source_target),
+        enc,
+        local.clone(),
+        1,
+        0,
+    );
+    source.add(Vec::new());
+    let consumer_target = target.with_scheme(scheme)?;
+    let mut clients = HeraldClients::with_kind(
+        kind,
+        std::slice::from_ref(&consumer_target),
+        enc,
+        local,
+        128,
+        1,
+    );
     let channels: Vec<String> = (0..max_consumers)
         .map(|c| format!("bench.{run}.stream.{c}"))
         .collect();
@@ -457,6 +528,7 @@ pub fn run(args: &StreamArgs) -> Result<Vec<StreamStep>, BenchError> {
     let start = Instant::now();
     let started_at = clock::now_secs_f64();
     let mut s = Stream {
+        source,
         clients,
         enc,
         channels,
@@ -473,13 +545,17 @@ pub fn run(args: &StreamArgs) -> Result<Vec<StreamStep>, BenchError> {
         t0_ns: 0,
         tick: 0,
         sent_seq: vec![0; max_consumers],
-        recv_seq: vec![0; max_consumers],
-        lost: 0,
-        events: 0,
-        batches: 0,
+        batches_in: Received {
+            enc,
+            running: false,
+            recv_seq: vec![0; max_consumers],
+            lost: 0,
+            events: 0,
+            batches: 0,
+            hist: Latency::new(),
+        },
         skipped: 0,
         window_stats: IoStats::default(),
-        hist: Latency::new(),
         steps: Vec::new(),
         payload: Vec::new(),
         frame: Vec::new(),

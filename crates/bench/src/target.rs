@@ -1,4 +1,5 @@
-//! The server a scenario talks to, parsed once from a `ws://` URL.
+//! The server a scenario talks to, parsed once from a `ws://`, `http://` or
+//! `tcp://` URL.
 //!
 //! A tiny parser rather than the `url` crate: the bench only needs host,
 //! port and path, and resolves the host once up front so that thousands of
@@ -8,9 +9,22 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::BenchError;
 
+/// A URL's scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `ws://`: WebSocket.
+    Ws,
+    /// `http://`: SSE, long-polling, the publish API.
+    Http,
+    /// `tcp://`: Herald's raw TCP transport (`herald serve --tcp-listen`).
+    Tcp,
+}
+
 /// Where to connect and what to ask for in the upgrade request.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The URL's scheme.
+    pub scheme: Scheme,
     /// The resolved server address (the first one the resolver returns).
     pub addr: SocketAddr,
     /// The `Host` header: the URL's authority as written.
@@ -22,12 +36,19 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parses `ws://host[:port][/path]` (port 80 by default).
+    /// Parses `ws://host[:port][/path]`, `http://…` or `tcp://host:port`
+    /// (port 80 by default).
     pub fn parse(url: &str) -> Result<Target, BenchError> {
         let bad = |why: &str| BenchError::Url(format!("{url}: {why}"));
-        let rest = url
-            .strip_prefix("ws://")
-            .ok_or_else(|| bad("only ws:// URLs are supported"))?;
+        let (scheme, rest) = if let Some(r) = url.strip_prefix("ws://") {
+            (Scheme::Ws, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (Scheme::Http, r)
+        } else if let Some(r) = url.strip_prefix("tcp://") {
+            (Scheme::Tcp, r)
+        } else {
+            return Err(bad("only ws://, http:// and tcp:// URLs are supported"));
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -51,6 +72,7 @@ impl Target {
             .next()
             .ok_or_else(|| bad("host resolves to no address"))?;
         Ok(Target {
+            scheme,
             addr,
             host: authority.to_owned(),
             path: path.to_owned(),
@@ -64,6 +86,44 @@ impl Target {
             path: path.to_owned(),
             ..self.clone()
         }
+    }
+
+    /// The same server reached with `scheme`: HTTP and WebSocket share a
+    /// port (a WebSocket made from an `http://` URL with no path gets
+    /// `/ws`); raw TCP has its own port, so it converts to nothing else.
+    pub fn with_scheme(&self, scheme: Scheme) -> Result<Target, BenchError> {
+        if scheme == self.scheme {
+            return Ok(self.clone());
+        }
+        let name = |s: Scheme| match s {
+            Scheme::Ws => "ws://",
+            Scheme::Http => "http://",
+            Scheme::Tcp => "tcp://",
+        };
+        if scheme == Scheme::Tcp || self.scheme == Scheme::Tcp {
+            return Err(BenchError::Url(format!(
+                "{}{}: this needs a {} URL (raw TCP has its own port)",
+                name(self.scheme),
+                self.host,
+                name(scheme)
+            )));
+        }
+        let mut t = self.clone();
+        t.scheme = scheme;
+        if scheme == Scheme::Ws && t.path == "/" {
+            t.path = "/ws".into();
+        }
+        Ok(t)
+    }
+
+    /// The URL again (scheme, authority, path).
+    pub fn url(&self) -> String {
+        let scheme = match self.scheme {
+            Scheme::Ws => "ws",
+            Scheme::Http => "http",
+            Scheme::Tcp => "tcp",
+        };
+        format!("{scheme}://{}{}", self.host, self.path)
     }
 
     /// The same target offering `protocols`.
@@ -92,6 +152,12 @@ mod tests {
         assert_eq!(t.addr, "[::1]:81".parse().unwrap());
         assert_eq!(t.path, "/x?y");
         assert!(Target::parse("wss://x").is_err());
+        let t = Target::parse("tcp://127.0.0.1:9").unwrap();
+        assert_eq!((t.scheme, t.addr.port()), (Scheme::Tcp, 9));
+        assert_eq!(
+            Target::parse("http://127.0.0.1/").unwrap().scheme,
+            Scheme::Http
+        );
         assert!(Target::parse("ws:///x").is_err());
     }
 }

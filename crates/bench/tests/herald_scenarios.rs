@@ -145,6 +145,92 @@ fn fanout_counts_reordering() {
     assert_eq!((s.lost, s.duplicated, s.out_of_order), (0, 0, 1), "{s:?}");
 }
 
+/// Churns half of 6 subscribers against a stub whose recovery lies.
+fn churn_against(faults: HeraldFaults) -> fanout::FanoutSummary {
+    let url = format!("ws://{}/ws", spawn_herald(faults));
+    let cmd = |allow: bool| {
+        let mut c = vec![
+            "fanout",
+            &url,
+            "-n",
+            "6",
+            "-C",
+            "2",
+            "-r",
+            "200",
+            "--duration",
+            "1500ms",
+            "--drain",
+            "1s",
+            "--churn",
+            "0.5",
+            "--churn-downtime",
+            "150ms",
+            "--verify",
+        ];
+        if allow {
+            c.push("--allow-loss");
+        }
+        fanout_args(&c)
+    };
+    match fanout::run(&cmd(false)) {
+        Err(BenchError::Verification(_)) => {}
+        other => panic!("a lying recovery must fail the run, got {other:?}"),
+    }
+    let (s, record) = fanout::measure(&cmd(true)).unwrap();
+    assert_eq!(s.reconnects.churned, 3, "{s:?}");
+    let subs = record.verification.unwrap()["subscribers"].clone();
+    assert_eq!(subs.as_array().unwrap().len(), 6);
+    s
+}
+
+#[test]
+fn churn_recovery_is_clean_on_an_honest_stub() {
+    let url = format!("ws://{}/ws", spawn_herald(HeraldFaults::default()));
+    let s = fanout::run(&fanout_args(&[
+        "fanout",
+        &url,
+        "-n",
+        "6",
+        "-C",
+        "2",
+        "-r",
+        "200",
+        "--duration",
+        "1500ms",
+        "--churn",
+        "0.5",
+        "--churn-downtime",
+        "150ms",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (s.lost, s.duplicated, s.failed_recoveries),
+        (0, 0, 0),
+        "{s:?}"
+    );
+    assert!(s.recovered >= 3, "{s:?}");
+}
+
+#[test]
+fn churn_counts_a_publication_lost_in_recovery() {
+    let s = churn_against(HeraldFaults {
+        recover_drop_first: true,
+        ..HeraldFaults::default()
+    });
+    // Each of the 3 recoveries leaves one out.
+    assert_eq!((s.lost, s.duplicated), (3, 0), "{s:?}");
+}
+
+#[test]
+fn churn_counts_a_publication_duplicated_in_recovery() {
+    let s = churn_against(HeraldFaults {
+        recover_dup_last: true,
+        ..HeraldFaults::default()
+    });
+    assert_eq!((s.lost, s.duplicated), (0, 3), "{s:?}");
+}
+
 #[test]
 fn bots_runs_in_steps() {
     let addr = spawn_herald(HeraldFaults::default());

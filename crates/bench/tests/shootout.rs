@@ -251,3 +251,14 @@ fn refused_connection_is_an_error() {
         other => panic!("expected a connection error, got {other:?}"),
     }
 }
+
+#[test]
+fn shootout_refuses_non_websocket_transports() {
+    for transport in ["tcp", "sse", "poll"] {
+        let (a, broadcast) = args(&["broadcast", "ws://127.0.0.1:1/", "--transport", transport]);
+        match shootout::run(&a, broadcast) {
+            Err(BenchError::Args(e)) => assert!(e.contains(transport), "{e}"),
+            other => panic!("--transport {transport} must be refused, got {other:?}"),
+        }
+    }
+}

@@ -70,7 +70,9 @@ pub async fn handle(
             "use POST",
         ),
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
-        (&Method::GET, "/sse") => crate::sse::open(req.uri().query(), &shared),
+        (&Method::GET, "/sse") => {
+            crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared)
+        }
         (_, p) if p == "/poll" || p.starts_with("/poll/") => {
             crate::poll::handle(req, &shared).await
         }

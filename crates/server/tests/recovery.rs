@@ -681,7 +681,6 @@ async fn sse_resumes_from_the_last_event_id_query_parameter() {
 }
 
 #[tokio::test]
-#[ignore = "needs api.rs to route GET /sse through sse::open_with_headers (one line)"]
 async fn sse_resumes_from_the_last_event_id_header() {
     sse_resumes(true).await;
 }

@@ -111,7 +111,8 @@ impl ShootoutArgs {
         let server_type = match self.transport {
             Some(Transport::WsBinary) => ServerType::Binary,
             Some(Transport::WsJson) => ServerType::Json,
-            None => self.server_type,
+            // Refused by `measure` before any use.
+            Some(_) | None => self.server_type,
         };
         ShootoutParams {
             scenario: if broadcast { "broadcast" } else { "echo" },
@@ -181,6 +182,12 @@ pub fn run(args: &ShootoutArgs, broadcast: bool) -> Result<ShootoutOutcome, Benc
 /// Runs the scenario and returns its outcome whether or not the
 /// verification passed (errors are I/O or protocol failures).
 pub fn measure(args: &ShootoutArgs, broadcast: bool) -> Result<ShootoutOutcome, BenchError> {
+    if let Some(t @ (Transport::Tcp | Transport::Sse | Transport::Poll)) = args.transport {
+        return Err(BenchError::Args(format!(
+            "the websocket-shootout scenarios run over WebSocket only, not --transport {}",
+            t.as_str()
+        )));
+    }
     let params = args.params(broadcast);
     if params.sample_size == 0 {
         return Err(BenchError::Args("--sample-size must be at least 1".into()));

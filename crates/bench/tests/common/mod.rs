@@ -232,6 +232,12 @@ pub struct HeraldFaults {
     pub dup_delivery: Option<u64>,
     /// Deliver this one after the next delivery to the same subscriber.
     pub swap_delivery: Option<u64>,
+    /// Answer every recovery `recovered: true` but leave out its first
+    /// missed publication (a server that loses while claiming not to).
+    pub recover_drop_first: bool,
+    /// Answer every recovery with the publication at the client's own
+    /// position too (one it already has: a duplicate).
+    pub recover_dup_last: bool,
 }
 
 struct Member {
@@ -240,10 +246,14 @@ struct Member {
     held: Option<Vec<u8>>,
 }
 
+/// A channel's last offset and every publication (offset, data).
+type ChannelLog = (u64, Vec<(u64, bytes::Bytes)>);
+
 struct Hub {
     members: Mutex<Vec<(u64, Member)>>,
     channels: Mutex<std::collections::HashMap<String, Vec<u64>>>,
-    offsets: Mutex<std::collections::HashMap<String, u64>>,
+    /// Per channel: the last offset, and every publication.
+    offsets: Mutex<std::collections::HashMap<String, ChannelLog>>,
     deliveries: AtomicU64,
     next_id: AtomicU64,
     faults: HeraldFaults,
@@ -352,27 +362,53 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
                 version: "stub".into(),
                 ping_interval: 25,
             },
-            Command::Subscribe { channel, .. } => {
+            Command::Subscribe {
+                channel, recover, ..
+            } => {
+                // The offsets lock is held while subscribing and while
+                // publishing, so recovery and live delivery never overlap.
+                let offsets = h.offsets.lock().unwrap();
                 h.channels
                     .lock()
                     .unwrap()
-                    .entry(channel)
+                    .entry(channel.clone())
                     .or_default()
                     .push(id);
+                let (offset, history) = offsets
+                    .get(&channel)
+                    .map_or((0, &[][..]), |(o, hist)| (*o, &hist[..]));
+                let mut publications = Vec::new();
+                if let Some(pos) = &recover {
+                    let from = if h.faults.recover_dup_last {
+                        pos.offset
+                    } else {
+                        pos.offset + 1
+                    };
+                    publications = history
+                        .iter()
+                        .filter(|(o, _)| *o >= from)
+                        .map(|(o, d)| herald_proto::HistoryItem {
+                            offset: *o,
+                            data: d.clone(),
+                        })
+                        .collect();
+                    if h.faults.recover_drop_first && !publications.is_empty() {
+                        publications.remove(0);
+                    }
+                }
                 Reply::Subscribe {
                     epoch: "e".into(),
-                    offset: 0,
-                    recovered: false,
-                    publications: Vec::new(),
+                    offset,
+                    recovered: recover.is_some(),
+                    publications,
                 }
             }
             Command::Publish { channel, data } => {
-                let offset = {
-                    let mut offsets = h.offsets.lock().unwrap();
-                    let o = offsets.entry(channel.clone()).or_insert(0);
-                    *o += 1;
-                    *o
-                };
+                let mut offsets = h.offsets.lock().unwrap();
+                let entry = offsets.entry(channel.clone()).or_default();
+                entry.0 += 1;
+                let offset = entry.0;
+                entry.1.push((offset, data.clone()));
                 let subs = h
                     .channels
                     .lock()
@@ -408,6 +444,7 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
                     }
                 }
                 drop(members);
+                drop(offsets);
                 if req.id == 0 {
                     return;
                 }
