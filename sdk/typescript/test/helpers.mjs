@@ -99,6 +99,10 @@ export class Proxy {
 
   start() {
     this.server = createServer((down) => {
+      if (this.paused) {
+        down.resetAndDestroy ? down.resetAndDestroy() : down.destroy();
+        return;
+      }
       const up = tcpConnect(this.targetPort, "127.0.0.1");
       this.sockets.add(down);
       this.sockets.add(up);
@@ -119,6 +123,16 @@ export class Proxy {
   drop() {
     for (const s of this.sockets) s.resetAndDestroy ? s.resetAndDestroy() : s.destroy();
     this.sockets.clear();
+  }
+
+  /** Drops every connection and refuses new ones until `resume()`. */
+  pause() {
+    this.paused = true;
+    this.drop();
+  }
+
+  resume() {
+    this.paused = false;
   }
 
   stop() {
