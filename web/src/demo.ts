@@ -7,7 +7,7 @@
  * transport and `?encoding=binary` the binary encoding.
  */
 
-import { Client, ErrorCode, ReplyError, type Publication, type TransportKind } from "herald-client";
+import { Client, ErrorCode, ReplyError, type Position, type Publication, type TransportKind } from "herald-client";
 
 const STREAM = "demo.stream";
 const CHAT = "demo.chat";
@@ -56,7 +56,9 @@ interface Row {
 }
 
 let rowsReceived = 0;
+let pointsDrawn = 0;
 const speeds: number[] = [];
+const recent: number[] = [];
 const tbody = document.querySelector<HTMLTableSectionElement>("#rows tbody")!;
 const line = document.getElementById("line") as unknown as SVGPolylineElement;
 
@@ -77,7 +79,11 @@ function onRow(p: Publication): void {
   tbody.prepend(tr);
   while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(-1);
   $("stream-status").textContent = `${rowsReceived} rows received · offset ${p.offset}`;
-  speeds.push(row.speed);
+  // Each row is one car: chart the mean of the last ten rows (the fleet).
+  recent.push(row.speed);
+  if (recent.length > 10) recent.shift();
+  speeds.push(recent.reduce((a, b) => a + b, 0) / recent.length);
+  pointsDrawn++;
   if (speeds.length > MAX_POINTS) speeds.shift();
   drawChart();
 }
@@ -89,6 +95,7 @@ function drawChart(): void {
     speeds.map((v, i) => `${(i * step).toFixed(1)},${(200 - Math.max(0, Math.min(200, v))).toFixed(1)}`).join(" "),
   );
   line.dataset.count = String(speeds.length);
+  line.dataset.total = String(pointsDrawn);
 }
 
 // ------------------------------------------------------------------- chat
@@ -165,7 +172,17 @@ $("chat-form").addEventListener("submit", (ev) => {
 
 async function main(): Promise<void> {
   await client.connect();
-  await client.subscribe(STREAM, { onPublication: onRow });
+  // Start the table and chart with the stream's recent rows: learn its
+  // position, then subscribe from up to MAX_POINTS rows before it (what the
+  // server still retains arrives first, then live rows, without a gap).
+  let since: Position | undefined;
+  try {
+    const top = await client.history(STREAM, { limit: 1 });
+    if (top.epoch) since = { epoch: top.epoch, offset: Math.max(0, top.offset - MAX_POINTS) };
+  } catch (e) {
+    if (!(e instanceof ReplyError && e.code === ErrorCode.NotAvailable)) throw e;
+  }
+  await client.subscribe(STREAM, { onPublication: onRow, since });
   setTimeout(() => {
     if (rowsReceived === 0) $("stream-status").textContent = "no rows yet: is the server running with --demo-rate?";
   }, 3000);
