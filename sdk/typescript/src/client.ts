@@ -749,6 +749,7 @@ export class Client extends Emitter<ClientEvents> {
 
   /** The client is closed for good, because of `error` (null: close()). */
   private finish(error: HeraldError | null): void {
+    if (this.closedEmitted) return;
     this.core.close();
     this.running = false;
     if (this.closeError === null) this.closeError = error;
@@ -761,11 +762,9 @@ export class Client extends Emitter<ClientEvents> {
     this.pending.clear();
     for (const sub of this.subs.values()) sub.end(closed);
     this.subs.clear();
-    if (!this.closedEmitted) {
-      this.closedEmitted = true;
-      this.setState();
-      this.emit("closed", error);
-    }
+    this.closedEmitted = true;
+    this.setState();
+    this.emit("closed", error);
   }
   private closedEmitted = false;
 }

@@ -94,6 +94,7 @@ export class Proxy {
   constructor(targetPort) {
     this.targetPort = targetPort;
     this.sockets = new Set();
+    this.pairs = [];
     this.port = 0;
   }
 
@@ -113,6 +114,7 @@ export class Proxy {
       up.on("error", () => down.destroy());
       down.pipe(up);
       up.pipe(down);
+      this.pairs.push([down, up]);
     });
     return new Promise((resolve) => this.server.listen(this.port, "127.0.0.1", () => {
       this.port = this.server.address().port;
@@ -123,6 +125,19 @@ export class Proxy {
   drop() {
     for (const s of this.sockets) s.resetAndDestroy ? s.resetAndDestroy() : s.destroy();
     this.sockets.clear();
+    this.pairs = [];
+  }
+
+  /** Stops forwarding on the open connections but keeps them open — a
+   * silent network path. New connections are forwarded as usual. */
+  freeze() {
+    for (const [down, up] of this.pairs) {
+      down.unpipe(up);
+      up.unpipe(down);
+      down.pause();
+      up.pause();
+    }
+    this.pairs = [];
   }
 
   /** Drops every connection and refuses new ones until `resume()`. */

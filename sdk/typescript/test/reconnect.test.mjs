@@ -181,3 +181,70 @@ test("backoff is exponential, bounded and fully jittered", () => {
   assert.ok(samples.every((d) => d >= 0 && d <= 400));
   assert.ok(new Set(samples).size > 100, "jittered");
 });
+
+test("a silent server is noticed (ping after ping_interval, dead after twice that) and left for a new connection", async () => {
+  const own = new Server(["--ping-interval", "1"]);
+  await own.start();
+  const px = new Proxy(own.port);
+  await px.start();
+  const c = new Client(`ws://127.0.0.1:${px.port}/ws`, { WebSocket, reconnect: FAST, transports: ["websocket"] });
+  const disconnects = [];
+  let connects = 0;
+  c.on("disconnected", (d) => disconnects.push(d));
+  c.on("connected", () => connects++);
+  try {
+    await c.connect();
+    px.freeze();
+    await waitUntil(() => connects === 2, "a new connection after the silence", 15_000);
+    assert.equal(disconnects[0].code, null);
+    assert.match(disconnects[0].reason, /silent/);
+    assert.ok((await c.ping()) >= 0);
+  } finally {
+    c.close();
+    await px.stop();
+    await own.stop();
+  }
+});
+
+test("an undecodable server message ends that connection and the client reconnects", async () => {
+  const port = await freePort();
+  const wss = new WebSocketServer({ host: "127.0.0.1", port, handleProtocols: (p) => [...p][0] });
+  let connections = 0;
+  wss.on("connection", (ws) => {
+    connections++;
+    ws.on("message", (raw) => {
+      const id = JSON.parse(raw.toString()).id;
+      ws.send(JSON.stringify({ id, connect: { client: "c", version: "test", ping_interval: 25 } }));
+      ws.send('{"pub":{"channel":"x","offset":"not a number","data":1}}');
+    });
+  });
+  await new Promise((r) => wss.once("listening", r));
+  const c = new Client(`ws://127.0.0.1:${port}/ws`, { WebSocket, reconnect: FAST, transports: ["websocket"] });
+  const disconnects = [];
+  c.on("disconnected", (d) => disconnects.push(d));
+  try {
+    await c.connect();
+    await waitUntil(() => connections >= 2, "a second connection");
+    assert.match(disconnects[0].reason, /undecodable server message: invalid/);
+    assert.equal(disconnects[0].reconnect, true);
+  } finally {
+    c.close();
+    await new Promise((r) => wss.close(r));
+  }
+});
+
+test("bad arguments are refused with clear errors", async () => {
+  assert.throws(() => new Client("ftp://x"), /scheme/);
+  assert.throws(() => new Client("ws://x", { transports: [] }), /at least one transport/);
+  assert.throws(() => new Client("ws://x", { encoding: "binary", transports: ["sse"] }), /binary encoding needs the websocket/);
+  const c = new Client(server.wsUrl, { WebSocket });
+  await assert.rejects(c.publish("x", 1), /call connect\(\) first/);
+  try {
+    await c.connect();
+    await assert.rejects(c.publish("x", undefined), /cannot be sent as JSON/);
+    await assert.rejects(c.publish("x", 10n), TypeError);
+  } finally {
+    c.close();
+  }
+  await assert.rejects(c.connect(), /closed/);
+});
