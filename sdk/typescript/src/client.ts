@@ -18,6 +18,7 @@
  */
 
 import type { Encoding } from "./codec.js";
+import { ErrorCode } from "./codes.js";
 import { Emitter } from "./emitter.js";
 import {
   ClientClosedError,
@@ -216,9 +217,14 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   }
 }
 
+/** A function (plain or async) returning the token to send in `connect`;
+ * called before every connection attempt, so an expired token (3002, 112)
+ * is replaced on reconnect. */
+export type TokenSource = () => string | Promise<string>;
+
 export interface ClientOptions {
-  /** Sent in `connect`. */
-  token?: string;
+  /** Sent in `connect`: a token, or a function giving a fresh one per attempt. */
+  token?: string | TokenSource;
   /** Sent in `connect`: a name for this client in the server's logs. */
   name?: string;
   /** `"json"` (default) or `"binary"` (WebSocket only; the HTTP transports speak JSON). */
@@ -247,6 +253,11 @@ interface Outcome {
   code: number | null;
   reason: string;
   terminal: HeraldError | null;
+  /** The token function failed: no transport was tried. */
+  tokenFailed?: boolean;
+  /** The server answered `connect` with a retryable error: the transport
+   * gets through, so it is kept and retried after the backoff delay. */
+  refused?: boolean;
 }
 
 /** Splits the URL the application gives (`ws://host:port/ws`,
@@ -304,6 +315,7 @@ export class Client extends Emitter<ClientEvents> {
   private closeError: HeraldError | null = null;
   private endSession: ((code: number | null, reason: string, terminal?: HeraldError | null) => void) | null = null;
   private cancelSleep: { fire?: () => void } = {};
+  private readonly tokenSource: TokenSource | null;
 
   constructor(url: string, options: ClientOptions = {}) {
     super();
@@ -314,7 +326,8 @@ export class Client extends Emitter<ClientEvents> {
     if (this.encoding === "binary" && !this.kinds.includes("websocket")) {
       throw new TypeError("the binary encoding needs the websocket transport");
     }
-    this.core = new ClientCore(options.token ?? null, options.name ?? null);
+    this.tokenSource = typeof options.token === "function" ? options.token : null;
+    this.core = new ClientCore(typeof options.token === "string" ? options.token : null, options.name ?? null);
     this.policy = { ...DEFAULT_RECONNECT, ...options.reconnect };
     this.requestTimeout = options.requestTimeout ?? 10_000;
     this.connectTimeout = options.connectTimeout ?? 10_000;
@@ -545,7 +558,7 @@ export class Client extends Emitter<ClientEvents> {
     let lastReason = "";
     for (;;) {
       const kind = this.kinds[index]!;
-      const outcome = await this.session(kind);
+      const outcome = (await this.refreshToken()) ?? (await this.session(kind));
       lastReason = outcome.reason;
       if (outcome.terminal !== null) return this.finish(outcome.terminal);
       if (this.core.state === "closed") return this.finish(this.closeError ?? new DisconnectedError(outcome.code, outcome.reason));
@@ -553,6 +566,13 @@ export class Client extends Emitter<ClientEvents> {
         everConnected = true;
         attempt = 0;
         failedInRound = 0;
+      } else if (outcome.refused) {
+        failedInRound = 0;
+      } else if (outcome.tokenFailed) {
+        if (!everConnected) {
+          this.core.close();
+          return this.finish(new ConnectError(outcome.reason));
+        }
       } else {
         // This transport did not get through: fall back to the next one at once.
         failedInRound++;
@@ -575,6 +595,20 @@ export class Client extends Emitter<ClientEvents> {
     }
   }
 
+  /** Asks the token function, if any, for this attempt's token; an outcome
+   * only if it failed (then the attempt counts as failed, on no transport). */
+  private async refreshToken(): Promise<Outcome | null> {
+    if (this.tokenSource === null) return null;
+    try {
+      const token = await this.tokenSource();
+      if (typeof token !== "string") throw new TypeError("the token function must give a string");
+      this.core.token = token;
+      return null;
+    } catch (e) {
+      return { connected: false, code: null, reason: `token function failed: ${(e as Error).message}`, terminal: null, tokenFailed: true };
+    }
+  }
+
   /** One connection, from opening to its end. */
   private session(kind: TransportKind): Promise<Outcome> {
     return new Promise<Outcome>((resolveOutcome) => {
@@ -586,6 +620,7 @@ export class Client extends Emitter<ClientEvents> {
       let liveness: ReturnType<typeof setInterval> | undefined;
       let lastHeard = Date.now();
       let probeSent = false;
+      let refused = false;
 
       const end = (code: number | null, reason: string, terminal: HeraldError | null = null) => {
         if (ended) return;
@@ -605,7 +640,7 @@ export class Client extends Emitter<ClientEvents> {
         for (const p of this.pending.values()) p.reject(lost);
         this.pending.clear();
         if (connected) this.emit("disconnected", { code, reason, reconnect: again && terminal === null });
-        resolveOutcome({ connected, code, reason, terminal });
+        resolveOutcome({ connected, code, reason, terminal, refused });
       };
       this.endSession = end;
 
@@ -688,7 +723,14 @@ export class Client extends Emitter<ClientEvents> {
             return;
           case "connectFailed": {
             const error = new ReplyError(event.error.code, event.error.message);
-            if (RETRYABLE_CONNECT_ERRORS.has(event.error.code)) return end(null, `connect refused: ${error.message}`);
+            // An expired token is refreshed on the next attempt, if it can be.
+            const retry =
+              RETRYABLE_CONNECT_ERRORS.has(event.error.code) ||
+              (event.error.code === ErrorCode.TokenExpired && this.tokenSource !== null);
+            if (retry) {
+              refused = true;
+              return end(null, `connect refused: ${error.message}`);
+            }
             return end(null, error.message, error);
           }
         }

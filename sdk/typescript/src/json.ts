@@ -34,15 +34,20 @@ export const MAX_DEPTH = 128;
 
 // ------------------------------------------------------------- JSON text --
 
-type Value = JStr | JNum | JObj | JArr | boolean | null;
+type Value = JStr | JNum | JObj | JArr | JSkipped | boolean | null;
 interface JStr { k: "str"; v: string }
 interface JNum { k: "num"; text: string; isInt: boolean }
 interface JObj { k: "obj"; pairs: Array<[key: string, value: Value, start: number, end: number]> }
 interface JArr { k: "arr"; items: Value[] }
+/** A payload (`"data"`): checked to be valid JSON, kept only as its span. */
+interface JSkipped { k: "skipped" }
+const SKIPPED: JSkipped = { k: "skipped" };
 
 class SyntaxFail extends Error {}
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;
+/** The next character a string scanner must look at: quote, backslash, control. */
+const ESCAPE_OR_END = /["\\\x00-\x1f]/g;
 
 /** Reads one JSON text (RFC 8259); throws {@link SyntaxFail} on any error.
  * `maxDepth` is the deepest array/object nesting seen. */
@@ -102,6 +107,63 @@ export class Parser {
     }
   }
 
+  /** Checks one value without building it (payloads are kept as text
+   * spans, so only their validity and depth matter); returns its end. */
+  skip(i: number, depth: number): number {
+    const s = this.s;
+    const c = s.charCodeAt(i);
+    if (c === 0x22) return this.skipStr(i + 1);
+    if (c === 0x7b || c === 0x5b) {
+      const close = c === 0x7b ? "}" : "]";
+      depth++;
+      if (depth > this.maxDepth) this.maxDepth = depth;
+      i = this.ws(i + 1);
+      if (s[i] === close) return i + 1;
+      for (;;) {
+        if (close === "}") {
+          if (s[i] !== '"') throw new SyntaxFail("expected a key");
+          i = this.ws(this.skipStr(i + 1));
+          if (s[i] !== ":") throw new SyntaxFail("expected ':'");
+          i = this.ws(i + 1);
+        }
+        if (i >= s.length) throw new SyntaxFail("unexpected end");
+        i = this.ws(this.skip(i, depth));
+        if (s[i] === ",") i = this.ws(i + 1);
+        else if (s[i] === close) return i + 1;
+        else throw new SyntaxFail(`expected ',' or '${close}'`);
+      }
+    }
+    if (s.startsWith("true", i)) return i + 4;
+    if (s.startsWith("false", i)) return i + 5;
+    if (s.startsWith("null", i)) return i + 4;
+    NUMBER.lastIndex = i;
+    const m = NUMBER.exec(s);
+    if (m === null) throw new SyntaxFail(`unexpected character at ${i}`);
+    return i + m[0].length;
+  }
+
+  private skipStr(i: number): number {
+    const s = this.s;
+    for (;;) {
+      ESCAPE_OR_END.lastIndex = i;
+      const m = ESCAPE_OR_END.exec(s);
+      if (m === null) throw new SyntaxFail("unterminated string");
+      i = m.index;
+      const c = s.charCodeAt(i);
+      if (c === 0x22) return i + 1;
+      if (c < 0x20) throw new SyntaxFail("control character in string");
+      const e = s[i + 1];
+      if (e === "u") {
+        if (!/^[0-9a-fA-F]{4}$/.test(s.slice(i + 2, i + 6))) throw new SyntaxFail("bad \\u escape");
+        i += 6;
+      } else if (e !== undefined && '"\\/bfnrt'.includes(e)) {
+        i += 2;
+      } else {
+        throw new SyntaxFail("bad escape");
+      }
+    }
+  }
+
   private value(i: number, depth: number): [Value, number] {
     const s = this.s;
     if (i >= s.length) throw new SyntaxFail("unexpected end");
@@ -133,7 +195,9 @@ export class Parser {
       i = this.ws(afterKey);
       if (s[i] !== ":") throw new SyntaxFail("expected ':'");
       const start = this.ws(i + 1);
-      const [v, end] = this.value(start, depth);
+      if (start >= s.length) throw new SyntaxFail("unexpected end");
+      // Payloads are opaque: checked, kept as their text span only.
+      const [v, end] = key === "data" ? [SKIPPED, this.skip(start, depth)] : this.value(start, depth);
       pairs.push([key, v, start, end]);
       i = this.ws(end);
       if (s[i] === ",") i = this.ws(i + 1);
@@ -158,6 +222,14 @@ export class Parser {
     }
   }
 
+  /** Checks that the whole text is one value, without building it. */
+  check(): Value {
+    const start = this.ws(0);
+    if (start >= this.s.length) throw new SyntaxFail("unexpected end");
+    if (this.ws(this.skip(start, 0)) !== this.s.length) throw new SyntaxFail("trailing characters");
+    return SKIPPED;
+  }
+
   /** The whole text as one value (whitespace around it allowed). */
   document(): Value {
     const [v, end] = this.value(this.ws(0), 0);
@@ -168,10 +240,10 @@ export class Parser {
 
 /** Parses `text`, or `null` if it is not one JSON value (deep nesting that
  * exhausts the stack counts as not JSON). */
-function tryParse(text: string): { value: Value; depth: number } | null {
+function tryParse(text: string, build = true): { value: Value; depth: number } | null {
   try {
     const p = new Parser(text);
-    const value = p.document();
+    const value = build ? p.document() : p.check();
     return { value, depth: p.maxDepth };
   } catch (e) {
     if (e instanceof SyntaxFail || e instanceof RangeError) return null;
@@ -188,7 +260,7 @@ export function isJson(data: Uint8Array): boolean {
   if (ws(data[0]!) || ws(data[data.length - 1]!)) return false;
   const text = fromUtf8(data);
   if (text === null) return false;
-  const r = tryParse(text);
+  const r = tryParse(text, false);
   return r !== null && r.depth <= MAX_DEPTH;
 }
 
@@ -277,6 +349,12 @@ const SERVER_OPS: ReadonlySet<string> = new Set([
   ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect",
 ]);
 
+/** Whether a non-negative integer's text is at most `limit` (exactly, also
+ * past 2^53: short texts compare as numbers, long ones as BigInt). */
+function fits(text: string, limit: number): boolean {
+  return text.length <= 15 ? Number(text) <= limit : BigInt(text) <= BigInt(limit);
+}
+
 /** The fields of one JSON object of the protocol, read with §3.1's rules;
  * failures carry the message id. */
 class Fields {
@@ -322,7 +400,7 @@ class Fields {
       return fallback;
     }
     if (typeof v !== "object" || v.k !== "num" || !v.isInt) throw this.invalid(`"${key}" is not an integer`);
-    if (v.text.startsWith("-") || BigInt(v.text) > BigInt(limit)) {
+    if (v.text.startsWith("-") || !fits(v.text, limit)) {
       throw this.invalid(`"${key}" out of range${limit === OFFSET_MAX ? " (offsets above 2^53 cannot be held exactly)" : ""}`);
     }
     return Number(v.text);
@@ -397,7 +475,7 @@ function envelope(text: string, root: Value, ops: ReadonlySet<string>): [number,
   let id = 0;
   const idv = ids[0]?.[1];
   if (idv !== undefined && idv !== null) {
-    if (typeof idv !== "object" || idv.k !== "num" || !idv.isInt || idv.text.startsWith("-") || BigInt(idv.text) > BigInt(U32_MAX)) {
+    if (typeof idv !== "object" || idv.k !== "num" || !idv.isInt || idv.text.startsWith("-") || !fits(idv.text, U32_MAX)) {
       throw new DecodeError("invalid", '"id" is not a u32');
     }
     id = Number(idv.text);

@@ -6,7 +6,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, DisconnectedError, shouldReconnect, backoffDelay, DEFAULT_RECONNECT, ConnectError } from "../dist/index.js";
+import { Client, DisconnectedError, shouldReconnect, backoffDelay, DEFAULT_RECONNECT, ConnectError, ReplyError, ErrorCode } from "../dist/index.js";
 import { Proxy, Server, sleep, waitUntil, freePort } from "./helpers.mjs";
 
 const server = new Server();
@@ -247,4 +247,57 @@ test("bad arguments are refused with clear errors", async () => {
     c.close();
   }
   await assert.rejects(c.connect(), /closed/);
+});
+
+/** A real WebSocket server that refuses `connect` with 112 (token expired)
+ * unless the token is "fresh-2" or later, and records the tokens it saw. */
+async function tokenServer() {
+  const port = await freePort();
+  const wss = new WebSocketServer({ host: "127.0.0.1", port, handleProtocols: (p) => [...p][0] });
+  const tokens = [];
+  wss.on("connection", (ws) => {
+    ws.on("message", (raw) => {
+      const m = JSON.parse(raw.toString());
+      if (!m.connect) return;
+      tokens.push(m.connect.token ?? null);
+      const ok = /^fresh-[2-9]$/.test(m.connect.token ?? "");
+      ws.send(JSON.stringify(ok
+        ? { id: m.id, connect: { client: "c", version: "test", ping_interval: 25 } }
+        : { id: m.id, error: { code: 112, message: "token expired" } }));
+    });
+  });
+  await new Promise((r) => wss.once("listening", r));
+  return { url: `ws://127.0.0.1:${port}/ws`, tokens, close: () => new Promise((r) => wss.close(r)) };
+}
+
+test("a token function is asked before every attempt; an expired token (112) is refreshed", async () => {
+  const srv = await tokenServer();
+  let n = 0;
+  const c = new Client(srv.url, { WebSocket, reconnect: FAST, transports: ["websocket"], token: async () => `fresh-${++n}` });
+  try {
+    await c.connect();
+    assert.deepEqual(srv.tokens, ["fresh-1", "fresh-2"]);
+    assert.equal(c.state, "connected");
+  } finally {
+    c.close();
+    await srv.close();
+  }
+});
+
+test("a fixed token refused with 112 ends the client: it cannot be refreshed", async () => {
+  const srv = await tokenServer();
+  const c = new Client(srv.url, { WebSocket, reconnect: FAST, transports: ["websocket"], token: "stale" });
+  try {
+    await assert.rejects(c.connect(), (e) => e instanceof ReplyError && e.code === ErrorCode.TokenExpired);
+    assert.deepEqual(srv.tokens, ["stale"]);
+    assert.equal(c.state, "closed");
+  } finally {
+    c.close();
+    await srv.close();
+  }
+});
+
+test("a failing token function fails the first connect with ConnectError", async () => {
+  const c = new Client(server.wsUrl, { WebSocket, token: () => { throw new Error("no token service"); } });
+  await assert.rejects(c.connect(), (e) => e instanceof ConnectError && /no token service/.test(e.message));
 });
