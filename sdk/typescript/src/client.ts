@@ -33,13 +33,10 @@ import type {
   ClientInfo,
   Command,
   ConnectReply,
-  HistoryReply,
   JoinPush,
   LeavePush,
   Position,
-  PresenceReply,
   PublicationPush,
-  PublishReply,
   Reply,
   ServerMessage,
   UnsubscribedPush,
@@ -430,14 +427,14 @@ export class Client extends Emitter<ClientEvents> {
   async unsubscribe(channel: string): Promise<void> {
     const sub = this.subs.get(channel);
     if (sub === undefined) {
-      await this.request((id) => ({ type: "unsubscribe", id, channel }));
+      await this.request((id) => ({ type: "unsubscribe", id, channel }), "unsubscribeReply");
       return;
     }
     const active = sub.core.active;
     this.dropSub(channel, null);
     if (this.core.state !== "connected" || !active) return;
     try {
-      await this.request((id) => ({ type: "unsubscribe", id, channel }));
+      await this.request((id) => ({ type: "unsubscribe", id, channel }), "unsubscribeReply");
     } catch (e) {
       // Gone with the connection, or already gone server-side: either way, gone.
       if (!(e instanceof ConnectionLostError || e instanceof ReplyError)) throw e;
@@ -448,20 +445,17 @@ export class Client extends Emitter<ClientEvents> {
    * included, as compact JSON); resolves with the publication's position. */
   async publish(channel: string, data: unknown): Promise<Position> {
     const payload = toPayload(data);
-    const reply = (await this.request((id) => ({ type: "publish", id, channel, data: payload }))) as PublishReply;
+    const reply = await this.request((id) => ({ type: "publish", id, channel, data: payload }), "publishReply");
     return { epoch: reply.epoch, offset: reply.offset };
   }
 
   /** Retained publications of `channel` after `since` (all if absent), at
    * most `limit` (0 = server default). */
   async history(channel: string, options: { since?: Position; limit?: number } = {}): Promise<HistoryResult> {
-    const reply = (await this.request((id) => ({
-      type: "history",
-      id,
-      channel,
-      since: options.since ?? null,
-      limit: options.limit ?? 0,
-    }))) as HistoryReply;
+    const reply = await this.request(
+      (id) => ({ type: "history", id, channel, since: options.since ?? null, limit: options.limit ?? 0 }),
+      "historyReply",
+    );
     return {
       epoch: reply.epoch,
       offset: reply.offset,
@@ -471,14 +465,14 @@ export class Client extends Emitter<ClientEvents> {
 
   /** The connections currently subscribed to `channel`. */
   async presence(channel: string): Promise<ClientInfo[]> {
-    const reply = (await this.request((id) => ({ type: "presence", id, channel }))) as PresenceReply;
+    const reply = await this.request((id) => ({ type: "presence", id, channel }), "presenceReply");
     return reply.clients;
   }
 
   /** Round trip to the server, in milliseconds. */
   async ping(): Promise<number> {
     const start = Date.now();
-    await this.request((id) => ({ type: "ping", id }));
+    await this.request((id) => ({ type: "ping", id }), "pingReply");
     return Date.now() - start;
   }
 
@@ -510,14 +504,16 @@ export class Client extends Emitter<ClientEvents> {
     });
   }
 
-  private async request(make: (id: number) => Command): Promise<Reply> {
+  /** Sends a command and waits for its reply (of the command's own type;
+   * an `error` reply rejects with its {@link ReplyError}). */
+  private async request<T extends Reply["type"]>(make: (id: number) => Command, expect: T): Promise<Extract<Reply, { type: T }>> {
     this.checkOpen();
     const deadline = Date.now() + this.requestTimeout;
     await this.waitConnected(deadline);
     const transport = this.transport;
     if (transport === null) throw new ConnectionLostError("not connected");
     const id = this.core.nextId();
-    return new Promise<Reply>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         reject(new RequestTimeoutError("no reply in time"));
@@ -526,7 +522,8 @@ export class Client extends Emitter<ClientEvents> {
         resolve: (m) => {
           clearTimeout(timer);
           if (m.type === "error") reject(new ReplyError(m.code, m.message));
-          else resolve(m);
+          else if (m.type !== expect) reject(new HeraldError(`expected a ${expect}, the server sent a ${m.type}`));
+          else resolve(m as Extract<Reply, { type: T }>);
         },
         reject: (e) => {
           clearTimeout(timer);
