@@ -56,6 +56,12 @@ interface Row {
 }
 
 let rowsReceived = 0;
+// Rows carry consecutive `seq` numbers: a jump is a lost row. Recovery after
+// a reconnect keeps this at 0; only a reported resync (e.g. the server
+// restarted) restarts the count from the next row.
+let lastSeq = 0;
+let gaps = 0;
+let resyncs = 0;
 let pointsDrawn = 0;
 const speeds: number[] = [];
 const recent: number[] = [];
@@ -70,6 +76,8 @@ function onRow(p: Publication): void {
     return;
   }
   rowsReceived++;
+  if (lastSeq !== 0 && row.seq !== lastSeq + 1) gaps++;
+  lastSeq = row.seq;
   const tr = document.createElement("tr");
   for (const v of [row.seq, row.time.slice(11, 23), row.car, row.lon.toFixed(5), row.lat.toFixed(5), row.speed, row.gas.toFixed(1)]) {
     const td = document.createElement("td");
@@ -78,7 +86,10 @@ function onRow(p: Publication): void {
   }
   tbody.prepend(tr);
   while (tbody.rows.length > MAX_ROWS) tbody.deleteRow(-1);
-  $("stream-status").textContent = `${rowsReceived} rows received · offset ${p.offset}`;
+  const status = $("stream-status");
+  status.textContent = `${rowsReceived} rows received · offset ${p.offset} · ${gaps} lost · ${resyncs} resyncs`;
+  status.dataset.rows = String(rowsReceived);
+  status.dataset.gaps = String(gaps);
   // Each row is one car: chart the mean of the last ten rows (the fleet).
   recent.push(row.speed);
   if (recent.length > 10) recent.shift();
@@ -182,7 +193,18 @@ async function main(): Promise<void> {
   } catch (e) {
     if (!(e instanceof ReplyError && e.code === ErrorCode.NotAvailable)) throw e;
   }
-  await client.subscribe(STREAM, { onPublication: onRow, since });
+  await client.subscribe(STREAM, {
+    onPublication: onRow,
+    since,
+    onResync: (r) => {
+      // Rows may be missing (or the stream restarted): say so, and start
+      // checking continuity afresh. The first subscribe from `since` may
+      // find older rows already gone; that is not a resync of a live view.
+      if (!r.resubscribed) return;
+      resyncs++;
+      lastSeq = 0;
+    },
+  });
   setTimeout(() => {
     if (rowsReceived === 0) $("stream-status").textContent = "no rows yet: is the server running with --demo-rate?";
   }, 3000);

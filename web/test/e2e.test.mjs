@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { Proxy, Server } from "../../sdk/typescript/test/helpers.mjs";
 
 const WEB = fileURLToPath(new URL("..", import.meta.url));
 const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
@@ -158,5 +158,31 @@ test("WebSocket with the binary encoding: the demo still works", async () => {
     assert.equal(await page.textContent("#encoding"), "binary");
   } finally {
     await page.close();
+  }
+});
+
+test("a dropped network: the page reconnects by itself and recovers every row it missed", async () => {
+  const proxy = new Proxy(server.port);
+  await proxy.start();
+  const page = await context.newPage();
+  try {
+    await page.goto(`http://127.0.0.1:${proxy.port}/`);
+    await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 });
+    const rows = () => page.evaluate(() => Number(document.getElementById("stream-status").dataset.rows ?? 0));
+    await waitFor(async () => (await rows()) >= 5, "rows before the drop");
+    proxy.pause(); // every connection reset, new ones refused
+    await page.waitForFunction(() => document.getElementById("reconnects").textContent === "1", null, { timeout: 20_000 });
+    const before = await rows();
+    await new Promise((r) => setTimeout(r, 1000)); // ~20 rows published meanwhile
+    proxy.resume();
+    await page.waitForFunction(() => document.getElementById("state").textContent === "connected", null, { timeout: 30_000 });
+    await waitFor(async () => (await rows()) >= before + 30, "the missed rows and new ones", 30_000);
+    const status = await page.evaluate(() => ({ ...document.getElementById("stream-status").dataset }));
+    assert.equal(status.gaps, "0", `rows lost across the reconnect: ${JSON.stringify(status)}`);
+    assert.match(await page.textContent("#stream-status"), /0 resyncs/);
+    await page.screenshot({ path: join(ARTIFACTS, "demo-after-reconnect.png"), fullPage: true });
+  } finally {
+    await page.close();
+    await proxy.stop();
   }
 });
