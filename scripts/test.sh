@@ -17,3 +17,7 @@ echo "== Rust unit and integration tests (real servers on 127.0.0.1, port 0);"
 echo "   criterion benches run once each in test mode (no timing is asserted)"
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
+
+echo "== TypeScript SDK and demo page: vectors, real servers on every transport,"
+echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
+./sdk/typescript/test.sh

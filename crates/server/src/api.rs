@@ -87,6 +87,10 @@ pub async fn handle(
             );
             r
         }
+        // The demo page (`/`, `/demo.js`, `/demo.css`).
+        (&Method::GET, p) => {
+            crate::demo::asset(p).unwrap_or_else(|| text(StatusCode::NOT_FOUND, "not found\n"))
+        }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     })
 }

@@ -105,6 +105,12 @@ pub struct ServeArgs {
     /// Log format: `text` or `json` [default: text].
     #[arg(long, env = "HERALD_LOG_FORMAT")]
     pub log_format: Option<String>,
+
+    /// Publish this many synthetic rows a second (seed 002's car-sharing
+    /// stream) to `demo.stream`, for the demo page at `/`; at most 10000;
+    /// 0 = off [default: 0].
+    #[arg(long, env = "HERALD_DEMO_RATE")]
+    pub demo_rate: Option<u32>,
 }
 
 /// Why the configuration could not be loaded.
@@ -158,6 +164,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// `text` or `json`.
     pub log_format: String,
+    /// Synthetic rows per second for the demo page (0 = off).
+    pub demo_rate: u32,
     /// Session settings.
     pub node: NodeConfig,
 }
@@ -203,6 +211,12 @@ impl ServerConfig {
         if ping_interval == 0 {
             return Err(ConfigError::Invalid("ping_interval must be > 0".into()));
         }
+        let demo_rate = a.demo_rate.unwrap_or(0);
+        if demo_rate > 10_000 {
+            return Err(ConfigError::Invalid(format!(
+                "demo_rate = {demo_rate} (at most 10000)"
+            )));
+        }
         Ok(ServerConfig {
             listen: a
                 .listen
@@ -220,6 +234,7 @@ impl ServerConfig {
                 .map_or(crate::poll::DEFAULT_TIMEOUT, Duration::from_secs),
             shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
             log_format,
+            demo_rate,
             node: NodeConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),
@@ -254,6 +269,7 @@ impl ServeArgs {
             poll_timeout: self.poll_timeout.or(other.poll_timeout),
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
+            demo_rate: self.demo_rate.or(other.demo_rate),
         }
     }
 }

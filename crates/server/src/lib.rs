@@ -14,10 +14,12 @@
 //! - [`poll`]: HTTP long-polling sessions.
 //! - [`sse`]: Server-Sent Events streams.
 //! - [`tls`]: loading certificates for HTTPS/WSS.
+//! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
 
 pub mod api;
 pub mod config;
 pub mod conn;
+pub mod demo;
 pub mod http;
 pub mod poll;
 pub mod rewind;

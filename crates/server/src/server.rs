@@ -115,6 +115,11 @@ pub async fn run(
     let listeners = listeners.into();
     let shared = shared(config)?;
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
+    let demo = tokio::spawn(crate::demo::stream(
+        shared.node.clone(),
+        shared.config.demo_rate,
+        shutdown.clone(),
+    ));
     let tcp = listeners
         .tcp
         .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
@@ -123,6 +128,7 @@ pub async fn run(
         let _ = t.await;
     }
     sweeper.abort();
+    demo.abort();
     drain(&shared).await;
     Ok(())
 }

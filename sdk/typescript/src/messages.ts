@@ -1,0 +1,73 @@
+/**
+ * The protocol's messages as plain typed objects (docs/protocol.md §2).
+ *
+ * Every message has a `type` discriminant, so a `switch (m.type)` is checked
+ * for exhaustiveness by TypeScript. Optional fields are always present
+ * (`null` when absent), so two decodings of the same message compare equal.
+ * Payloads (`data`) are bytes: the exact bytes published, whichever encoding
+ * carried them. Offsets are numbers: servers keep them below 2^53 (§2), and
+ * the decoders reject larger ones rather than round them.
+ */
+
+/** A position in a channel's stream: its epoch and an offset in it. */
+export interface Position {
+  epoch: string;
+  offset: number;
+}
+
+/** One publication retained in history (a subscribe or history reply item). */
+export interface Item {
+  offset: number;
+  data: Uint8Array;
+}
+
+/** One member of a channel (a presence reply entry). */
+export interface ClientInfo {
+  client: string;
+  user: string;
+}
+
+// ---------------------------------------------------------------- commands
+
+export interface Connect { type: "connect"; id: number; token: string | null; name: string | null }
+export interface Subscribe { type: "subscribe"; id: number; channel: string; recover: Position | null; joinLeave: boolean }
+export interface Unsubscribe { type: "unsubscribe"; id: number; channel: string }
+export interface Publish { type: "publish"; id: number; channel: string; data: Uint8Array }
+export interface Ping { type: "ping"; id: number }
+export interface History { type: "history"; id: number; channel: string; since: Position | null; limit: number }
+export interface Presence { type: "presence"; id: number; channel: string }
+
+/** Client → server. */
+export type Command = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence;
+
+// ------------------------------------------------------------------ replies
+
+export interface ConnectReply { type: "connectReply"; id: number; client: string; version: string; pingInterval: number }
+export interface SubscribeReply { type: "subscribeReply"; id: number; epoch: string; offset: number; recovered: boolean; publications: Item[] }
+export interface UnsubscribeReply { type: "unsubscribeReply"; id: number }
+export interface PublishReply { type: "publishReply"; id: number; epoch: string; offset: number }
+export interface PingReply { type: "pingReply"; id: number }
+export interface HistoryReply { type: "historyReply"; id: number; epoch: string; offset: number; publications: Item[] }
+export interface PresenceReply { type: "presenceReply"; id: number; clients: ClientInfo[] }
+export interface ErrorReply { type: "error"; id: number; code: number; message: string }
+
+export type Reply =
+  | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | ErrorReply;
+
+// -------------------------------------------------------------------- pushes
+
+export interface PublicationPush { type: "publication"; channel: string; offset: number; data: Uint8Array }
+export interface JoinPush { type: "join"; channel: string; client: string; user: string }
+export interface LeavePush { type: "leave"; channel: string; client: string; user: string }
+export interface UnsubscribedPush { type: "unsubscribed"; channel: string; code: number; reason: string }
+export interface DisconnectPush { type: "disconnect"; code: number; reason: string }
+
+export type Push = PublicationPush | JoinPush | LeavePush | UnsubscribedPush | DisconnectPush;
+
+/** Server → client. */
+export type ServerMessage = Reply | Push;
+
+/** Largest u16 / u32; largest offset a JavaScript number holds exactly. */
+export const U16_MAX = 0xffff;
+export const U32_MAX = 0xffff_ffff;
+export const OFFSET_MAX = Number.MAX_SAFE_INTEGER;
