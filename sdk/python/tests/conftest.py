@@ -1,7 +1,7 @@
 """Fixtures: the real Herald server binary, started on free ports.
 
-The binary is $HERALD_BIN, else ../../target/release/herald relative to
-sdk/python (built once with `cargo build --release -p herald` if missing).
+The binary is $HERALD_BIN, else ../../target/debug/herald relative to
+sdk/python (built once with `cargo build -p herald` if missing).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ def herald_bin() -> Path:
     env = os.environ.get("HERALD_BIN")
     if env:
         return Path(env)
-    path = REPO / "target" / "release" / "herald"
+    path = REPO / "target" / "debug" / "herald"
     if not path.exists():
-        subprocess.run(["cargo", "build", "--release", "-p", "herald"], cwd=REPO, check=True)
+        subprocess.run(["cargo", "build", "-p", "herald"], cwd=REPO, check=True)
     return path
 
 
