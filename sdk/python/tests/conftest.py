@@ -69,8 +69,6 @@ class Server:
             f"127.0.0.1:{self.http_port}",
             "--tcp-listen",
             f"127.0.0.1:{self.tcp_port}",
-            "--history-size",
-            "100",
             *self.extra,
         ]
         with open(self.log, "wb") as out:
@@ -92,11 +90,16 @@ class Server:
         self.stop()
         raise RuntimeError("herald did not become healthy in 15 s")
 
-    def stop(self) -> None:
-        """Kill the process at once (SIGKILL): connections drop without a close."""
+    def stop(self, graceful: bool = False) -> None:
+        """Kill the process at once (SIGKILL): connections drop without a close.
+        ``graceful``: SIGTERM instead, and wait for the server's own shutdown
+        (it closes every connection with 1001, going away)."""
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+            if graceful:
+                self.proc.terminate()
+            else:
+                self.proc.kill()
+            self.proc.wait(timeout=20)
             self.proc = None
         if self.log is not None:
             self.log.unlink(missing_ok=True)

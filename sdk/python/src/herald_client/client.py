@@ -20,9 +20,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
+from urllib.parse import urlsplit
 
 from .codec import Encoding, decode_server, encode
+from .codes import ErrorCode
 from .errors import (
     ClientClosedError,
     ConnectError,
@@ -30,11 +32,15 @@ from .errors import (
     DecodeError,
     DisconnectedError,
     HeraldError,
+    InvalidArgumentError,
+    ProtocolError,
     ReplyError,
     RequestTimeoutError,
     reply_error,
 )
 from .messages import (
+    U32_MAX,
+    U64_MAX,
     ClientInfo,
     Command,
     ConnectReply,
@@ -75,15 +81,21 @@ from .protocol import (
 )
 from .transport import Transport, TransportClosed, TransportError, open_transport
 
-__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription"]
+__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription", "TokenSource"]
 
 log = logging.getLogger("herald_client")
 
 T = TypeVar("T")
 Callback = Callable[[T], Awaitable[None] | None]
 
+TokenSource: TypeAlias = Callable[[], str | Awaitable[str]]
+"""A function (plain or async) returning the token to send in ``connect``."""
+
 #: Error codes after which a failed ``connect`` is retried rather than final.
 _RETRYABLE_CONNECT_ERRORS = frozenset({100, 108, 114})
+
+#: The largest offset the codecs carry (u64); servers stay below 2^53.
+MAX_OFFSET = U64_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +266,8 @@ class _Outcome:
     reason: str
     error: BaseException | None = None
     terminal: HeraldError | None = None
+    opened: bool = False
+    """A transport was opened: a server was reached (it may have refused ``connect``)."""
 
 
 class Client:
@@ -262,16 +276,26 @@ class Client:
 
     ``url`` may be a list: connection attempts go through it in turn.
     ``encoding`` is ``"json"`` or ``"binary"``. ``token`` and ``name`` are sent
-    in ``connect``. The client reconnects by itself (``reconnect`` policy:
-    exponential backoff with full jitter) whenever the connection drops or
-    ends with a "reconnect" code, and re-subscribes with recovery.
+    in ``connect``; ``token`` may also be a function (plain or async) called
+    before every connection attempt, so that an expired token (error 112,
+    disconnect 3002) is refreshed on reconnect. The client reconnects by itself
+    (``reconnect`` policy: exponential backoff with full jitter) whenever the
+    connection drops or ends with a "reconnect" code, and re-subscribes with
+    recovery.
+
+    :meth:`connect` (or ``async with``) connects explicitly; the first
+    command connects if it was not called.
+
+    Arguments the protocol cannot carry raise at once, before anything is
+    sent: :class:`TypeError` for a wrong type, :class:`InvalidArgumentError`
+    (a :class:`ValueError`) for a value out of range.
     """
 
     def __init__(
         self,
         url: str | Sequence[str],
         *,
-        token: str | None = None,
+        token: str | TokenSource | None = None,
         encoding: Literal["json", "binary"] | Encoding = "json",
         name: str | None = None,
         reconnect: ReconnectPolicy | None = None,
@@ -283,10 +307,26 @@ class Client:
     ) -> None:
         self._urls = [url] if isinstance(url, str) else list(url)
         if not self._urls:
-            raise ValueError("at least one URL is needed")
-        self._encoding = Encoding(encoding)
+            raise InvalidArgumentError("at least one URL is needed")
+        for u in self._urls:
+            if not isinstance(u, str):
+                raise TypeError(f"a URL is a str, not {type(u).__name__}")
+            if urlsplit(u).scheme not in ("ws", "wss", "tcp"):
+                raise InvalidArgumentError(f"{u!r}: expected ws://, wss:// or tcp://host:port")
+        try:
+            self._encoding = Encoding(encoding)
+        except ValueError:
+            raise InvalidArgumentError(f"encoding is 'json' or 'binary', not {encoding!r}") from None
         if self._encoding is Encoding.JSON and any(u.startswith("tcp:") for u in self._urls):
-            raise ValueError("tcp:// URLs carry the binary encoding only: use encoding='binary'")
+            raise InvalidArgumentError("tcp:// URLs carry the binary encoding only: use encoding='binary'")
+        if name is not None:
+            _check_str("name", name)
+        self._token_source: TokenSource | None = None
+        if callable(token):
+            self._token_source = token
+            token = None
+        elif token is not None:
+            _check_str("token", token)
         self._core = ClientCore(token=token, name=name)
         self._policy = reconnect or ReconnectPolicy()
         self._request_timeout = request_timeout
@@ -398,10 +438,11 @@ class Client:
         ``on_resync`` is called when publications may have been lost.
         Errors raise the :class:`ReplyError` of the code (109 invalid channel, ...).
         """
-        self._check_open()
+        _check_str("channel", channel)
+        pos = _position("since", since)
+        await self._start()
         if channel in self._subs:
             raise reply_error(105, f"already subscribed to {channel!r}")
-        pos = Position(*since) if since is not None else None
         core = self._core.add_subscription(channel, recover=recover, join_leave=join_leave, since=pos)
         sub = Subscription(
             self,
@@ -428,7 +469,8 @@ class Client:
 
     async def unsubscribe(self, channel: str) -> None:
         """End a subscription. Raises :class:`NotSubscribedError` (106) if there is none."""
-        self._check_open()
+        _check_str("channel", channel)
+        await self._start()
         sub = self._subs.get(channel)
         if sub is None:
             await self._request(lambda id: Unsubscribe(id, channel))
@@ -445,10 +487,14 @@ class Client:
 
     async def publish(self, channel: str, data: Any) -> Position:
         """Publish ``data`` (bytes as they are; anything else as compact JSON
-        text); returns the publication's (epoch, offset)."""
+        text); returns the publication's (epoch, offset).
+
+        Raises :class:`TypeError` (before sending) for data that is not bytes
+        and not JSON-serializable, and :class:`InvalidArgumentError` for NaN or
+        infinite floats, which JSON cannot carry."""
+        _check_str("channel", channel)
         payload = _payload(data)
-        reply = await self._request(lambda id: Publish(id, channel, payload))
-        assert isinstance(reply, PublishReply)
+        reply = _expect(await self._request(lambda id: Publish(id, channel, payload)), PublishReply)
         return Position(reply.epoch, reply.offset)
 
     async def history(
@@ -456,42 +502,46 @@ class Client:
     ) -> HistoryResult:
         """Retained publications of ``channel`` after ``since`` (all if None),
         at most ``limit`` (0 = server default)."""
-        pos = Position(*since) if since is not None else None
-        reply = await self._request(lambda id: History(id, channel, pos, limit))
-        assert isinstance(reply, HistoryReply)
+        _check_str("channel", channel)
+        pos = _position("since", since)
+        _check_uint("limit", limit, U32_MAX)
+        reply = _expect(await self._request(lambda id: History(id, channel, pos, limit)), HistoryReply)
         pubs = [Publication(channel, it.offset, it.data) for it in reply.publications]
         return HistoryResult(reply.epoch, reply.offset, pubs)
 
     async def presence(self, channel: str) -> list[ClientInfo]:
         """The connections currently subscribed to ``channel``."""
-        reply = await self._request(lambda id: Presence(id, channel))
-        assert isinstance(reply, PresenceReply)
+        _check_str("channel", channel)
+        reply = _expect(await self._request(lambda id: Presence(id, channel)), PresenceReply)
         return list(reply.clients)
 
     async def ping(self) -> float:
         """Round trip to the server; returns its duration in seconds."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        reply = await self._request(lambda id: Ping(id))
-        assert isinstance(reply, PingReply)
+        _expect(await self._request(lambda id: Ping(id)), PingReply)
         return loop.time() - start
 
     # --------------------------------------------------------- requests --
 
-    def _check_open(self) -> None:
+    def _check_closed(self) -> None:
         if self._core.state is State.CLOSED:
             raise ClientClosedError("client is closed") from self._close_error
+
+    async def _start(self) -> None:
+        """Raise if closed; connect first if :meth:`connect` was never called."""
+        self._check_closed()
         if self._runner is None:
-            raise ClientClosedError("not connected: call connect() first")
+            await self.connect()
 
     async def _request(self, make: Callable[[int], Command]) -> ServerMessage:
-        self._check_open()
+        await self._start()
         fut: asyncio.Future[ServerMessage] | None = None
         id = 0
         try:
             async with asyncio.timeout(self._request_timeout):
                 while self._core.state is not State.CONNECTED:
-                    self._check_open()
+                    self._check_closed()
                     await self._wake.wait()
                 transport = self._transport
                 if transport is None:  # pragma: no cover - CONNECTED implies a transport
@@ -532,11 +582,13 @@ class Client:
         attempt = 0
         tried = 0
         ever_connected = False
+        reached = False
         try:
             while True:
                 url = self._urls[tried % len(self._urls)]
                 tried += 1
                 outcome = await self._session(url)
+                reached = reached or outcome.opened
                 if outcome.connected:
                     ever_connected = True
                     attempt = 0
@@ -546,7 +598,11 @@ class Client:
                 if self._core.state is State.CLOSED:
                     self._finish(DisconnectedError(outcome.code, outcome.reason))
                     return
-                if not ever_connected and tried >= len(self._urls):
+                if not ever_connected and not reached and tried >= len(self._urls):
+                    # No URL could even be reached: report it rather than wait.
+                    # (A server that was reached but refused with a "retry"
+                    # code, 100/108/114, or 112 with a token function, is
+                    # retried with backoff.)
                     err = ConnectError(f"could not connect to {', '.join(self._urls)}: {outcome.reason}")
                     err.__cause__ = outcome.error
                     self._core.close()
@@ -570,6 +626,20 @@ class Client:
 
     async def _session(self, url: str) -> _Outcome:
         """One connection, from opening to its end."""
+        if self._token_source is not None:
+            # A fresh token for every attempt: an expired one (3002, 112) is
+            # replaced on reconnect.
+            try:
+                token = self._token_source()
+                if inspect.isawaitable(token):
+                    token = await token
+                _check_str("token", token)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("herald_client: the token function failed: %r", e)
+                return _Outcome(False, None, f"token function failed: {e!r}", e)
+            self._core.token = token
         try:
             transport = await open_transport(
                 url,
@@ -661,7 +731,7 @@ class Client:
         self._pending.clear()
         if connected and self._on_disconnected is not None:
             self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
-        return _Outcome(connected, code, reason, None, terminal)
+        return _Outcome(connected, code, reason, None, terminal, opened=True)
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Deliver):
@@ -711,7 +781,11 @@ class Client:
             self._disconnect_push = (event.push.code, event.push.reason)
         elif isinstance(event, ConnectFailed):
             error = reply_error(event.error.code, event.error.message)
-            if event.error.code in _RETRYABLE_CONNECT_ERRORS:
+            retry = event.error.code in _RETRYABLE_CONNECT_ERRORS or (
+                # An expired token is refreshed on the next attempt, if it can be.
+                event.error.code == ErrorCode.TOKEN_EXPIRED and self._token_source is not None
+            )
+            if retry:
                 raise TransportClosed(None, f"connect refused: {error}")
             raise _Terminal(error)
 
@@ -747,4 +821,52 @@ class Client:
 def _payload(data: Any) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except TypeError as e:
+        raise TypeError(f"publish: data is bytes or a JSON-serializable value: {e}") from None
+    except ValueError as e:  # NaN, infinities, circular references
+        raise InvalidArgumentError(f"publish: data cannot be written as JSON: {e}") from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("publish: data holds a lone surrogate, which UTF-8 cannot carry") from None
+
+
+def _check_str(what: str, value: object) -> None:
+    """A string field: a ``str`` that UTF-8 can carry (no lone surrogates)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{what} holds a lone surrogate, which UTF-8 cannot carry") from None
+
+
+def _check_uint(what: str, value: object, limit: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    if not 0 <= value <= limit:
+        raise InvalidArgumentError(f"{what} must be in 0..{limit}, not {value}")
+
+
+def _position(what: str, value: Position | tuple[str, int] | None) -> Position | None:
+    """A ``(epoch, offset)`` argument, checked."""
+    if value is None:
+        return None
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{what} is an (epoch, offset) pair, not {value!r}")
+    epoch, offset = value
+    _check_str(f"{what} epoch", epoch)
+    _check_uint(f"{what} offset", offset, MAX_OFFSET)
+    return Position(epoch, offset)
+
+
+R = TypeVar("R", bound=ServerMessage)
+
+
+def _expect(reply: ServerMessage, kind: type[R]) -> R:
+    """The reply, if it is of the type the command calls for."""
+    if not isinstance(reply, kind):
+        raise ProtocolError(f"expected a {kind.__name__}, the server answered {reply!r}")
+    return reply
