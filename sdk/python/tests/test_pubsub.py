@@ -127,3 +127,28 @@ async def test_subscribe_from_a_saved_position(server: Server) -> None:
         await wait_until(lambda: len(got) == 2, what="recovered publications")
         assert [p.json() for p in got] == [2, 3]
         assert sub.position == positions[-1]
+
+
+async def test_slow_application_loses_nothing(server: Server) -> None:
+    """A subscription whose application reads slowly: its bounded queue
+    (max_queue) fills, the client waits for it, and every publication still
+    arrives once, in order."""
+    channel = "pubsub.slow"
+    async with (
+        Client(server.tcp_url, encoding="binary", max_queue=4) as c,
+        Client(server.ws_url) as publisher,
+    ):
+        sub = await c.subscribe(channel)
+        for i in range(50):
+            await publisher.publish(channel, i)
+        await wait_until(lambda: sub._pubs.full(), what="a full queue")
+        assert sub._pubs.qsize() == 4 and sub._inbox.qsize() <= 4  # bounded
+        seen = []
+        async with asyncio.timeout(10):
+            async for pub in sub:
+                seen.append(pub.json())
+                await asyncio.sleep(0.001)
+                if len(seen) == 50:
+                    break
+        assert seen == list(range(50))
+        await c.ping()

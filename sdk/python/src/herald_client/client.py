@@ -136,6 +136,20 @@ class _End:
 _END = _End()
 
 
+def _put_end(queue: asyncio.Queue[Any]) -> None:
+    """Queue the end sentinel even if ``queue`` is full: after what is queued."""
+    try:
+        queue.put_nowait(_END)
+    except asyncio.QueueFull:
+        task = asyncio.get_running_loop().create_task(queue.put(_END))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+#: Strong references to the few fire-and-forget tasks (asyncio keeps weak ones).
+_background: set[asyncio.Task[None]] = set()
+
+
 class Subscription:
     """One subscription: iterate it (``async for pub in sub``) or pass
     ``on_publication`` to :meth:`Client.subscribe` — one or the other.
@@ -157,6 +171,7 @@ class Subscription:
         on_subscribed: Callback[Subscribed] | None,
         on_resync: Callback[Subscribed] | None,
         on_unsubscribed: Callback[Unsubscribed] | None,
+        max_queue: int,
     ) -> None:
         self._client = client
         self._core = core
@@ -168,10 +183,14 @@ class Subscription:
         self._on_unsubscribed = on_unsubscribed
         loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[Subscribed] = loop.create_future()
+        # Both bounded (max_queue): when the application falls behind, the
+        # connection's reader waits, the socket stops being read, and the
+        # server's slow-consumer policy applies (3001: the client reconnects
+        # and recovers). Memory stays bounded either way.
         self._inbox: asyncio.Queue[Publication | Join | Leave | Subscribed | Unsubscribed | _End] = (
-            asyncio.Queue()
+            asyncio.Queue(max_queue)
         )
-        self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue()
+        self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue(max_queue)
         self._ended = False
         self._task = loop.create_task(self._dispatch(), name=f"herald sub {core.channel}")
 
@@ -203,15 +222,16 @@ class Subscription:
     async def __anext__(self) -> Publication:
         item = await self._pubs.get()
         if isinstance(item, _End):
-            self._pubs.put_nowait(item)  # later calls end too
+            _put_end(self._pubs)  # later calls end too
             raise StopAsyncIteration
         return item
 
     # -- fed by the client
 
-    def _push(self, item: Publication | Join | Leave | Subscribed | Unsubscribed) -> None:
+    async def _push(self, item: Publication | Join | Leave | Subscribed | Unsubscribed) -> None:
+        """Queue an event for the application; waits while the queue is full."""
         if not self._ended:
-            self._inbox.put_nowait(item)
+            await self._inbox.put(item)
 
     def _end(self, exc: BaseException | None = None) -> None:
         if self._ended:
@@ -220,19 +240,19 @@ class Subscription:
         if not self._ready.done():
             self._ready.set_exception(exc or ClientClosedError("subscription ended"))
             self._ready.exception()  # retrieved here; subscribe() re-raises it
-        self._inbox.put_nowait(_END)
+        _put_end(self._inbox)
 
     async def _dispatch(self) -> None:
         while True:
             item = await self._inbox.get()
             if isinstance(item, _End):
-                self._pubs.put_nowait(item)
+                _put_end(self._pubs)
                 return
             if isinstance(item, Publication):
                 if self._on_publication is not None:
                     await _invoke(self._on_publication, item)
                 else:
-                    self._pubs.put_nowait(item)
+                    await self._pubs.put(item)
             elif isinstance(item, Join):
                 if self._on_join is not None:
                     await _invoke(self._on_join, item)
@@ -286,6 +306,20 @@ class Client:
     :meth:`connect` (or ``async with``) connects explicitly; the first
     command connects if it was not called.
 
+    Options (defaults in brackets): ``request_timeout`` seconds a command
+    waits for its reply, also while reconnecting [10]; ``connect_timeout``
+    seconds for opening a transport and for the ``connect`` reply [10];
+    ``max_message_size`` bytes of the largest message accepted from the
+    server [16 MiB]; ``max_queue`` events buffered per subscription for the
+    application [1024] — when a subscription's callback or iterator falls that
+    far behind, the client stops reading the connection until it catches up,
+    so memory stays bounded and the server's slow-consumer policy (3001, then
+    reconnect and recover) decides; a callback that awaits a command of the
+    same client while its queue is full therefore waits up to
+    ``request_timeout``. ``on_connected(ConnectReply)`` and
+    ``on_disconnected(Disconnected)`` are called on every connect and
+    disconnect.
+
     Arguments the protocol cannot carry raise at once, before anything is
     sent: :class:`TypeError` for a wrong type, :class:`InvalidArgumentError`
     (a :class:`ValueError`) for a value out of range.
@@ -302,6 +336,7 @@ class Client:
         request_timeout: float = 10.0,
         connect_timeout: float = 10.0,
         max_message_size: int = 16 << 20,
+        max_queue: int = 1024,
         on_connected: Callback[ConnectReply] | None = None,
         on_disconnected: Callback[Disconnected] | None = None,
     ) -> None:
@@ -332,6 +367,10 @@ class Client:
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._max_message_size = max_message_size
+        _check_uint("max_queue", max_queue, 1 << 31)
+        if max_queue < 1:
+            raise InvalidArgumentError("max_queue must be at least 1")
+        self._max_queue = max_queue
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
         self._subs: dict[str, Subscription] = {}
@@ -453,6 +492,7 @@ class Client:
             on_subscribed=on_subscribed,
             on_resync=on_resync,
             on_unsubscribed=on_unsubscribed,
+            max_queue=self._max_queue,
         )
         self._subs[channel] = sub
         if self._core.state is State.CONNECTED and self._transport is not None:
@@ -735,22 +775,21 @@ class Client:
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Deliver):
-            self._sub_of(event.sub, lambda s: s._push(event.publication))
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.publication)
         elif isinstance(event, ReplyReceived):
             reply = event.reply
             fut = self._pending.pop(reply.id, None)
             if fut is not None and not fut.done():
                 fut.set_result(reply)
         elif isinstance(event, SubscribeDone):
-
-            def done(s: Subscription) -> None:
-                s._push(event.subscribed)
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.subscribed)
                 if not s._ready.done():
                     s._ready.set_result(event.subscribed)
-
-            self._sub_of(event.sub, done)
         elif isinstance(event, JoinLeave):
-            self._sub_of(event.sub, lambda s: s._push(event.event))
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.event)
         elif isinstance(event, Connected):
             self._info = event.reply
             self._wake.set()
@@ -766,13 +805,13 @@ class Client:
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
                 if sub._ready.done():  # a re-subscription failed: tell the application
-                    sub._push(Unsubscribed(sub.channel, event.error.code, event.error.message))
+                    await sub._push(Unsubscribed(sub.channel, event.error.code, event.error.message))
                 sub._end(error)
         elif isinstance(event, SubscriptionEnded):
             sub = self._subs.get(event.sub.channel)
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
-                sub._push(event.push)
+                await sub._push(event.push)
                 sub._end(reply_error(event.push.code, event.push.reason))
         elif isinstance(event, StaleSubscription):
             if event.channel not in self._subs:
@@ -789,10 +828,10 @@ class Client:
                 raise TransportClosed(None, f"connect refused: {error}")
             raise _Terminal(error)
 
-    def _sub_of(self, core: SubscriptionCore, action: Callable[[Subscription], None]) -> None:
+    def _sub_of(self, core: SubscriptionCore) -> Subscription | None:
+        """The application's subscription for ``core``, if it still has it."""
         sub = self._subs.get(core.channel)
-        if sub is not None and sub._core is core:
-            action(sub)
+        return sub if sub is not None and sub._core is core else None
 
     def _callback(self, cb: Callable[[T], Any], arg: T) -> None:
         task = asyncio.get_running_loop().create_task(_invoke(cb, arg))
