@@ -152,3 +152,19 @@ async def test_slow_application_loses_nothing(server: Server) -> None:
                     break
         assert seen == list(range(50))
         await c.ping()
+
+
+async def test_close_from_a_callback(server: Server) -> None:
+    """close() called inside a subscription's own callback does not wait for itself."""
+    c = Client(server.ws_url)
+    closed = asyncio.Event()
+
+    async def on_pub(pub: Publication) -> None:
+        await c.close()
+        closed.set()
+
+    await c.subscribe("pubsub.close.inside", on_pub)
+    async with Client(server.ws_url) as publisher:
+        await publisher.publish("pubsub.close.inside", 1)
+    await asyncio.wait_for(closed.wait(), 0.9)  # close() waits up to 1 s for other tasks
+    assert c.state is State.CLOSED

@@ -436,7 +436,10 @@ class Client:
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
         self._finish(ClientClosedError("client closed"))
-        tasks = [s._task for s in self._subs.values()] + list(self._callbacks)
+        # Let the dispatchers deliver what is queued (not the task calling
+        # close() itself, e.g. from a callback: it would wait for itself).
+        me = asyncio.current_task()
+        tasks = [t for t in [s._task for s in self._subs.values()] + list(self._callbacks) if t is not me]
         self._subs.clear()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=1.0)
