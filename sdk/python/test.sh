@@ -13,19 +13,24 @@ SDK="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$SDK/../.." && pwd)"
 VENV="${HERALD_PY_VENV:-$SDK/.venv}"
 
-# Python >= 3.11 with venv and pip (Debian ships venv/ensurepip separately).
-if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-    if command -v apt-get >/dev/null; then
-        SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-        $SUDO apt-get update -q
-        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
-    else
-        echo "python3 with the venv module is needed" >&2; exit 1
+# Python >= 3.11 with venv and pip. Debian ships the venv module (and the pip
+# that venv bootstraps) separately, as python3-venv.
+install_python() {
+    command -v apt-get >/dev/null || { echo "python3 >= 3.11 with the venv module is needed" >&2; exit 1; }
+    local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -q
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv python3-pip
+}
+command -v python3 >/dev/null || install_python
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed")'
+if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    if ! python3 -m venv "$VENV"; then
+        rm -rf "$VENV"
+        install_python
+        python3 -m venv "$VENV"
     fi
 fi
-python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed")'
-
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 # Dependencies (idempotent), then the package itself, rebuilt from the source
