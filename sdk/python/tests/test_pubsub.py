@@ -168,3 +168,23 @@ async def test_close_from_a_callback(server: Server) -> None:
         await publisher.publish("pubsub.close.inside", 1)
     await asyncio.wait_for(closed.wait(), 0.9)  # close() waits up to 1 s for other tasks
     assert c.state is State.CLOSED
+
+
+async def test_unsubscribing_a_full_subscription_does_not_block(server: Server) -> None:
+    """The reader waits for a full subscription queue, but not for one the
+    application dropped: unsubscribe() and other commands go on, and the
+    iterator still yields what was queued, in order, then ends."""
+    channel = "pubsub.abandoned"
+    async with (
+        Client(server.tcp_url, encoding="binary", max_queue=2, request_timeout=5) as c,
+        Client(server.ws_url) as publisher,
+    ):
+        sub = await c.subscribe(channel)
+        for i in range(20):
+            await publisher.publish(channel, i)
+        await wait_until(lambda: sub._inbox.full() and sub._pubs.full(), what="full queues")
+        await asyncio.wait_for(c.unsubscribe(channel), 3)
+        await asyncio.wait_for(c.ping(), 3)
+        rest = [p.json() async for p in sub]
+        assert 4 <= len(rest) < 20 and rest == list(range(len(rest)))
+        assert sub.ended and c.subscriptions == {}

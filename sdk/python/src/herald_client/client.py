@@ -136,18 +136,7 @@ class _End:
 _END = _End()
 
 
-def _put_end(queue: asyncio.Queue[Any]) -> None:
-    """Queue the end sentinel even if ``queue`` is full: after what is queued."""
-    try:
-        queue.put_nowait(_END)
-    except asyncio.QueueFull:
-        task = asyncio.get_running_loop().create_task(queue.put(_END))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-
-
-#: Strong references to the few fire-and-forget tasks (asyncio keeps weak ones).
-_background: set[asyncio.Task[None]] = set()
+SubEvent: TypeAlias = Publication | Join | Leave | Subscribed | Unsubscribed
 
 
 class Subscription:
@@ -187,11 +176,16 @@ class Subscription:
         # connection's reader waits, the socket stops being read, and the
         # server's slow-consumer policy applies (3001: the client reconnects
         # and recovers). Memory stays bounded either way.
-        self._inbox: asyncio.Queue[Publication | Join | Leave | Subscribed | Unsubscribed | _End] = (
-            asyncio.Queue(max_queue)
-        )
+        #
+        # The end: _end() sets _ended (nothing more is queued after it) and
+        # queues _END if there is room; if not, the dispatcher sees _ended once
+        # it has drained the inbox. Likewise the iterator sees _iter_done.
+        self._inbox: asyncio.Queue[SubEvent | _End] = asyncio.Queue(max_queue)
         self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue(max_queue)
         self._ended = False
+        self._ended_event = asyncio.Event()
+        self._final: Unsubscribed | None = None
+        self._iter_done = False
         self._task = loop.create_task(self._dispatch(), name=f"herald sub {core.channel}")
 
     @property
@@ -220,52 +214,80 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Publication:
+        if self._iter_done and self._pubs.empty():
+            raise StopAsyncIteration
         item = await self._pubs.get()
         if isinstance(item, _End):
-            _put_end(self._pubs)  # later calls end too
+            self._pubs.put_nowait(item)  # later calls end too (there is room: one was taken)
             raise StopAsyncIteration
         return item
 
     # -- fed by the client
 
-    async def _push(self, item: Publication | Join | Leave | Subscribed | Unsubscribed) -> None:
-        """Queue an event for the application; waits while the queue is full."""
-        if not self._ended:
-            await self._inbox.put(item)
+    async def _push(self, item: SubEvent) -> None:
+        """Queue an event for the application. Waits while the queue is full,
+        but not past the end of the subscription (the reader must never wait
+        for an application that stopped reading a subscription it dropped)."""
+        if self._ended:
+            return
+        try:
+            self._inbox.put_nowait(item)
+            return
+        except asyncio.QueueFull:
+            pass
+        put = asyncio.ensure_future(self._inbox.put(item))
+        ended = asyncio.ensure_future(self._ended_event.wait())
+        try:
+            await asyncio.wait({put, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            put.cancel()
+            ended.cancel()
 
-    def _end(self, exc: BaseException | None = None) -> None:
+    def _end(self, exc: BaseException | None = None, final: Unsubscribed | None = None) -> None:
+        """No more events; ``final`` (the server ended the subscription) is
+        delivered after those already queued."""
         if self._ended:
             return
         self._ended = True
+        self._final = final
+        self._ended_event.set()
         if not self._ready.done():
             self._ready.set_exception(exc or ClientClosedError("subscription ended"))
             self._ready.exception()  # retrieved here; subscribe() re-raises it
-        _put_end(self._inbox)
+        with contextlib.suppress(asyncio.QueueFull):  # if full, the dispatcher sees _ended
+            self._inbox.put_nowait(_END)
 
     async def _dispatch(self) -> None:
-        while True:
+        while not (self._ended and self._inbox.empty()):
             item = await self._inbox.get()
             if isinstance(item, _End):
-                _put_end(self._pubs)
-                return
-            if isinstance(item, Publication):
-                if self._on_publication is not None:
-                    await _invoke(self._on_publication, item)
-                else:
-                    await self._pubs.put(item)
-            elif isinstance(item, Join):
-                if self._on_join is not None:
-                    await _invoke(self._on_join, item)
-            elif isinstance(item, Leave):
-                if self._on_leave is not None:
-                    await _invoke(self._on_leave, item)
-            elif isinstance(item, Subscribed):
-                if self._on_subscribed is not None:
-                    await _invoke(self._on_subscribed, item)
-                if item.needs_resync and self._on_resync is not None:
-                    await _invoke(self._on_resync, item)
-            elif self._on_unsubscribed is not None:
-                await _invoke(self._on_unsubscribed, item)
+                break
+            await self._deliver(item)
+        if self._final is not None:
+            await self._deliver(self._final)
+        self._iter_done = True
+        with contextlib.suppress(asyncio.QueueFull):  # if full, the iterator sees _iter_done
+            self._pubs.put_nowait(_END)
+
+    async def _deliver(self, item: SubEvent) -> None:
+        if isinstance(item, Publication):
+            if self._on_publication is not None:
+                await _invoke(self._on_publication, item)
+            else:
+                await self._pubs.put(item)
+        elif isinstance(item, Join):
+            if self._on_join is not None:
+                await _invoke(self._on_join, item)
+        elif isinstance(item, Leave):
+            if self._on_leave is not None:
+                await _invoke(self._on_leave, item)
+        elif isinstance(item, Subscribed):
+            if self._on_subscribed is not None:
+                await _invoke(self._on_subscribed, item)
+            if item.needs_resync and self._on_resync is not None:
+                await _invoke(self._on_resync, item)
+        elif self._on_unsubscribed is not None:
+            await _invoke(self._on_unsubscribed, item)
 
     def __repr__(self) -> str:
         return f"<Subscription {self.channel!r} position={self.position}>"
@@ -383,6 +405,9 @@ class Client:
         self._close_error: HeraldError | None = None
         self._disconnect_push: tuple[int, str] | None = None
         self._callbacks: set[asyncio.Task[None]] = set()
+        #: Every subscription's dispatcher still running, also of subscriptions
+        #: already ended (delivering what was queued): close() ends them all.
+        self._dispatchers: set[asyncio.Task[None]] = set()
         self._current_url: str | None = None
 
     # ------------------------------------------------------------ public --
@@ -439,7 +464,7 @@ class Client:
         # Let the dispatchers deliver what is queued (not the task calling
         # close() itself, e.g. from a callback: it would wait for itself).
         me = asyncio.current_task()
-        tasks = [t for t in [s._task for s in self._subs.values()] + list(self._callbacks) if t is not me]
+        tasks = [t for t in [*self._dispatchers, *self._callbacks] if t is not me]
         self._subs.clear()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=1.0)
@@ -498,6 +523,8 @@ class Client:
             max_queue=self._max_queue,
         )
         self._subs[channel] = sub
+        self._dispatchers.add(sub._task)
+        sub._task.add_done_callback(self._dispatchers.discard)
         if self._core.state is State.CONNECTED and self._transport is not None:
             await self._send_quiet(self._core.subscribe_command(core))
         try:
@@ -807,15 +834,15 @@ class Client:
             sub = self._subs.get(event.sub.channel)
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
+                final = None
                 if sub._ready.done():  # a re-subscription failed: tell the application
-                    await sub._push(Unsubscribed(sub.channel, event.error.code, event.error.message))
-                sub._end(error)
+                    final = Unsubscribed(sub.channel, event.error.code, event.error.message)
+                sub._end(error, final)
         elif isinstance(event, SubscriptionEnded):
             sub = self._subs.get(event.sub.channel)
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
-                await sub._push(event.push)
-                sub._end(reply_error(event.push.code, event.push.reason))
+                sub._end(reply_error(event.push.code, event.push.reason), event.push)
         elif isinstance(event, StaleSubscription):
             if event.channel not in self._subs:
                 await self._send_quiet(Unsubscribe(0, event.channel))
