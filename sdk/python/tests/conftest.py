@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import os
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -47,12 +48,15 @@ class Server:
     http_port: int = field(default_factory=free_port)
     tcp_port: int = field(default_factory=free_port)
     extra: list[str] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
+    """With ``--tls-cert``/``--tls-key`` in ``extra``: how to trust the server."""
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.http_port}/ws"
+        scheme = "wss" if self.tls is not None else "ws"
+        return f"{scheme}://127.0.0.1:{self.http_port}/ws"
 
     @property
     def tcp_url(self) -> str:
@@ -78,7 +82,11 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"herald exited: {self.log.read_text()}")
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=1)
+                conn = (
+                    http.client.HTTPSConnection("127.0.0.1", self.http_port, timeout=1, context=self.tls)
+                    if self.tls is not None
+                    else http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=1)
+                )
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
                     conn.close()

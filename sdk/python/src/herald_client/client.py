@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from ssl import SSLContext
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, TypeVar
 from urllib.parse import urlsplit
@@ -332,7 +333,8 @@ class Client:
     waits for its reply, also while reconnecting [10]; ``connect_timeout``
     seconds for opening a transport and for the ``connect`` reply [10];
     ``max_message_size`` bytes of the largest message accepted from the
-    server [16 MiB]; ``max_queue`` events buffered per subscription for the
+    server [16 MiB]; ``ssl`` an :class:`ssl.SSLContext` for ``wss://`` URLs
+    [None: the system's trusted CAs]; ``max_queue`` events buffered per subscription for the
     application [1024] — when a subscription's callback or iterator falls that
     far behind, the client stops reading the connection until it catches up,
     so memory stays bounded and the server's slow-consumer policy (3001, then
@@ -359,6 +361,7 @@ class Client:
         connect_timeout: float = 10.0,
         max_message_size: int = 16 << 20,
         max_queue: int = 1024,
+        ssl: SSLContext | None = None,
         on_connected: Callback[ConnectReply] | None = None,
         on_disconnected: Callback[Disconnected] | None = None,
     ) -> None:
@@ -393,6 +396,7 @@ class Client:
         if max_queue < 1:
             raise InvalidArgumentError("max_queue must be at least 1")
         self._max_queue = max_queue
+        self._ssl = ssl
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
         self._subs: dict[str, Subscription] = {}
@@ -716,6 +720,7 @@ class Client:
                 self._encoding,
                 open_timeout=self._connect_timeout,
                 max_size=self._max_message_size,
+                ssl_context=self._ssl,
             )
         except asyncio.CancelledError:
             raise
