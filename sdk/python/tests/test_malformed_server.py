@@ -47,9 +47,22 @@ IDS = [f"{t}-{e}" for t, e in MODES]
 
 #: Undecodable answers to a publish with id 2, per encoding.
 GARBAGE: dict[str, list[str | bytes]] = {
-    "json": ['{"id":2,"publish":{"epoch":', "not json", '{"id":2,"publish":{"epoch":"e"}}', "[]"],
+    "json": [
+        '{"id":2,"publish":{"epoch":',
+        "not json",
+        '{"id":2,"publish":{"epoch":"e"}}',
+        "[]",
+        # Nested deeper than any decoder recurses (the server sends such data as b64).
+        '{"pub":{"channel":"c","offset":1,"data":' + "[" * 100_000 + "]" * 100_000 + "}}",
+    ],
     # (not b"": on raw TCP an empty frame is a heartbeat)
-    "binary": [b"\x84\x02", b"\xff\x02", b"\x84\x02\x01e\x01\x00", b"\x84"],
+    "binary": [
+        b"\x84\x02",
+        b"\xff\x02",
+        b"\x84\x02\x01e\x01\x00",
+        b"\x84",
+        b"\x86\x02\x01e\x01\xff\xff\xff\xff\x0f",  # a history reply claiming 4 billion items
+    ],
 }
 
 
@@ -66,7 +79,7 @@ async def loop_errors() -> AsyncIterator[list[dict[str, Any]]]:
 
 
 @pytest.mark.parametrize(("transport", "encoding"), MODES, ids=IDS)
-@pytest.mark.parametrize("garbage", range(4))
+@pytest.mark.parametrize("garbage", range(5))
 async def test_undecodable_reply_reconnects(
     transport: str, encoding: str, garbage: int, loop_errors: list[dict[str, Any]]
 ) -> None:

@@ -770,6 +770,9 @@ class Client:
                 except DecodeError as e:
                     log.warning("herald_client: undecodable message from %s: %s", url, e)
                     raise TransportClosed(None, f"undecodable server message: {e}") from None
+                except Exception as e:  # a decoder bug: still no crash, and logged as one
+                    log.exception("herald_client: decoding a message from %s failed", url)
+                    raise TransportClosed(None, f"undecodable server message: {e!r}") from None
                 for event in self._core.receive(msg):
                     if isinstance(event, Connected):
                         connected = True
