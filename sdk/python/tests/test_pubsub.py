@@ -188,3 +188,14 @@ async def test_unsubscribing_a_full_subscription_does_not_block(server: Server) 
         rest = [p.json() async for p in sub]
         assert 4 <= len(rest) < 20 and rest == list(range(len(rest)))
         assert sub.ended and c.subscriptions == {}
+
+
+@pytest.mark.parametrize("url", ["ws", "tcp"])
+async def test_connect_with_a_token(server: Server, url: str) -> None:
+    """A server without authentication configured accepts any token (and the
+    user of every connection is "")."""
+    encoding = "json" if url == "ws" else "binary"
+    async with Client(url_of(server, url), encoding=encoding, token="some.jwt.token", name="n") as c:  # type: ignore[arg-type]
+        await c.subscribe(f"pubsub.token.{url}")
+        clients = await c.presence(f"pubsub.token.{url}")
+        assert [(x.client, x.user) for x in clients] == [(c.client_id, "")]
