@@ -5,9 +5,11 @@ How it is built: one background task per client (``_run``) opens a transport,
 sends ``connect``, re-subscribes, then reads messages and applies them to the
 core until the connection ends; it then waits a backoff delay and tries the
 next URL. Commands are matched to replies by id with futures. Each
-subscription has its own inbox and dispatcher task, so its publications and
-events reach the application in order (recovered ones before live ones)
-without ever blocking the reader.
+subscription has its own bounded inbox and dispatcher task, so its
+publications and events reach the application in order (recovered ones before
+live ones) and a slow callback does not hold up other subscriptions until its
+inbox is full; then the reader waits (backpressure to the server, whose
+slow-consumer policy applies), but never for a subscription that has ended.
 """
 
 from __future__ import annotations
@@ -195,8 +197,9 @@ class Subscription:
 
     @property
     def position(self) -> Position | None:
-        """The last position delivered (the recovery point); None for patterns
-        and before the first reply."""
+        """The last position received (the recovery point; what was received
+        is queued for the application); None for patterns and before the
+        first reply."""
         return None if self._core.pattern else self._core.position
 
     @property

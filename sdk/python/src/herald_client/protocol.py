@@ -15,12 +15,13 @@ States (the same in every Herald SDK)::
               (should_reconnect(code))     (otherwise, or close())  --> CLOSED
 
 Recovery: each exact-channel subscription remembers the last position
-(epoch, offset) it delivered. A re-subscription after a reconnect sends it as
-``recover``; the reply's publications are delivered first, in order, then live
-ones; any publication at or below the remembered offset (same epoch) is a
-duplicate and is skipped. A reply that is not ``recovered`` after recovery was
-needed yields :attr:`Subscribed.needs_resync`: publications may be lost and the
-application should re-read its state.
+(epoch, offset) it received (and handed to the asyncio layer). A
+re-subscription after a reconnect sends it as ``recover``; the reply's
+publications are delivered first, in order, then live ones; any publication at
+or below the remembered offset (same epoch) is a duplicate and is skipped. A
+reply that is not ``recovered`` after recovery was needed yields
+:attr:`Subscribed.needs_resync`: publications may be lost and the application
+should re-read its state.
 """
 
 from __future__ import annotations
