@@ -314,6 +314,8 @@ class _Outcome:
     terminal: HeraldError | None = None
     opened: bool = False
     """A transport was opened: a server was reached (it may have refused ``connect``)."""
+    connected_for: float = 0.0
+    """Seconds from the ``connect`` reply to the end of the connection."""
 
 
 class Client:
@@ -668,7 +670,8 @@ class Client:
                 reached = reached or outcome.opened
                 if outcome.connected:
                     ever_connected = True
-                    attempt = 0
+                    if outcome.connected_for >= self._policy.stable_after:
+                        attempt = 0
                 if outcome.terminal is not None:
                     self._finish(outcome.terminal)
                     return
@@ -736,6 +739,7 @@ class Client:
         self._disconnect_push = None
         loop = asyncio.get_running_loop()
         connected = False
+        connected_at = 0.0
         code: int | None = None
         reason = ""
         terminal: HeraldError | None = None
@@ -779,6 +783,7 @@ class Client:
                 for event in self._core.receive(msg):
                     if isinstance(event, Connected):
                         connected = True
+                        connected_at = loop.time()
                     await self._handle(event)
         except TransportClosed as e:
             code, reason = e.code, e.reason
@@ -812,7 +817,8 @@ class Client:
         self._pending.clear()
         if connected and self._on_disconnected is not None:
             self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
-        return _Outcome(connected, code, reason, None, terminal, opened=True)
+        connected_for = loop.time() - connected_at if connected else 0.0
+        return _Outcome(connected, code, reason, None, terminal, opened=True, connected_for=connected_for)
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Deliver):
