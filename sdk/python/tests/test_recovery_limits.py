@@ -89,3 +89,53 @@ async def test_graceful_restart(own_server: Server, transport: str, encoding: st
         await wait_until(lambda: len(got) == 2, what="the publication after the restart")
         assert got[-1].offset == after.offset == 1
         assert c.state is State.CONNECTED
+
+
+@pytest.fixture
+def small_queue() -> Iterator[Server]:
+    """A server whose per-connection outbound queue holds 64 KiB."""
+    s = Server(herald_bin(), extra=["--client-queue-bytes", "65536"])
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize(
+    ("transport", "encoding"), [("ws", "json"), ("tcp", "binary")], ids=["ws-json", "tcp-binary"]
+)
+async def test_missed_more_than_the_outbound_queue_holds(
+    small_queue: Server, transport: str, encoding: str
+) -> None:
+    """A recovery reply must fit in the server's outbound queue: when the
+    missed publications do not, the server sends the newest that fit in half
+    of it and says recovered: false (before, it closed the connection with
+    3001 on every re-subscription and recovery never ended)."""
+    channel = f"limits.queue.{transport}"
+    proxy = Proxy(small_queue.http_port if transport == "ws" else small_queue.tcp_port)
+    await proxy.start()
+    url = f"ws://127.0.0.1:{proxy.port}/ws" if transport == "ws" else f"tcp://127.0.0.1:{proxy.port}"
+    got: list[Publication] = []
+    resyncs: list[Subscribed] = []
+    drops: list[Disconnected] = []
+    payload = b"x" * 15_000  # not JSON: base64 in the JSON encoding
+    try:
+        async with (
+            Client(url, encoding=encoding, reconnect=FAST, on_disconnected=drops.append) as c,  # type: ignore[arg-type]
+            Client(small_queue.ws_url, encoding="binary") as publisher,
+        ):
+            await c.subscribe(channel, got.append, on_resync=resyncs.append)
+            await proxy.stop()
+            await wait_until(lambda: c.state is not State.CONNECTED, what="the drop")
+            for _ in range(10):  # 150 KB missed, all retained
+                await publisher.publish(channel, payload)
+            await proxy.start()
+            await wait_until(lambda: len(resyncs) == 1, what="on_resync")
+            await publisher.publish(channel, b"live")
+            await wait_until(lambda: len(got) == 3, what="the tail and the live publication")
+            await c.ping()
+        assert [d.code for d in drops] == [None], "no 3001 after reconnecting"
+        assert not resyncs[0].recovered
+        assert [p.offset for p in got] == [9, 10, 11]  # (15,000 + 64) x 2 <= 32 KiB
+        assert got[-1].data == b"live"
+    finally:
+        await proxy.stop()
