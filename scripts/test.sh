@@ -18,6 +18,12 @@ echo "   criterion benches run once each in test mode (no timing is asserted)"
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
 
+echo "== Python SDK (sdk/python): a virtualenv, pip install of the package, ruff, mypy --strict,"
+echo "   pytest against the real server binary built above (target/debug/herald)"
+HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}"
+[ -x "$HERALD_BIN" ] || cargo build -p herald --locked
+HERALD_BIN="$HERALD_BIN" sdk/python/test.sh
+
 echo "== TypeScript SDK and demo page: vectors, real servers on every transport,"
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
 ./sdk/typescript/test.sh

@@ -162,6 +162,11 @@ impl Outbox {
         }
     }
 
+    /// The bound, in bytes: no frame larger than this can ever be queued.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes as usize
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // A panic while holding this lock cannot leave the queue inconsistent
         // (every mutation is a single push/pop), so poisoning is ignored.

@@ -27,6 +27,11 @@
 //! a client that can live with the gap may use them and one that cannot
 //! resynchronises. Every exact subscription is detached from the hub and then
 //! from the broker when it ends, whatever the reason (unsubscribe, disconnect).
+//! The reply is one frame and the client's outbox admits no frame larger than
+//! its bound, so the recovered publications are cut to the newest ones that fit
+//! in half of it ([`fit_in_queue`]); a cut reply says `recovered: false`.
+//! Without the cut, a client that missed more bytes than the bound would be
+//! closed with 3001 on every re-subscription and never recover.
 
 use crate::broker::{BrokerError, Completion, History};
 use crate::channel;
@@ -34,7 +39,7 @@ use crate::client::Client;
 use crate::node::Node;
 use crate::routing;
 use herald_proto::{
-    Command, DecodeError, Encoding, ErrorCode, Position, Reply, Request, ServerMsg,
+    Command, DecodeError, Encoding, ErrorCode, HistoryItem, Position, Reply, Request, ServerMsg,
 };
 use std::sync::Arc;
 
@@ -246,7 +251,9 @@ impl Session {
             Box::new(move |result: Result<History, BrokerError>| match result {
                 Ok(h) => {
                     hub.subscribe_with(&name, &client, join_leave);
-                    let recovered = asked_recovery && h.complete;
+                    let (publications, whole) =
+                        fit_in_queue(h.publications, client.outbox.max_bytes());
+                    let recovered = asked_recovery && h.complete && whole;
                     send(
                         &client,
                         id,
@@ -254,7 +261,7 @@ impl Session {
                             epoch: h.top.epoch,
                             offset: h.top.offset,
                             recovered,
-                            publications: h.publications,
+                            publications,
                         }),
                     );
                 }
@@ -317,6 +324,34 @@ impl Session {
 }
 
 /// Encodes and queues a reply (nothing on success when `id == 0`).
+/// Encoding allowance per item of a subscribe reply (offset, keys, framing).
+const REPLY_ITEM_OVERHEAD: usize = 64;
+
+/// The newest `items` whose payloads fit in half of an outbox bound of
+/// `queue_bytes`, and whether that is all of them. Half, because the JSON
+/// encoding writes a payload that is not JSON as base64 (4/3 of its size) and
+/// live publications queue behind the reply.
+fn fit_in_queue(mut items: Vec<HistoryItem>, queue_bytes: usize) -> (Vec<HistoryItem>, bool) {
+    let budget = queue_bytes / 2;
+    let mut used = 0usize;
+    let mut first = items.len();
+    while first > 0 {
+        let cost = items[first - 1]
+            .data
+            .len()
+            .saturating_add(REPLY_ITEM_OVERHEAD);
+        if used.saturating_add(cost) > budget {
+            break;
+        }
+        used += cost;
+        first -= 1;
+    }
+    if first == 0 {
+        return (items, true);
+    }
+    (items.split_off(first), false)
+}
+
 fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
     let msg = match result {
         Ok(_) if id == 0 => return,
@@ -593,6 +628,64 @@ mod tests {
         };
         subscribe(&mut stale, 2, "r", Some(other));
         assert!(!subscribe_reply(&drain(&stale)[0]).1, "epoch mismatch");
+    }
+
+    #[test]
+    fn recovery_larger_than_the_outbox_is_cut_not_refused() {
+        // Without the cut, a reply bigger than the outbox bound closed the
+        // connection with 3001 on every re-subscription: recovery never ended.
+        let node = Node::with_memory_broker(
+            NodeConfig {
+                client_queue_bytes: 4096,
+                ..NodeConfig::default()
+            },
+            Arc::new(|_| {}),
+        );
+        let mut publisher = session(&node);
+        let mut sub = session(&node);
+        subscribe(&mut sub, 2, "big", None);
+        let (start, _, _) = subscribe_reply(&drain(&sub)[0]);
+        drop(sub);
+        for _ in 0..10 {
+            publisher.handle(Request {
+                id: 0,
+                cmd: Command::Publish {
+                    channel: "big".into(),
+                    data: Bytes::from(vec![b'7'; 900]),
+                },
+            });
+        }
+        let mut sub = session(&node);
+        subscribe(&mut sub, 2, "big", Some(start));
+        assert!(!sub.client.outbox.is_closing(), "not a slow consumer");
+        let (top, recovered, got) = subscribe_reply(&drain(&sub)[0]);
+        assert_eq!(top.offset, 10);
+        assert!(!recovered, "cut: the client must resynchronise");
+        // The newest ones that fit in half of 4096 bytes: (900 + 64) * 2.
+        assert_eq!(got, vec![9, 10]);
+        publish(&mut publisher, 0, "big");
+        assert_eq!(pub_offsets(&drain(&sub)), vec![11], "live delivery goes on");
+    }
+
+    #[test]
+    fn fit_in_queue_keeps_the_newest() {
+        let items: Vec<HistoryItem> = (1..=4)
+            .map(|offset| HistoryItem {
+                offset,
+                data: Bytes::from(vec![0; 36]),
+            })
+            .collect();
+        let offsets = |v: &[HistoryItem]| v.iter().map(|i| i.offset).collect::<Vec<_>>();
+        let (all, whole) = fit_in_queue(items.clone(), 800);
+        assert!(whole);
+        assert_eq!(offsets(&all), vec![1, 2, 3, 4]);
+        let (cut, whole) = fit_in_queue(items.clone(), 400);
+        assert!(!whole);
+        assert_eq!(offsets(&cut), vec![3, 4]);
+        let (none, whole) = fit_in_queue(items, 100);
+        assert!(!whole && none.is_empty());
+        let (empty, whole) = fit_in_queue(Vec::new(), 0);
+        assert!(whole && empty.is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 """Fixtures: the real Herald server binary, started on free ports.
 
-The binary is $HERALD_BIN, else ../../target/release/herald relative to
-sdk/python (built once with `cargo build --release -p herald` if missing).
+The binary is $HERALD_BIN, else ../../target/debug/herald relative to
+sdk/python (built once with `cargo build -p herald` if missing).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import os
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -26,9 +27,9 @@ def herald_bin() -> Path:
     env = os.environ.get("HERALD_BIN")
     if env:
         return Path(env)
-    path = REPO / "target" / "release" / "herald"
+    path = REPO / "target" / "debug" / "herald"
     if not path.exists():
-        subprocess.run(["cargo", "build", "--release", "-p", "herald"], cwd=REPO, check=True)
+        subprocess.run(["cargo", "build", "-p", "herald"], cwd=REPO, check=True)
     return path
 
 
@@ -47,12 +48,15 @@ class Server:
     http_port: int = field(default_factory=free_port)
     tcp_port: int = field(default_factory=free_port)
     extra: list[str] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
+    """With ``--tls-cert``/``--tls-key`` in ``extra``: how to trust the server."""
     proc: subprocess.Popen[bytes] | None = None
     log: Path | None = None
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.http_port}/ws"
+        scheme = "wss" if self.tls is not None else "ws"
+        return f"{scheme}://127.0.0.1:{self.http_port}/ws"
 
     @property
     def tcp_url(self) -> str:
@@ -69,8 +73,6 @@ class Server:
             f"127.0.0.1:{self.http_port}",
             "--tcp-listen",
             f"127.0.0.1:{self.tcp_port}",
-            "--history-size",
-            "100",
             *self.extra,
         ]
         with open(self.log, "wb") as out:
@@ -80,7 +82,11 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"herald exited: {self.log.read_text()}")
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=1)
+                conn = (
+                    http.client.HTTPSConnection("127.0.0.1", self.http_port, timeout=1, context=self.tls)
+                    if self.tls is not None
+                    else http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=1)
+                )
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
                     conn.close()
@@ -92,11 +98,16 @@ class Server:
         self.stop()
         raise RuntimeError("herald did not become healthy in 15 s")
 
-    def stop(self) -> None:
-        """Kill the process at once (SIGKILL): connections drop without a close."""
+    def stop(self, graceful: bool = False) -> None:
+        """Kill the process at once (SIGKILL): connections drop without a close.
+        ``graceful``: SIGTERM instead, and wait for the server's own shutdown
+        (it closes every connection with 1001, going away)."""
         if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+            if graceful:
+                self.proc.terminate()
+            else:
+                self.proc.kill()
+            self.proc.wait(timeout=20)
             self.proc = None
         if self.log is not None:
             self.log.unlink(missing_ok=True)

@@ -127,3 +127,75 @@ async def test_subscribe_from_a_saved_position(server: Server) -> None:
         await wait_until(lambda: len(got) == 2, what="recovered publications")
         assert [p.json() for p in got] == [2, 3]
         assert sub.position == positions[-1]
+
+
+async def test_slow_application_loses_nothing(server: Server) -> None:
+    """A subscription whose application reads slowly: its bounded queue
+    (max_queue) fills, the client waits for it, and every publication still
+    arrives once, in order."""
+    channel = "pubsub.slow"
+    async with (
+        Client(server.tcp_url, encoding="binary", max_queue=4) as c,
+        Client(server.ws_url) as publisher,
+    ):
+        sub = await c.subscribe(channel)
+        for i in range(50):
+            await publisher.publish(channel, i)
+        await wait_until(lambda: sub._pubs.full(), what="a full queue")
+        assert sub._pubs.qsize() == 4 and sub._inbox.qsize() <= 4  # bounded
+        seen = []
+        async with asyncio.timeout(10):
+            async for pub in sub:
+                seen.append(pub.json())
+                await asyncio.sleep(0.001)
+                if len(seen) == 50:
+                    break
+        assert seen == list(range(50))
+        await c.ping()
+
+
+async def test_close_from_a_callback(server: Server) -> None:
+    """close() called inside a subscription's own callback does not wait for itself."""
+    c = Client(server.ws_url)
+    closed = asyncio.Event()
+
+    async def on_pub(pub: Publication) -> None:
+        await c.close()
+        closed.set()
+
+    await c.subscribe("pubsub.close.inside", on_pub)
+    async with Client(server.ws_url) as publisher:
+        await publisher.publish("pubsub.close.inside", 1)
+    await asyncio.wait_for(closed.wait(), 0.9)  # close() waits up to 1 s for other tasks
+    assert c.state is State.CLOSED
+
+
+async def test_unsubscribing_a_full_subscription_does_not_block(server: Server) -> None:
+    """The reader waits for a full subscription queue, but not for one the
+    application dropped: unsubscribe() and other commands go on, and the
+    iterator still yields what was queued, in order, then ends."""
+    channel = "pubsub.abandoned"
+    async with (
+        Client(server.tcp_url, encoding="binary", max_queue=2, request_timeout=5) as c,
+        Client(server.ws_url) as publisher,
+    ):
+        sub = await c.subscribe(channel)
+        for i in range(20):
+            await publisher.publish(channel, i)
+        await wait_until(lambda: sub._inbox.full() and sub._pubs.full(), what="full queues")
+        await asyncio.wait_for(c.unsubscribe(channel), 3)
+        await asyncio.wait_for(c.ping(), 3)
+        rest = [p.json() async for p in sub]
+        assert 4 <= len(rest) < 20 and rest == list(range(len(rest)))
+        assert sub.ended and c.subscriptions == {}
+
+
+@pytest.mark.parametrize("url", ["ws", "tcp"])
+async def test_connect_with_a_token(server: Server, url: str) -> None:
+    """A server without authentication configured accepts any token (and the
+    user of every connection is "")."""
+    encoding = "json" if url == "ws" else "binary"
+    async with Client(url_of(server, url), encoding=encoding, token="some.jwt.token", name="n") as c:  # type: ignore[arg-type]
+        await c.subscribe(f"pubsub.token.{url}")
+        clients = await c.presence(f"pubsub.token.{url}")
+        assert [(x.client, x.user) for x in clients] == [(c.client_id, "")]

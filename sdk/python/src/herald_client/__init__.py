@@ -13,7 +13,7 @@ Layout (python-websockets style: an I/O-free core, a thin asyncio layer):
 The wire protocol: docs/protocol.md in the Herald repository.
 """
 
-from .client import Client, Disconnected, HistoryResult, Subscription
+from .client import Client, Disconnected, HistoryResult, Subscription, TokenSource
 from .codec import Encoding
 from .codes import DisconnectCode, ErrorCode, should_reconnect
 from .errors import (
@@ -28,12 +28,14 @@ from .errors import (
     DisconnectedError,
     HeraldError,
     InternalError,
+    InvalidArgumentError,
     InvalidChannelError,
     LimitExceededError,
     MessageTooLargeError,
     NotAvailableError,
     NotSubscribedError,
     PermissionDeniedError,
+    ProtocolError,
     ReplyError,
     RequestTimeoutError,
     TokenExpiredError,
@@ -66,6 +68,7 @@ __all__ = [
     "HeraldError",
     "HistoryResult",
     "InternalError",
+    "InvalidArgumentError",
     "InvalidChannelError",
     "Join",
     "Leave",
@@ -75,6 +78,7 @@ __all__ = [
     "NotSubscribedError",
     "PermissionDeniedError",
     "Position",
+    "ProtocolError",
     "Publication",
     "ReconnectPolicy",
     "ReplyError",
@@ -83,6 +87,7 @@ __all__ = [
     "Subscribed",
     "Subscription",
     "TokenExpiredError",
+    "TokenSource",
     "TooManyRequestsError",
     "UnauthorizedError",
     "UnknownCommandError",

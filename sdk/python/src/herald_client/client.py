@@ -5,9 +5,11 @@ How it is built: one background task per client (``_run``) opens a transport,
 sends ``connect``, re-subscribes, then reads messages and applies them to the
 core until the connection ends; it then waits a backoff delay and tries the
 next URL. Commands are matched to replies by id with futures. Each
-subscription has its own inbox and dispatcher task, so its publications and
-events reach the application in order (recovered ones before live ones)
-without ever blocking the reader.
+subscription has its own bounded inbox and dispatcher task, so its
+publications and events reach the application in order (recovered ones before
+live ones) and a slow callback does not hold up other subscriptions until its
+inbox is full; then the reader waits (backpressure to the server, whose
+slow-consumer policy applies), but never for a subscription that has ended.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from ssl import SSLContext
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
+from urllib.parse import urlsplit
 
 from .codec import Encoding, decode_server, encode
+from .codes import ErrorCode
 from .errors import (
     ClientClosedError,
     ConnectError,
@@ -30,11 +35,15 @@ from .errors import (
     DecodeError,
     DisconnectedError,
     HeraldError,
+    InvalidArgumentError,
+    ProtocolError,
     ReplyError,
     RequestTimeoutError,
     reply_error,
 )
 from .messages import (
+    U32_MAX,
+    U64_MAX,
     ClientInfo,
     Command,
     ConnectReply,
@@ -75,15 +84,21 @@ from .protocol import (
 )
 from .transport import Transport, TransportClosed, TransportError, open_transport
 
-__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription"]
+__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription", "TokenSource"]
 
 log = logging.getLogger("herald_client")
 
 T = TypeVar("T")
 Callback = Callable[[T], Awaitable[None] | None]
 
+TokenSource: TypeAlias = Callable[[], str | Awaitable[str]]
+"""A function (plain or async) returning the token to send in ``connect``."""
+
 #: Error codes after which a failed ``connect`` is retried rather than final.
 _RETRYABLE_CONNECT_ERRORS = frozenset({100, 108, 114})
+
+#: The largest offset the codecs carry (u64); servers stay below 2^53.
+MAX_OFFSET = U64_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +139,9 @@ class _End:
 _END = _End()
 
 
+SubEvent: TypeAlias = Publication | Join | Leave | Subscribed | Unsubscribed
+
+
 class Subscription:
     """One subscription: iterate it (``async for pub in sub``) or pass
     ``on_publication`` to :meth:`Client.subscribe` — one or the other.
@@ -145,6 +163,7 @@ class Subscription:
         on_subscribed: Callback[Subscribed] | None,
         on_resync: Callback[Subscribed] | None,
         on_unsubscribed: Callback[Unsubscribed] | None,
+        max_queue: int,
     ) -> None:
         self._client = client
         self._core = core
@@ -156,11 +175,20 @@ class Subscription:
         self._on_unsubscribed = on_unsubscribed
         loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[Subscribed] = loop.create_future()
-        self._inbox: asyncio.Queue[Publication | Join | Leave | Subscribed | Unsubscribed | _End] = (
-            asyncio.Queue()
-        )
-        self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue()
+        # Both bounded (max_queue): when the application falls behind, the
+        # connection's reader waits, the socket stops being read, and the
+        # server's slow-consumer policy applies (3001: the client reconnects
+        # and recovers). Memory stays bounded either way.
+        #
+        # The end: _end() sets _ended (nothing more is queued after it) and
+        # queues _END if there is room; if not, the dispatcher sees _ended once
+        # it has drained the inbox. Likewise the iterator sees _iter_done.
+        self._inbox: asyncio.Queue[SubEvent | _End] = asyncio.Queue(max_queue)
+        self._pubs: asyncio.Queue[Publication | _End] = asyncio.Queue(max_queue)
         self._ended = False
+        self._ended_event = asyncio.Event()
+        self._final: Unsubscribed | None = None
+        self._iter_done = False
         self._task = loop.create_task(self._dispatch(), name=f"herald sub {core.channel}")
 
     @property
@@ -169,8 +197,9 @@ class Subscription:
 
     @property
     def position(self) -> Position | None:
-        """The last position delivered (the recovery point); None for patterns
-        and before the first reply."""
+        """The last position received (the recovery point; what was received
+        is queued for the application); None for patterns and before the
+        first reply."""
         return None if self._core.pattern else self._core.position
 
     @property
@@ -189,51 +218,80 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Publication:
+        if self._iter_done and self._pubs.empty():
+            raise StopAsyncIteration
         item = await self._pubs.get()
         if isinstance(item, _End):
-            self._pubs.put_nowait(item)  # later calls end too
+            self._pubs.put_nowait(item)  # later calls end too (there is room: one was taken)
             raise StopAsyncIteration
         return item
 
     # -- fed by the client
 
-    def _push(self, item: Publication | Join | Leave | Subscribed | Unsubscribed) -> None:
-        if not self._ended:
+    async def _push(self, item: SubEvent) -> None:
+        """Queue an event for the application. Waits while the queue is full,
+        but not past the end of the subscription (the reader must never wait
+        for an application that stopped reading a subscription it dropped)."""
+        if self._ended:
+            return
+        try:
             self._inbox.put_nowait(item)
+            return
+        except asyncio.QueueFull:
+            pass
+        put = asyncio.ensure_future(self._inbox.put(item))
+        ended = asyncio.ensure_future(self._ended_event.wait())
+        try:
+            await asyncio.wait({put, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            put.cancel()
+            ended.cancel()
 
-    def _end(self, exc: BaseException | None = None) -> None:
+    def _end(self, exc: BaseException | None = None, final: Unsubscribed | None = None) -> None:
+        """No more events; ``final`` (the server ended the subscription) is
+        delivered after those already queued."""
         if self._ended:
             return
         self._ended = True
+        self._final = final
+        self._ended_event.set()
         if not self._ready.done():
             self._ready.set_exception(exc or ClientClosedError("subscription ended"))
             self._ready.exception()  # retrieved here; subscribe() re-raises it
-        self._inbox.put_nowait(_END)
+        with contextlib.suppress(asyncio.QueueFull):  # if full, the dispatcher sees _ended
+            self._inbox.put_nowait(_END)
 
     async def _dispatch(self) -> None:
-        while True:
+        while not (self._ended and self._inbox.empty()):
             item = await self._inbox.get()
             if isinstance(item, _End):
-                self._pubs.put_nowait(item)
-                return
-            if isinstance(item, Publication):
-                if self._on_publication is not None:
-                    await _invoke(self._on_publication, item)
-                else:
-                    self._pubs.put_nowait(item)
-            elif isinstance(item, Join):
-                if self._on_join is not None:
-                    await _invoke(self._on_join, item)
-            elif isinstance(item, Leave):
-                if self._on_leave is not None:
-                    await _invoke(self._on_leave, item)
-            elif isinstance(item, Subscribed):
-                if self._on_subscribed is not None:
-                    await _invoke(self._on_subscribed, item)
-                if item.needs_resync and self._on_resync is not None:
-                    await _invoke(self._on_resync, item)
-            elif self._on_unsubscribed is not None:
-                await _invoke(self._on_unsubscribed, item)
+                break
+            await self._deliver(item)
+        if self._final is not None:
+            await self._deliver(self._final)
+        self._iter_done = True
+        with contextlib.suppress(asyncio.QueueFull):  # if full, the iterator sees _iter_done
+            self._pubs.put_nowait(_END)
+
+    async def _deliver(self, item: SubEvent) -> None:
+        if isinstance(item, Publication):
+            if self._on_publication is not None:
+                await _invoke(self._on_publication, item)
+            else:
+                await self._pubs.put(item)
+        elif isinstance(item, Join):
+            if self._on_join is not None:
+                await _invoke(self._on_join, item)
+        elif isinstance(item, Leave):
+            if self._on_leave is not None:
+                await _invoke(self._on_leave, item)
+        elif isinstance(item, Subscribed):
+            if self._on_subscribed is not None:
+                await _invoke(self._on_subscribed, item)
+            if item.needs_resync and self._on_resync is not None:
+                await _invoke(self._on_resync, item)
+        elif self._on_unsubscribed is not None:
+            await _invoke(self._on_unsubscribed, item)
 
     def __repr__(self) -> str:
         return f"<Subscription {self.channel!r} position={self.position}>"
@@ -254,6 +312,10 @@ class _Outcome:
     reason: str
     error: BaseException | None = None
     terminal: HeraldError | None = None
+    opened: bool = False
+    """A transport was opened: a server was reached (it may have refused ``connect``)."""
+    connected_for: float = 0.0
+    """Seconds from the ``connect`` reply to the end of the connection."""
 
 
 class Client:
@@ -262,36 +324,84 @@ class Client:
 
     ``url`` may be a list: connection attempts go through it in turn.
     ``encoding`` is ``"json"`` or ``"binary"``. ``token`` and ``name`` are sent
-    in ``connect``. The client reconnects by itself (``reconnect`` policy:
-    exponential backoff with full jitter) whenever the connection drops or
-    ends with a "reconnect" code, and re-subscribes with recovery.
+    in ``connect``; ``token`` may also be a function (plain or async) called
+    before every connection attempt, so that an expired token (error 112,
+    disconnect 3002) is refreshed on reconnect. The client reconnects by itself
+    (``reconnect`` policy: exponential backoff with full jitter) whenever the
+    connection drops or ends with a "reconnect" code, and re-subscribes with
+    recovery.
+
+    :meth:`connect` (or ``async with``) connects explicitly; the first
+    command connects if it was not called.
+
+    Options (defaults in brackets): ``request_timeout`` seconds a command
+    waits for its reply, also while reconnecting [10]; ``connect_timeout``
+    seconds for opening a transport and for the ``connect`` reply [10];
+    ``max_message_size`` bytes of the largest message accepted from the
+    server [16 MiB]; ``ssl`` an :class:`ssl.SSLContext` for ``wss://`` URLs
+    [None: the system's trusted CAs]; ``max_queue`` events buffered per subscription for the
+    application [1024] — when a subscription's callback or iterator falls that
+    far behind, the client stops reading the connection until it catches up,
+    so memory stays bounded and the server's slow-consumer policy (3001, then
+    reconnect and recover) decides; a callback that awaits a command of the
+    same client while its queue is full therefore waits up to
+    ``request_timeout``. ``on_connected(ConnectReply)`` and
+    ``on_disconnected(Disconnected)`` are called on every connect and
+    disconnect.
+
+    Arguments the protocol cannot carry raise at once, before anything is
+    sent: :class:`TypeError` for a wrong type, :class:`InvalidArgumentError`
+    (a :class:`ValueError`) for a value out of range.
     """
 
     def __init__(
         self,
         url: str | Sequence[str],
         *,
-        token: str | None = None,
+        token: str | TokenSource | None = None,
         encoding: Literal["json", "binary"] | Encoding = "json",
         name: str | None = None,
         reconnect: ReconnectPolicy | None = None,
         request_timeout: float = 10.0,
         connect_timeout: float = 10.0,
         max_message_size: int = 16 << 20,
+        max_queue: int = 1024,
+        ssl: SSLContext | None = None,
         on_connected: Callback[ConnectReply] | None = None,
         on_disconnected: Callback[Disconnected] | None = None,
     ) -> None:
         self._urls = [url] if isinstance(url, str) else list(url)
         if not self._urls:
-            raise ValueError("at least one URL is needed")
-        self._encoding = Encoding(encoding)
+            raise InvalidArgumentError("at least one URL is needed")
+        for u in self._urls:
+            if not isinstance(u, str):
+                raise TypeError(f"a URL is a str, not {type(u).__name__}")
+            if urlsplit(u).scheme not in ("ws", "wss", "tcp"):
+                raise InvalidArgumentError(f"{u!r}: expected ws://, wss:// or tcp://host:port")
+        try:
+            self._encoding = Encoding(encoding)
+        except ValueError:
+            raise InvalidArgumentError(f"encoding is 'json' or 'binary', not {encoding!r}") from None
         if self._encoding is Encoding.JSON and any(u.startswith("tcp:") for u in self._urls):
-            raise ValueError("tcp:// URLs carry the binary encoding only: use encoding='binary'")
+            raise InvalidArgumentError("tcp:// URLs carry the binary encoding only: use encoding='binary'")
+        if name is not None:
+            _check_str("name", name)
+        self._token_source: TokenSource | None = None
+        if callable(token):
+            self._token_source = token
+            token = None
+        elif token is not None:
+            _check_str("token", token)
         self._core = ClientCore(token=token, name=name)
         self._policy = reconnect or ReconnectPolicy()
         self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._max_message_size = max_message_size
+        _check_uint("max_queue", max_queue, 1 << 31)
+        if max_queue < 1:
+            raise InvalidArgumentError("max_queue must be at least 1")
+        self._max_queue = max_queue
+        self._ssl = ssl
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
         self._subs: dict[str, Subscription] = {}
@@ -304,6 +414,9 @@ class Client:
         self._close_error: HeraldError | None = None
         self._disconnect_push: tuple[int, str] | None = None
         self._callbacks: set[asyncio.Task[None]] = set()
+        #: Every subscription's dispatcher still running, also of subscriptions
+        #: already ended (delivering what was queued): close() ends them all.
+        self._dispatchers: set[asyncio.Task[None]] = set()
         self._current_url: str | None = None
 
     # ------------------------------------------------------------ public --
@@ -357,7 +470,10 @@ class Client:
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
         self._finish(ClientClosedError("client closed"))
-        tasks = [s._task for s in self._subs.values()] + list(self._callbacks)
+        # Let the dispatchers deliver what is queued (not the task calling
+        # close() itself, e.g. from a callback: it would wait for itself).
+        me = asyncio.current_task()
+        tasks = [t for t in [*self._dispatchers, *self._callbacks] if t is not me]
         self._subs.clear()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=1.0)
@@ -398,10 +514,11 @@ class Client:
         ``on_resync`` is called when publications may have been lost.
         Errors raise the :class:`ReplyError` of the code (109 invalid channel, ...).
         """
-        self._check_open()
+        _check_str("channel", channel)
+        pos = _position("since", since)
+        await self._start()
         if channel in self._subs:
             raise reply_error(105, f"already subscribed to {channel!r}")
-        pos = Position(*since) if since is not None else None
         core = self._core.add_subscription(channel, recover=recover, join_leave=join_leave, since=pos)
         sub = Subscription(
             self,
@@ -412,8 +529,11 @@ class Client:
             on_subscribed=on_subscribed,
             on_resync=on_resync,
             on_unsubscribed=on_unsubscribed,
+            max_queue=self._max_queue,
         )
         self._subs[channel] = sub
+        self._dispatchers.add(sub._task)
+        sub._task.add_done_callback(self._dispatchers.discard)
         if self._core.state is State.CONNECTED and self._transport is not None:
             await self._send_quiet(self._core.subscribe_command(core))
         try:
@@ -428,7 +548,8 @@ class Client:
 
     async def unsubscribe(self, channel: str) -> None:
         """End a subscription. Raises :class:`NotSubscribedError` (106) if there is none."""
-        self._check_open()
+        _check_str("channel", channel)
+        await self._start()
         sub = self._subs.get(channel)
         if sub is None:
             await self._request(lambda id: Unsubscribe(id, channel))
@@ -445,10 +566,14 @@ class Client:
 
     async def publish(self, channel: str, data: Any) -> Position:
         """Publish ``data`` (bytes as they are; anything else as compact JSON
-        text); returns the publication's (epoch, offset)."""
+        text); returns the publication's (epoch, offset).
+
+        Raises :class:`TypeError` (before sending) for data that is not bytes
+        and not JSON-serializable, and :class:`InvalidArgumentError` for NaN or
+        infinite floats, which JSON cannot carry."""
+        _check_str("channel", channel)
         payload = _payload(data)
-        reply = await self._request(lambda id: Publish(id, channel, payload))
-        assert isinstance(reply, PublishReply)
+        reply = _expect(await self._request(lambda id: Publish(id, channel, payload)), PublishReply)
         return Position(reply.epoch, reply.offset)
 
     async def history(
@@ -456,42 +581,46 @@ class Client:
     ) -> HistoryResult:
         """Retained publications of ``channel`` after ``since`` (all if None),
         at most ``limit`` (0 = server default)."""
-        pos = Position(*since) if since is not None else None
-        reply = await self._request(lambda id: History(id, channel, pos, limit))
-        assert isinstance(reply, HistoryReply)
+        _check_str("channel", channel)
+        pos = _position("since", since)
+        _check_uint("limit", limit, U32_MAX)
+        reply = _expect(await self._request(lambda id: History(id, channel, pos, limit)), HistoryReply)
         pubs = [Publication(channel, it.offset, it.data) for it in reply.publications]
         return HistoryResult(reply.epoch, reply.offset, pubs)
 
     async def presence(self, channel: str) -> list[ClientInfo]:
         """The connections currently subscribed to ``channel``."""
-        reply = await self._request(lambda id: Presence(id, channel))
-        assert isinstance(reply, PresenceReply)
+        _check_str("channel", channel)
+        reply = _expect(await self._request(lambda id: Presence(id, channel)), PresenceReply)
         return list(reply.clients)
 
     async def ping(self) -> float:
         """Round trip to the server; returns its duration in seconds."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        reply = await self._request(lambda id: Ping(id))
-        assert isinstance(reply, PingReply)
+        _expect(await self._request(lambda id: Ping(id)), PingReply)
         return loop.time() - start
 
     # --------------------------------------------------------- requests --
 
-    def _check_open(self) -> None:
+    def _check_closed(self) -> None:
         if self._core.state is State.CLOSED:
             raise ClientClosedError("client is closed") from self._close_error
+
+    async def _start(self) -> None:
+        """Raise if closed; connect first if :meth:`connect` was never called."""
+        self._check_closed()
         if self._runner is None:
-            raise ClientClosedError("not connected: call connect() first")
+            await self.connect()
 
     async def _request(self, make: Callable[[int], Command]) -> ServerMessage:
-        self._check_open()
+        await self._start()
         fut: asyncio.Future[ServerMessage] | None = None
         id = 0
         try:
             async with asyncio.timeout(self._request_timeout):
                 while self._core.state is not State.CONNECTED:
-                    self._check_open()
+                    self._check_closed()
                     await self._wake.wait()
                 transport = self._transport
                 if transport is None:  # pragma: no cover - CONNECTED implies a transport
@@ -532,21 +661,28 @@ class Client:
         attempt = 0
         tried = 0
         ever_connected = False
+        reached = False
         try:
             while True:
                 url = self._urls[tried % len(self._urls)]
                 tried += 1
                 outcome = await self._session(url)
+                reached = reached or outcome.opened
                 if outcome.connected:
                     ever_connected = True
-                    attempt = 0
+                    if outcome.connected_for >= self._policy.stable_after:
+                        attempt = 0
                 if outcome.terminal is not None:
                     self._finish(outcome.terminal)
                     return
                 if self._core.state is State.CLOSED:
                     self._finish(DisconnectedError(outcome.code, outcome.reason))
                     return
-                if not ever_connected and tried >= len(self._urls):
+                if not ever_connected and not reached and tried >= len(self._urls):
+                    # No URL could even be reached: report it rather than wait.
+                    # (A server that was reached but refused with a "retry"
+                    # code, 100/108/114, or 112 with a token function, is
+                    # retried with backoff.)
                     err = ConnectError(f"could not connect to {', '.join(self._urls)}: {outcome.reason}")
                     err.__cause__ = outcome.error
                     self._core.close()
@@ -570,12 +706,27 @@ class Client:
 
     async def _session(self, url: str) -> _Outcome:
         """One connection, from opening to its end."""
+        if self._token_source is not None:
+            # A fresh token for every attempt: an expired one (3002, 112) is
+            # replaced on reconnect.
+            try:
+                token = self._token_source()
+                if inspect.isawaitable(token):
+                    token = await token
+                _check_str("token", token)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("herald_client: the token function failed: %r", e)
+                return _Outcome(False, None, f"token function failed: {e!r}", e)
+            self._core.token = token
         try:
             transport = await open_transport(
                 url,
                 self._encoding,
                 open_timeout=self._connect_timeout,
                 max_size=self._max_message_size,
+                ssl_context=self._ssl,
             )
         except asyncio.CancelledError:
             raise
@@ -588,6 +739,7 @@ class Client:
         self._disconnect_push = None
         loop = asyncio.get_running_loop()
         connected = False
+        connected_at = 0.0
         code: int | None = None
         reason = ""
         terminal: HeraldError | None = None
@@ -625,9 +777,13 @@ class Client:
                 except DecodeError as e:
                     log.warning("herald_client: undecodable message from %s: %s", url, e)
                     raise TransportClosed(None, f"undecodable server message: {e}") from None
+                except Exception as e:  # a decoder bug: still no crash, and logged as one
+                    log.exception("herald_client: decoding a message from %s failed", url)
+                    raise TransportClosed(None, f"undecodable server message: {e!r}") from None
                 for event in self._core.receive(msg):
                     if isinstance(event, Connected):
                         connected = True
+                        connected_at = loop.time()
                     await self._handle(event)
         except TransportClosed as e:
             code, reason = e.code, e.reason
@@ -661,26 +817,26 @@ class Client:
         self._pending.clear()
         if connected and self._on_disconnected is not None:
             self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
-        return _Outcome(connected, code, reason, None, terminal)
+        connected_for = loop.time() - connected_at if connected else 0.0
+        return _Outcome(connected, code, reason, None, terminal, opened=True, connected_for=connected_for)
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Deliver):
-            self._sub_of(event.sub, lambda s: s._push(event.publication))
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.publication)
         elif isinstance(event, ReplyReceived):
             reply = event.reply
             fut = self._pending.pop(reply.id, None)
             if fut is not None and not fut.done():
                 fut.set_result(reply)
         elif isinstance(event, SubscribeDone):
-
-            def done(s: Subscription) -> None:
-                s._push(event.subscribed)
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.subscribed)
                 if not s._ready.done():
                     s._ready.set_result(event.subscribed)
-
-            self._sub_of(event.sub, done)
         elif isinstance(event, JoinLeave):
-            self._sub_of(event.sub, lambda s: s._push(event.event))
+            if (s := self._sub_of(event.sub)) is not None:
+                await s._push(event.event)
         elif isinstance(event, Connected):
             self._info = event.reply
             self._wake.set()
@@ -695,15 +851,15 @@ class Client:
             sub = self._subs.get(event.sub.channel)
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
+                final = None
                 if sub._ready.done():  # a re-subscription failed: tell the application
-                    sub._push(Unsubscribed(sub.channel, event.error.code, event.error.message))
-                sub._end(error)
+                    final = Unsubscribed(sub.channel, event.error.code, event.error.message)
+                sub._end(error, final)
         elif isinstance(event, SubscriptionEnded):
             sub = self._subs.get(event.sub.channel)
             if sub is not None and sub._core is event.sub:
                 del self._subs[event.sub.channel]
-                sub._push(event.push)
-                sub._end(reply_error(event.push.code, event.push.reason))
+                sub._end(reply_error(event.push.code, event.push.reason), event.push)
         elif isinstance(event, StaleSubscription):
             if event.channel not in self._subs:
                 await self._send_quiet(Unsubscribe(0, event.channel))
@@ -711,14 +867,18 @@ class Client:
             self._disconnect_push = (event.push.code, event.push.reason)
         elif isinstance(event, ConnectFailed):
             error = reply_error(event.error.code, event.error.message)
-            if event.error.code in _RETRYABLE_CONNECT_ERRORS:
+            retry = event.error.code in _RETRYABLE_CONNECT_ERRORS or (
+                # An expired token is refreshed on the next attempt, if it can be.
+                event.error.code == ErrorCode.TOKEN_EXPIRED and self._token_source is not None
+            )
+            if retry:
                 raise TransportClosed(None, f"connect refused: {error}")
             raise _Terminal(error)
 
-    def _sub_of(self, core: SubscriptionCore, action: Callable[[Subscription], None]) -> None:
+    def _sub_of(self, core: SubscriptionCore) -> Subscription | None:
+        """The application's subscription for ``core``, if it still has it."""
         sub = self._subs.get(core.channel)
-        if sub is not None and sub._core is core:
-            action(sub)
+        return sub if sub is not None and sub._core is core else None
 
     def _callback(self, cb: Callable[[T], Any], arg: T) -> None:
         task = asyncio.get_running_loop().create_task(_invoke(cb, arg))
@@ -747,4 +907,52 @@ class Client:
 def _payload(data: Any) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except TypeError as e:
+        raise TypeError(f"publish: data is bytes or a JSON-serializable value: {e}") from None
+    except ValueError as e:  # NaN, infinities, circular references
+        raise InvalidArgumentError(f"publish: data cannot be written as JSON: {e}") from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError("publish: data holds a lone surrogate, which UTF-8 cannot carry") from None
+
+
+def _check_str(what: str, value: object) -> None:
+    """A string field: a ``str`` that UTF-8 can carry (no lone surrogates)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{what} holds a lone surrogate, which UTF-8 cannot carry") from None
+
+
+def _check_uint(what: str, value: object, limit: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} is an int, not {type(value).__name__}")
+    if not 0 <= value <= limit:
+        raise InvalidArgumentError(f"{what} must be in 0..{limit}, not {value}")
+
+
+def _position(what: str, value: Position | tuple[str, int] | None) -> Position | None:
+    """A ``(epoch, offset)`` argument, checked."""
+    if value is None:
+        return None
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(f"{what} is an (epoch, offset) pair, not {value!r}")
+    epoch, offset = value
+    _check_str(f"{what} epoch", epoch)
+    _check_uint(f"{what} offset", offset, MAX_OFFSET)
+    return Position(epoch, offset)
+
+
+R = TypeVar("R", bound=ServerMessage)
+
+
+def _expect(reply: ServerMessage, kind: type[R]) -> R:
+    """The reply, if it is of the type the command calls for."""
+    if not isinstance(reply, kind):
+        raise ProtocolError(f"expected a {kind.__name__}, the server answered {reply!r}")
+    return reply

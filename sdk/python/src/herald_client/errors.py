@@ -24,7 +24,15 @@
     ├── ConnectError             the first connect() could not reach any URL
     ├── DisconnectedError        the server ended the connection with a "do not reconnect" code
     ├── ClientClosedError        the client was closed (by close(), or for good)
-    └── RequestTimeoutError      no reply in time (also a builtin TimeoutError)
+    ├── RequestTimeoutError      no reply in time (also a builtin TimeoutError)
+    ├── ProtocolError            the server answered with a reply of the wrong type
+    └── InvalidArgumentError     an argument the protocol cannot carry (also a ValueError)
+
+Arguments of the wrong type raise the builtin :class:`TypeError`. A message
+from the server that cannot be decoded is not raised to the application: the
+client logs it, drops that connection (commands in flight raise
+:class:`ConnectionLostError`) and reconnects with recovery, so that whatever
+the bad message carried is recovered rather than lost.
 
 Why a tree: an application catches :class:`HeraldError` for "anything from
 Herald", :class:`ReplyError` for "the server said no" (its ``code`` is the
@@ -52,12 +60,14 @@ __all__ = [
     "DisconnectedError",
     "HeraldError",
     "InternalError",
+    "InvalidArgumentError",
     "InvalidChannelError",
     "LimitExceededError",
     "MessageTooLargeError",
     "NotAvailableError",
     "NotSubscribedError",
     "PermissionDeniedError",
+    "ProtocolError",
     "ReplyError",
     "RequestTimeoutError",
     "TokenExpiredError",
@@ -217,3 +227,14 @@ class ClientClosedError(HeraldError):
 
 class RequestTimeoutError(HeraldError, TimeoutError):
     """No reply arrived within the request timeout."""
+
+
+class ProtocolError(HeraldError):
+    """The server broke the protocol: it answered a command with a reply of
+    another type. The connection stays; the command's outcome is unknown."""
+
+
+class InvalidArgumentError(HeraldError, ValueError):
+    """An argument the protocol cannot carry (an integer out of its range, a
+    string with a lone surrogate, NaN in published data, an unknown encoding
+    or URL scheme); raised before anything is sent."""

@@ -15,12 +15,13 @@ States (the same in every Herald SDK)::
               (should_reconnect(code))     (otherwise, or close())  --> CLOSED
 
 Recovery: each exact-channel subscription remembers the last position
-(epoch, offset) it delivered. A re-subscription after a reconnect sends it as
-``recover``; the reply's publications are delivered first, in order, then live
-ones; any publication at or below the remembered offset (same epoch) is a
-duplicate and is skipped. A reply that is not ``recovered`` after recovery was
-needed yields :attr:`Subscribed.needs_resync`: publications may be lost and the
-application should re-read its state.
+(epoch, offset) it received (and handed to the asyncio layer). A
+re-subscription after a reconnect sends it as ``recover``; the reply's
+publications are delivered first, in order, then live ones; any publication at
+or below the remembered offset (same epoch) is a duplicate and is skipped. A
+reply that is not ``recovered`` after recovery was needed yields
+:attr:`Subscribed.needs_resync`: publications may be lost and the application
+should re-read its state.
 """
 
 from __future__ import annotations
@@ -90,7 +91,11 @@ class ReconnectPolicy:
     The n-th consecutive failed attempt (from 0) waits a uniformly random time
     in ``[0, min(max_delay, initial_delay * multiplier**n)]`` — "full jitter",
     so that thousands of clients dropped at once do not come back in step.
-    The count restarts after each successful connect.
+    The count restarts once a connection has stayed connected for
+    ``stable_after`` seconds: a connection that is accepted and then ended at
+    once (a server in a crash loop, a close right after ``connect``) counts as
+    a failed attempt, so such a loop backs off instead of reconnecting at the
+    initial rate forever.
     """
 
     initial_delay: float = 0.5
@@ -101,6 +106,9 @@ class ReconnectPolicy:
     """Growth of the bound per failed attempt (default 2)."""
     max_attempts: int | None = None
     """Consecutive failed attempts before giving up for good; None (default) = never."""
+    stable_after: float = 5.0
+    """Seconds a connection must last to restart the count (default 5; 0 =
+    every successful ``connect`` restarts it)."""
 
     def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
         """Seconds to wait before attempt number ``attempt`` + 1."""

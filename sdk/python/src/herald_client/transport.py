@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import ssl
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import ClientConnection
@@ -85,11 +86,21 @@ class WebSocketTransport(Transport):
 
     @classmethod
     async def open(
-        cls, url: str, encoding: Encoding, *, open_timeout: float, max_size: int
+        cls,
+        url: str,
+        encoding: Encoding,
+        *,
+        open_timeout: float,
+        max_size: int,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> WebSocketTransport:
+        """``ssl_context`` applies to ``wss://`` only (default: the system's
+        trusted CAs)."""
+        extra = {"ssl": ssl_context} if ssl_context is not None and url.startswith("wss:") else {}
         try:
             ws = await ws_connect(
                 url,
+                **extra,  # type: ignore[arg-type]
                 subprotocols=[Subprotocol(encoding.subprotocol)],
                 compression=None,
                 open_timeout=open_timeout,
@@ -190,13 +201,20 @@ class TcpTransport(Transport):
 
 
 async def open_transport(
-    url: str, encoding: Encoding, *, open_timeout: float = 10.0, max_size: int = 16 << 20
+    url: str,
+    encoding: Encoding,
+    *,
+    open_timeout: float = 10.0,
+    max_size: int = 16 << 20,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Transport:
     """Open the transport ``url`` names: ``ws://``, ``wss://`` or ``tcp://host:port``."""
     parts = urlsplit(url)
     try:
         if parts.scheme in ("ws", "wss"):
-            return await WebSocketTransport.open(url, encoding, open_timeout=open_timeout, max_size=max_size)
+            return await WebSocketTransport.open(
+                url, encoding, open_timeout=open_timeout, max_size=max_size, ssl_context=ssl_context
+            )
         if parts.scheme == "tcp":
             if encoding is not Encoding.BINARY:
                 raise TransportError("tcp:// carries the binary encoding only")
