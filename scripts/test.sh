@@ -19,10 +19,11 @@ cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
 
 echo "== Python SDK (sdk/python): a virtualenv, pip install of the package, ruff, mypy --strict,"
-echo "   pytest against the real server binary built above (target/debug/herald)"
-HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}"
-[ -x "$HERALD_BIN" ] || cargo build -p herald --locked
-HERALD_BIN="$HERALD_BIN" sdk/python/test.sh
+echo "   pytest against the real server binary (target/debug/herald)"
+# cargo test builds the binary only as a test harness: build (or refresh) the
+# real one the SDK tests start.
+cargo build -p herald --locked
+HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}" sdk/python/test.sh
 
 echo "== TypeScript SDK and demo page: vectors, real servers on every transport,"
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
