@@ -5,6 +5,7 @@ use crate::outbox::{Frame, Outbox, PushOutcome};
 use bytes::Bytes;
 use herald_proto::{ClientInfo, Encoding};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// A connected client. Shared (`Arc`) between its connection driver, the hub's
 /// subscriber lists and the node's registry.
@@ -21,6 +22,11 @@ pub struct Client {
     pub outbox: Outbox,
     /// Node-clock second of the last byte received from it (heartbeat check).
     last_seen: AtomicU32,
+    /// Node-clock second it was created (connect timeout).
+    created: u32,
+    /// Its user id, set once `connect` succeeds (empty: anonymous). Unset
+    /// means "not connected yet".
+    user: OnceLock<Arc<str>>,
 }
 
 impl Client {
@@ -32,6 +38,8 @@ impl Client {
             raw: false,
             outbox: Outbox::new(queue_bytes),
             last_seen: AtomicU32::new(now),
+            created: now,
+            user: OnceLock::new(),
         }
     }
 
@@ -48,13 +56,33 @@ impl Client {
         format!("{:x}", self.id)
     }
 
-    /// Who it is, for presence and join/leave pushes. `user` stays empty until
-    /// authentication gives clients a user id.
+    /// Who it is, for presence and join/leave pushes (`user` is empty for an
+    /// anonymous client).
     pub fn info(&self) -> ClientInfo {
         ClientInfo {
             client: self.wire_id(),
-            user: String::new(),
+            user: self.user().to_string(),
         }
+    }
+
+    /// Records a successful `connect` as `user` (empty: anonymous).
+    pub fn set_user(&self, user: Arc<str>) {
+        let _ = self.user.set(user);
+    }
+
+    /// Its user id (empty when anonymous or not yet connected).
+    pub fn user(&self) -> &str {
+        self.user.get().map_or("", |u| u)
+    }
+
+    /// Whether `connect` succeeded.
+    pub fn is_connected(&self) -> bool {
+        self.user.get().is_some()
+    }
+
+    /// Node-clock second it was created.
+    pub fn created(&self) -> u32 {
+        self.created
     }
 
     /// Records activity at node-clock second `now`.

@@ -116,7 +116,8 @@ mod tests {
                 cmd: Command::Subscribe {
                     channel: "c".into(),
                     recover: None,
-                    join_leave: false
+                    join_leave: false,
+                    token: None,
                 }
             }
         );
@@ -152,6 +153,7 @@ mod tests {
                     offset: 5,
                 }),
                 join_leave: true,
+                token: None,
             },
         };
         assert_eq!(

@@ -128,7 +128,10 @@ fn open(shared: &Shared) -> Response<Body> {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Json);
     let session = PollSession {
-        session: Mutex::new(Session::new(node, client.clone())),
+        session: Mutex::new(
+            Session::new(node, client.clone())
+                .with_transport(herald_core::metrics::Transport::Poll),
+        ),
         client,
     };
     shared

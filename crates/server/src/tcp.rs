@@ -89,14 +89,20 @@ impl Wire for TcpWire {
 }
 
 /// Serves one accepted raw TCP connection until it ends.
-pub fn serve_tcp(stream: TcpStream, shared: &Arc<Shared>) {
+pub fn serve_tcp(
+    stream: TcpStream,
+    shared: &Arc<Shared>,
+    slot: Option<Box<crate::limits::IpSlot>>,
+) {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Binary);
-    let session = Session::new(node, client);
+    let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32;
+    shared.deadlines.add(deadline, &client);
+    let session = Session::new(node, client).with_transport(herald_core::metrics::Transport::Tcp);
     let wire = TcpWire::new(shared.config.max_message_size);
     shared
         .tracker
-        .spawn(Connection::new(stream, session, wire, &[]));
+        .spawn(Connection::new(stream, session, wire, &[]).holding(slot));
 }
 
 #[cfg(test)]
