@@ -13,6 +13,8 @@
 
 pub mod binary;
 pub mod codes;
+pub mod framing;
+pub mod fuzzing;
 pub mod json;
 mod jsontext;
 pub mod shootout;

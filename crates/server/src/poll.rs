@@ -32,7 +32,6 @@ use herald_proto::{Encoding, ErrorCode, Push, ServerMsg};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use serde_json::value::RawValue;
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -169,27 +168,21 @@ async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Bod
             )
         }
     };
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    let mut session = lock(&s.session);
-    if first == Some(&b'[') {
-        match serde_json::from_slice::<Vec<&RawValue>>(&body) {
-            Ok(cmds) => {
-                for c in cmds {
-                    session.on_message(c.get().as_bytes(), false);
-                }
-            }
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    ErrorCode::BadRequest,
-                    &format!("expected a command or an array of commands: {e}"),
-                )
-            }
+    // One command, or an array of them; a malformed command is answered
+    // through the poll like on any other transport.
+    let commands = match herald_proto::json::split_batch(&body) {
+        Ok(c) => c,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                &format!("expected a command or an array of commands: {e}"),
+            )
         }
-    } else {
-        // One command; a malformed one is answered through the poll like on
-        // any other transport.
-        session.on_message(&body, false);
+    };
+    let mut session = lock(&s.session);
+    for c in commands {
+        session.on_message(c, false);
     }
     json(StatusCode::ACCEPTED, b"{}".to_vec())
 }
