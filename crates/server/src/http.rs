@@ -324,7 +324,8 @@ async fn route<S: Stream>(
     match endpoint {
         Endpoint::Herald => {
             let client = node.new_client(encoding);
-            let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32;
+            // +1: the node clock counts whole seconds, so this gives at least the full timeout.
+            let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32 + 1;
             shared.deadlines.add(deadline, &client);
             let session = Session::new(node.clone(), client).with_transport(Transport::WebSocket);
             let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover)

@@ -52,9 +52,14 @@ impl Default for Polls {
 }
 
 impl Polls {
-    /// Drops sessions that are closing (expired, slow, shut down).
-    pub fn reap(&self) {
-        self.sessions.retain(|_, s| !s.client.outbox.is_closing());
+    /// Drops sessions that are closing (expired, slow, token expired, shut
+    /// down) and have not been polled for `grace` seconds (node clock `now`).
+    /// The grace lets a client that is polling collect the final messages,
+    /// the `disconnect` with its code included, before the session goes.
+    pub fn reap(&self, now: u32, grace: u32) {
+        self.sessions.retain(|_, s| {
+            !(s.client.outbox.is_closing() && now.saturating_sub(s.client.last_seen()) >= grace)
+        });
     }
 
     /// Number of open poll sessions.

@@ -303,6 +303,6 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
                 c.outbox.push(Frame::Ping);
             }
         });
-        shared.polls.reap();
+        shared.polls.reap(now, timeout.max(1));
     }
 }

@@ -90,7 +90,8 @@ pub fn serve_tcp(
 ) {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Binary);
-    let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32;
+    // +1: the node clock counts whole seconds, so this gives at least the full timeout.
+    let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32 + 1;
     shared.deadlines.add(deadline, &client);
     let session = Session::new(node, client).with_transport(herald_core::metrics::Transport::Tcp);
     let wire = TcpWire::new(shared.config.max_message_size);

@@ -40,7 +40,7 @@ async fn ask(ws: &mut Ws, body: Value) -> Value {
 #[tokio::test]
 async fn rate_limit_answers_108_and_spares_others() {
     let srv = start(ServeArgs {
-        rate_limit: Some(5),
+        rate_limit: Some(1),
         rate_burst: Some(5),
         ..ServeArgs::default()
     })
