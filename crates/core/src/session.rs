@@ -40,7 +40,7 @@
 //! resynchronises. Every exact subscription is detached from the hub and then
 //! from the broker when it ends, whatever the reason (unsubscribe, disconnect).
 
-use crate::auth::{Action, AuthError, Identity};
+use crate::auth::{Action, AuthError};
 use crate::broker::{BrokerError, Completion, History};
 use crate::channel;
 use crate::client::Client;
@@ -57,17 +57,16 @@ use std::sync::Arc;
 pub struct Session {
     node: Arc<Node>,
     client: Arc<Client>,
-    /// Who the client is; `None` until `connect` succeeds.
-    identity: Option<Arc<Identity>>,
     /// Exact channels and patterns alike; [`routing::is_pattern`] tells them
     /// apart (concrete names cannot contain `*` or `>`).
     subscriptions: Vec<Arc<str>>,
     /// The transport, for the connection gauges (set by the server).
     transport: Option<Transport>,
     /// Rate limit: milli-messages left in the bucket, and when it was last
-    /// refilled (node milliseconds).
-    bucket: u64,
-    refilled: u64,
+    /// refilled (node milliseconds, wrapping: only differences are used).
+    /// 32 bits each: this struct lives in every idle connection.
+    bucket: u32,
+    refilled: u32,
 }
 
 impl Session {
@@ -77,7 +76,6 @@ impl Session {
         Session {
             node,
             client,
-            identity: None,
             subscriptions: Vec::new(),
             transport: None,
             bucket,
@@ -102,10 +100,12 @@ impl Session {
         if rate == 0 {
             return true;
         }
-        let now = self.node.now_ms();
-        let elapsed = now.saturating_sub(self.refilled);
+        let now = self.node.now_ms() as u32;
+        let elapsed = u64::from(now.wrapping_sub(self.refilled));
         self.refilled = now;
-        self.bucket = (self.bucket + elapsed * rate).min(bucket_size(&self.node));
+        let filled =
+            (u64::from(self.bucket) + elapsed * rate).min(u64::from(bucket_size(&self.node)));
+        self.bucket = filled as u32;
         if self.bucket >= 1000 {
             self.bucket -= 1000;
             true
@@ -125,7 +125,7 @@ impl Session {
 
     /// Whether `connect` succeeded.
     pub fn is_connected(&self) -> bool {
-        self.identity.is_some()
+        self.client.is_connected()
     }
 
     /// Checks `token` and, if it is accepted, makes the session connected.
@@ -136,14 +136,13 @@ impl Session {
         if let Some(at) = identity.expires_at {
             self.node.expiries.add(at, &self.client);
         }
-        self.client.set_user(identity.user.clone());
-        self.identity = Some(identity);
+        self.client.set_identity(identity);
         Ok(())
     }
 
     /// Checks a permission, answering the error if it is refused.
     fn permit(&self, id: u32, action: Action, channel: &str, token: Option<&str>) -> bool {
-        let Some(who) = &self.identity else {
+        let Some(who) = self.client.identity() else {
             return false;
         };
         match self.node.config.auth.allow(who, action, channel, token) {
@@ -164,7 +163,7 @@ impl Session {
         channel: &str,
         token: Option<&str>,
     ) -> Result<(), AuthError> {
-        match &self.identity {
+        match self.client.identity() {
             Some(who) => self.node.config.auth.allow(who, action, channel, token),
             None => Err(AuthError::Missing),
         }
@@ -221,7 +220,7 @@ impl Session {
         let id = req.id;
         match req.cmd {
             Command::Ping => self.reply(id, Reply::Ping),
-            Command::Connect { .. } if self.identity.is_some() => {
+            Command::Connect { .. } if self.client.is_connected() => {
                 self.error(id, ErrorCode::AlreadyConnected, "already connected")
             }
             Command::Connect { token, .. } => {
@@ -242,7 +241,7 @@ impl Session {
                     },
                 );
             }
-            _ if self.identity.is_none() => {
+            _ if !self.client.is_connected() => {
                 self.error(id, ErrorCode::Unauthorized, "send connect first")
             }
             Command::Subscribe {
@@ -477,10 +476,11 @@ fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
     client.send(client.encoding.encode_server_bytes(&msg));
 }
 
-/// The rate-limit bucket's size in milli-messages.
-fn bucket_size(node: &Node) -> u64 {
+/// The rate-limit bucket's size in milli-messages (a burst above about four
+/// million messages is capped there).
+fn bucket_size(node: &Node) -> u32 {
     let c = &node.config;
-    u64::from(c.rate_burst.max(c.rate_limit)) * 1000
+    c.rate_burst.max(c.rate_limit).saturating_mul(1000)
 }
 
 impl Drop for Session {

@@ -154,7 +154,7 @@ mod tests {
         let b = Arc::new(Client::new(2, herald_proto::Encoding::Json, 1024, 0));
         d.add(5, &a);
         d.add(6, &b);
-        b.set_user("".into());
+        b.set_identity(Default::default());
         assert!(d.overdue(4).is_empty());
         let late: Vec<u64> = d.overdue(6).iter().map(|c| c.id).collect();
         assert_eq!(late, vec![1], "connected clients are left alone");
