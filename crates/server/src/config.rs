@@ -230,6 +230,9 @@ pub struct ServerConfig {
     pub max_connections_per_ip: usize,
     /// Whether auth is configured, for the start-up message.
     pub auth_summary: String,
+    /// Whether `/shootout` (a benchmark protocol without auth) is served:
+    /// only while anonymous clients are allowed.
+    pub shootout: bool,
     /// Session settings.
     pub node: NodeConfig,
 }
@@ -362,6 +365,7 @@ impl ServerConfig {
                 )));
             }
         }
+        let shootout = policy.allows_anonymous();
         let auth_summary = format!(
             "{}; HTTP API {}",
             herald_core::Authenticator::describe(&policy),
@@ -396,6 +400,7 @@ impl ServerConfig {
                 .collect(),
             max_connections_per_ip: a.max_connections_per_ip.unwrap_or(0),
             auth_summary,
+            shootout,
             node: NodeConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),

@@ -211,7 +211,7 @@ enum Decision {
     },
 }
 
-fn decide(buf: &[u8], allowed_origins: &[String]) -> Decision {
+fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool) -> Decision {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
@@ -230,6 +230,18 @@ fn decide(buf: &[u8], allowed_origins: &[String]) -> Decision {
         .any(|h| h.name.eq_ignore_ascii_case("upgrade"));
     let endpoint = match path {
         "/ws" if wants_upgrade => Endpoint::Herald,
+        "/shootout" if wants_upgrade && !shootout => {
+            // The benchmark protocol has no auth: a server that refuses
+            // anonymous clients does not offer it.
+            return Decision::Reject {
+                status: "403 Forbidden",
+                extra: "",
+                body: format!(
+                    "{{\"error\":{{\"code\":{},\"message\":\"the shootout endpoint is only served when anonymous clients are allowed\"}}}}\n",
+                    herald_proto::ErrorCode::PermissionDenied.code()
+                ),
+            };
+        }
         "/shootout" if wants_upgrade => Endpoint::Shootout,
         _ => return Decision::Hyper,
     };
@@ -295,7 +307,8 @@ async fn route<S: Stream>(
     head_len: usize,
     slot: Option<Box<IpSlot>>,
 ) {
-    let (endpoint, encoding) = match decide(&buf, &shared.config.allowed_origins) {
+    let shootout = shared.config.shootout;
+    let (endpoint, encoding) = match decide(&buf, &shared.config.allowed_origins, shootout) {
         Decision::Upgrade {
             endpoint,
             encoding,

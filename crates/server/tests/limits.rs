@@ -268,3 +268,16 @@ async fn oversized_messages_close_only_their_connection() {
     assert_eq!(status, 200);
     assert_eq!(recv_json(&mut sub).await["pub"]["data"], 1);
 }
+
+#[tokio::test]
+async fn shootout_is_not_served_when_anonymous_clients_are_refused() {
+    let srv = start(ServeArgs {
+        token_hmac_secret: Some("0123456789abcdef0123456789abcdef".into()),
+        ..ServeArgs::default()
+    })
+    .await;
+    let req = upgrade(None).replace("GET /ws ", "GET /shootout ");
+    let r = raw_http(srv.addr, [127, 0, 0, 1], &req).await;
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(r.contains("\"code\":104"), "{r}");
+}
