@@ -227,6 +227,9 @@ impl Session {
                 if let Err(e) = self.authenticate(token.as_deref()) {
                     // The error reply goes out, then the close: 3002 tells the
                     // client to refresh its token, 3500 not to retry this one.
+                    // Debug, not info: anyone can make these, so they must not
+                    // flood the logs; the metrics count them.
+                    tracing::debug!(client = self.client.id, error = %e, "connect refused");
                     self.node.metrics.dropped(metrics::Drop::Denied, 1);
                     self.error(id, e.code(), &e.to_string());
                     self.client.outbox.close(e.disconnect().code(), false);

@@ -109,7 +109,8 @@ pub struct ServeArgs {
     pub log_format: Option<String>,
 
     /// HS256 secret (at least 32 bytes) that connection and subscribe tokens
-    /// are signed with [default: none].
+    /// are signed with; prefer the environment or the TOML file, since
+    /// command lines are visible to other local users [default: none].
     #[arg(long, env = "HERALD_TOKEN_HMAC_SECRET", hide_env_values = true)]
     pub token_hmac_secret: Option<String>,
 
@@ -128,8 +129,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_ALLOW_ANONYMOUS")]
     pub allow_anonymous: Option<bool>,
 
-    /// Key the HTTP API (`/api/*`) requires as `Authorization: apikey KEY`
-    /// [default: none: the API is open to whoever reaches the listener].
+    /// Key the HTTP API (`/api/*`) requires as `Authorization: apikey KEY`;
+    /// prefer the environment or the TOML file [default: none: the API is
+    /// open to whoever reaches the listener].
     #[arg(long, env = "HERALD_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 

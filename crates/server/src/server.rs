@@ -173,10 +173,12 @@ async fn accept_loop(
         // per-connection permit object, so it costs idle connections nothing.
         let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
         if open >= shared.config.max_connections {
+            tracing::debug!(%peer, open, "connection refused: connection limit");
             refuse(stream, kind, &shared, "too many connections\n");
             continue;
         }
         let Ok(slot) = shared.per_ip.acquire(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: per-IP limit");
             refuse(
                 stream,
                 kind,
