@@ -48,11 +48,11 @@ pub struct NodeConfig {
     pub auth: Arc<dyn Authenticator>,
     /// Messages per second one connection may send, refilled continuously
     /// (token bucket); further messages are answered with error 108 and
-    /// dropped (default 2000: twice what `herald bench stream` sends per
-    /// connection at its 1 ms interval; 0 = no limit).
+    /// dropped (default 10000: enough for `herald bench fanout -r 10000` from
+    /// one publisher; lower it for browser-facing deployments; 0 = no limit).
     pub rate_limit: u32,
     /// Messages a connection may send in a burst above `rate_limit`: the
-    /// bucket's size (default 4000; at least `rate_limit`).
+    /// bucket's size (default 20000; at least `rate_limit`).
     pub rate_burst: u32,
 }
 
@@ -66,8 +66,8 @@ impl Default for NodeConfig {
             ping_interval: 25,
             version: env!("CARGO_PKG_VERSION").to_string(),
             auth: Arc::new(AllowAll::default()),
-            rate_limit: 2000,
-            rate_burst: 4000,
+            rate_limit: 10_000,
+            rate_burst: 20_000,
         }
     }
 }

@@ -156,12 +156,12 @@ pub struct ServeArgs {
 
     /// Messages per second one connection may send (token bucket); further
     /// ones are answered with error 108 and dropped; 0 = no limit
-    /// [default: 2000].
+    /// [default: 10000].
     #[arg(long, env = "HERALD_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
 
     /// Messages a connection may send at once above the rate (bucket size)
-    /// [default: 4000].
+    /// [default: 20000].
     #[arg(long, env = "HERALD_RATE_BURST")]
     pub rate_burst: Option<u32>,
 
