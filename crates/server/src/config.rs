@@ -18,7 +18,8 @@ use std::time::Duration;
 #[derive(Debug, Default, Clone, clap::Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeArgs {
-    /// TOML file with any of these options as keys (e.g. `listen = "127.0.0.1:9000"`).
+    /// TOML file with any of these options as keys (e.g. `listen = "127.0.0.1:9000"`),
+    /// and the per-namespace permission rules (`[[namespaces]]`, TOML only).
     #[arg(long, env = "HERALD_CONFIG")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -96,7 +97,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_POLL_TIMEOUT")]
     pub poll_timeout: Option<u64>,
 
-    /// Seconds a new connection has to send its HTTP request [default: 10].
+    /// Seconds a new connection has to send its HTTP request (else HTTP 408),
+    /// and then, on WebSocket and raw TCP, its `connect` (else close 3003)
+    /// [default: 10].
     #[arg(long, env = "HERALD_HANDSHAKE_TIMEOUT")]
     pub handshake_timeout: Option<u64>,
 
