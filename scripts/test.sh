@@ -9,6 +9,19 @@ cargo --version
 cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt missing: rustup component add rustfmt"; exit 1; }
 cargo clippy --version >/dev/null 2>&1 || { echo "clippy missing: rustup component add clippy"; exit 1; }
 
+echo "== components the tests need"
+# promtool (Debian's `prometheus` package) validates GET /metrics in
+# crates/server/tests/metrics.rs; under CI that test fails without it.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing promtool (apt package prometheus)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  else
+    echo "promtool missing (apt-get install prometheus): the metrics test will skip its check"
+  fi
+fi
+
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -28,3 +41,31 @@ HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}" sdk/python/test.sh
 echo "== TypeScript SDK and demo page: vectors, real servers on every transport,"
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
 ./sdk/typescript/test.sh
+
+echo "== fuzzing: every cargo-fuzz target in fuzz/ for a few seconds"
+# The targets' bodies also run on stable over the seed corpus in
+# crates/proto/tests/fuzz_corpus.rs (above); this runs the real libFuzzer
+# build briefly. README "Fuzzing" says how to run them for hours.
+# HERALD_FUZZ_SECONDS=0 skips this section.
+FUZZ_SECONDS="${HERALD_FUZZ_SECONDS:-5}"
+if [ "$FUZZ_SECONDS" != 0 ]; then
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  cargo +nightly fuzz --version >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+  (
+    cd fuzz
+    cargo +nightly fuzz build
+    for target in $(cargo +nightly fuzz list); do
+      scratch="$(mktemp -d)"
+      # New inputs go to the scratch directory; the committed seeds stay as they are.
+      mkdir "$scratch/new"
+      if ! cargo +nightly fuzz run "$target" "$scratch/new" "corpus/$target" -- \
+          -max_total_time="$FUZZ_SECONDS" >"$scratch/log" 2>&1; then
+        tail -40 "$scratch/log"
+        echo "fuzz target $target FAILED; the crashing input is in fuzz/artifacts/$target/"
+        exit 1
+      fi
+      echo "$target: $(grep -E '^Done' "$scratch/log")"
+      rm -rf "$scratch"
+    done
+  )
+fi

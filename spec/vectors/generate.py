@@ -42,12 +42,14 @@ def connect(id, token=None, name=None):
     return msg(id, "connect", b)
 
 
-def subscribe(id, channel, recover=None, join_leave=False):
+def subscribe(id, channel, recover=None, join_leave=False, token=None):
     b = {"channel": channel}
     if recover is not None:
         b["recover"] = recover
     if join_leave:
         b["join_leave"] = True
+    if token is not None:
+        b["token"] = token
     return msg(id, "subscribe", b)
 
 
@@ -154,10 +156,12 @@ def binary_client(m):
         out += s(b["name"]) if "name" in b else b""
         return out
     if op == "subscribe":
-        flags = ("recover" in b) | ("join_leave" in b) << 1
+        flags = ("recover" in b) | ("join_leave" in b) << 1 | ("token" in b) << 2
         out = b"\x02" + varint(id) + bytes([flags]) + s(b["channel"])
         if "recover" in b:
             out += s(b["recover"]["epoch"]) + varint(b["recover"]["offset"])
+        if "token" in b:
+            out += s(b["token"])
         return out
     if op == "unsubscribe":
         return b"\x03" + varint(id) + s(b["channel"])
@@ -237,6 +241,8 @@ CLIENT = [
     ("subscribe recover, offset above 2^32", subscribe(7, "a", pos("", 2**32 + 5))),
     ("subscribe recover, offset 2^53-1", subscribe(8, "a", pos("e", U53))),
     ("subscribe non-ASCII channel", subscribe(9, "канал/é€😀")),
+    ("subscribe with a subscribe token", subscribe(9, "private:1", token="eyJhbGciOiJIUzI1NiJ9.e30.c2ln")),
+    ("subscribe with recover, join_leave and token", subscribe(9, "p:2", pos("e", 3), True, "t")),
     ("unsubscribe", msg(10, "unsubscribe", {"channel": "news"})),
     ("publish object", msg(11, "publish", {"channel": "news", "data": b'{"text":"hi","n":[1,2]}'})),
     ("publish fire-and-forget, id 0", msg(0, "publish", {"channel": "news", "data": b'"hello"'})),
@@ -340,7 +346,8 @@ INVALID_BINARY = [
     ("connect token flag but no token", "client", "010101", "malformed", 1),
     ("connect token bad UTF-8", "client", "01010102c328", "invalid", 1),
     ("subscribe missing flags", "client", "0207", "malformed", 7),
-    ("subscribe unknown flag bit", "client", "0207040161", "malformed", 7),
+    ("subscribe unknown flag bit", "client", "0207080161", "malformed", 7),
+    ("subscribe token flag, no token", "client", "0207040161", "malformed", 7),
     ("subscribe channel length beyond buffer", "client", "0207000561626364", "malformed", 7),
     ("subscribe channel bad UTF-8", "client", "02070002c328", "invalid", 7),
     ("subscribe channel lone surrogate", "client", "02070003eda080", "invalid", 7),

@@ -518,7 +518,7 @@ mod tests {
             let r = enc.decode_request(&out).unwrap();
             assert_eq!(r.id, 300);
             assert!(
-                matches!(r.cmd, Command::Subscribe { ref channel, recover: None, join_leave: false } if channel == "bench.7")
+                matches!(r.cmd, Command::Subscribe { ref channel, recover: None, join_leave: false, token: None } if channel == "bench.7")
             );
 
             let mut data = Vec::new();

@@ -135,4 +135,10 @@ pub trait Broker: Send + Sync + 'static {
         since: Option<&Position>,
         limit: usize,
     ) -> Completion<Result<History, BrokerError>>;
+
+    /// Whether the broker can serve right now (`/readyz`, `herald_broker_up`).
+    /// The in-memory broker always can; a networked one reports its link.
+    fn healthy(&self) -> bool {
+        true
+    }
 }

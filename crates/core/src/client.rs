@@ -1,10 +1,12 @@
 //! One connected client as the hub sees it: an id, the encoding it speaks and
 //! its outbox. Kept small: there may be hundreds of thousands of these.
 
+use crate::auth::Identity;
 use crate::outbox::{Frame, Outbox, PushOutcome};
 use bytes::Bytes;
 use herald_proto::{ClientInfo, Encoding};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// A connected client. Shared (`Arc`) between its connection driver, the hub's
 /// subscriber lists and the node's registry.
@@ -21,6 +23,9 @@ pub struct Client {
     pub outbox: Outbox,
     /// Node-clock second of the last byte received from it (heartbeat check).
     last_seen: AtomicU32,
+    /// Who it is, set once `connect` succeeds; unset means "not connected
+    /// yet". A thin pointer shared with the session: 16 bytes per client.
+    identity: OnceLock<Arc<Identity>>,
 }
 
 impl Client {
@@ -32,6 +37,7 @@ impl Client {
             raw: false,
             outbox: Outbox::new(queue_bytes),
             last_seen: AtomicU32::new(now),
+            identity: OnceLock::new(),
         }
     }
 
@@ -48,13 +54,33 @@ impl Client {
         format!("{:x}", self.id)
     }
 
-    /// Who it is, for presence and join/leave pushes. `user` stays empty until
-    /// authentication gives clients a user id.
+    /// Who it is, for presence and join/leave pushes (`user` is empty for an
+    /// anonymous client).
     pub fn info(&self) -> ClientInfo {
         ClientInfo {
             client: self.wire_id(),
-            user: String::new(),
+            user: self.user().to_string(),
         }
+    }
+
+    /// Records a successful `connect` (a second call is ignored).
+    pub fn set_identity(&self, identity: Arc<Identity>) {
+        let _ = self.identity.set(identity);
+    }
+
+    /// Who it is, once connected.
+    pub fn identity(&self) -> Option<&Arc<Identity>> {
+        self.identity.get()
+    }
+
+    /// Its user id (empty when anonymous or not yet connected).
+    pub fn user(&self) -> &str {
+        self.identity.get().map_or("", |i| &i.user)
+    }
+
+    /// Whether `connect` succeeded.
+    pub fn is_connected(&self) -> bool {
+        self.identity.get().is_some()
     }
 
     /// Records activity at node-clock second `now`.

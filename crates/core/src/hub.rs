@@ -51,7 +51,7 @@
 
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
-use crate::outbox::Frame;
+use crate::outbox::{Frame, PushOutcome};
 use crate::routing::Sublist;
 use herald_proto::{ClientInfo, Encoding, Push, ServerMsg};
 use indexmap::IndexMap;
@@ -199,6 +199,10 @@ pub struct Hub {
     /// `patterns.len()`, readable without the lock: zero keeps the trie off the
     /// publish path entirely.
     pattern_count: AtomicUsize,
+    /// Time to hand one publication to every local subscriber's outbox.
+    pub fanout: crate::metrics::Histogram,
+    /// Publications that overflowed a subscriber's queue (slow consumers).
+    pub overflows: crate::metrics::Counter,
 }
 
 impl std::fmt::Debug for Hub {
@@ -221,6 +225,8 @@ impl Hub {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             patterns: RwLock::new(Sublist::new()),
             pattern_count: AtomicUsize::new(0),
+            fanout: Default::default(),
+            overflows: Default::default(),
         }
     }
 
@@ -366,14 +372,13 @@ impl<'a> Frames<'a> {
         }
     }
 
-    fn push_to(&mut self, client: &Client) {
+    fn push_to(&mut self, client: &Client) -> PushOutcome {
         let p = self.publication;
         if client.raw {
             let frame = self
                 .raw
                 .get_or_insert_with(|| Frame::Publication(Arc::new(p.clone())));
-            client.outbox.push(frame.clone());
-            return;
+            return client.outbox.push(frame.clone());
         }
         let frame = match client.encoding {
             Encoding::Json => self
@@ -383,18 +388,28 @@ impl<'a> Frames<'a> {
                 .binary
                 .get_or_insert_with(|| encode_push(p, Encoding::Binary)),
         };
-        client.outbox.push(frame.clone());
+        client.outbox.push(frame.clone())
     }
 }
 
 impl Deliver for Hub {
     fn deliver(&self, p: &Publication) {
+        let start = std::time::Instant::now();
+        self.deliver_inner(p);
+        self.fanout.observe(start.elapsed());
+    }
+}
+
+impl Hub {
+    fn deliver_inner(&self, p: &Publication) {
         let mut frames = Frames::new(p);
         let exact = self.subscribers(&p.channel);
         let exact = exact.as_deref().map(lock);
         if let Some(subs) = &exact {
             for client in subs.subs.values() {
-                frames.push_to(client);
+                if frames.push_to(client) == PushOutcome::Overflow {
+                    self.overflows.inc();
+                }
             }
         }
         if self.pattern_count.load(Ordering::Acquire) == 0 {
@@ -408,8 +423,11 @@ impl Deliver for Hub {
                 let served = exact
                     .as_ref()
                     .is_some_and(|s| s.subs.contains_key(&client.id));
-                if !served && seen.insert(client.id) {
-                    frames.push_to(client);
+                if !served
+                    && seen.insert(client.id)
+                    && frames.push_to(client) == PushOutcome::Overflow
+                {
+                    self.overflows.inc();
                 }
             });
         });

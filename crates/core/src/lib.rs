@@ -13,20 +13,26 @@
 //! - [`session`]: the transport-agnostic protocol state machine of one connection:
 //!   every transport feeds it decoded messages and drains the client's outbox.
 //! - [`node`]: ties hub, broker and configuration together.
+//! - [`auth`]: the authentication and permission contract the session obeys
+//!   (implemented by the server), and token expiry tracking.
+//! - [`metrics`]: sharded counters and the fan-out histogram behind `/metrics`.
 //!
 //! Transports live in `herald-server`; they only move frames.
 
+pub mod auth;
 pub mod broker;
 pub mod channel;
 pub mod client;
 pub mod hub;
 pub mod memory;
+pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod routing;
 pub mod session;
 pub mod shard;
 
+pub use auth::{Action, AuthError, Authenticator, Identity};
 pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;
 pub use hub::Hub;

@@ -1,10 +1,12 @@
 //! A node: the hub, the broker, the registry of connected clients and the
 //! settings every session obeys.
 
+use crate::auth::{AllowAll, Authenticator, Expiries};
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::hub::Hub;
 use crate::memory::MemoryBroker;
+use crate::metrics::Metrics;
 use crate::shard::Sharded;
 use herald_proto::Encoding;
 use std::future::Future;
@@ -41,6 +43,17 @@ pub struct NodeConfig {
     pub ping_interval: u32,
     /// The version string announced in the connect reply.
     pub version: String,
+    /// Verifies tokens and decides permissions (default: [`AllowAll`],
+    /// anonymous clients may do everything).
+    pub auth: Arc<dyn Authenticator>,
+    /// Messages per second one connection may send, refilled continuously
+    /// (token bucket); further messages are answered with error 108 and
+    /// dropped (default 10000: enough for `herald bench fanout -r 10000` from
+    /// one publisher; lower it for browser-facing deployments; 0 = no limit).
+    pub rate_limit: u32,
+    /// Messages a connection may send in a burst above `rate_limit`: the
+    /// bucket's size (default 20000; at least `rate_limit`).
+    pub rate_burst: u32,
 }
 
 impl Default for NodeConfig {
@@ -52,6 +65,9 @@ impl Default for NodeConfig {
             client_queue_bytes: 1 << 20,
             ping_interval: 25,
             version: env!("CARGO_PKG_VERSION").to_string(),
+            auth: Arc::new(AllowAll::default()),
+            rate_limit: 10_000,
+            rate_burst: 20_000,
         }
     }
 }
@@ -68,6 +84,10 @@ pub struct Node {
     next_id: AtomicU64,
     registry: Sharded<u64, Arc<Client>>,
     started: Instant,
+    /// Connections whose tokens expire (closed with 3002 by the server).
+    pub expiries: Expiries,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
 }
 
 impl std::fmt::Debug for Node {
@@ -105,12 +125,19 @@ impl Node {
             next_id: AtomicU64::new(1),
             registry: Sharded::new(REGISTRY_SHARDS),
             started: Instant::now(),
+            expiries: Expiries::default(),
+            metrics: Metrics::default(),
         })
     }
 
     /// Seconds since the node started: the clock of heartbeats.
     pub fn now(&self) -> u32 {
         self.started.elapsed().as_secs() as u32
+    }
+
+    /// Milliseconds since the node started: the clock of rate limits.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 
     /// Runs a task on the server's runtime.

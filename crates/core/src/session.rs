@@ -10,6 +10,18 @@
 //! States: *fresh* until a successful `connect` (only `connect` and `ping` are
 //! accepted; anything else is answered with error 101), then *connected*.
 //!
+//! Auth: `connect` hands its token to the node's [`crate::Authenticator`]. A
+//! refusal is answered (101 invalid or missing token, 112 expired) and the
+//! connection is then closed (3500, or 3002 "refresh the token and
+//! reconnect"). Every subscribe, publish, presence and history command asks the
+//! authenticator for permission (error 104 when refused); a subscribe may carry
+//! a subscribe token for a private channel. This is the one place every
+//! transport passes, so no transport checks permissions of its own.
+//!
+//! Rate limit: each connection has a token bucket (`rate_limit` messages per
+//! second, `rate_burst` at once). A message beyond it is answered with error
+//! 108 and dropped; the connection stays open and nobody else is affected.
+//!
 //! Wildcard subscriptions (`subscribe` to a pattern such as `news.*`; see
 //! [`crate::routing`]) bypass the broker: a pattern has no offsets, epoch or
 //! history of its own, so the reply carries an empty epoch and offset 0, and
@@ -33,9 +45,11 @@
 //! Without the cut, a client that missed more bytes than the bound would be
 //! closed with 3001 on every re-subscription and never recover.
 
+use crate::auth::{Action, AuthError};
 use crate::broker::{BrokerError, Completion, History};
 use crate::channel;
 use crate::client::Client;
+use crate::metrics::{self, Transport};
 use crate::node::Node;
 use crate::routing;
 use herald_proto::{
@@ -48,20 +62,115 @@ use std::sync::Arc;
 pub struct Session {
     node: Arc<Node>,
     client: Arc<Client>,
-    connected: bool,
     /// Exact channels and patterns alike; [`routing::is_pattern`] tells them
     /// apart (concrete names cannot contain `*` or `>`).
     subscriptions: Vec<Arc<str>>,
+    /// The transport, for the connection gauges (set by the server).
+    transport: Option<Transport>,
+    /// Rate limit: milli-messages left in the bucket, and when it was last
+    /// refilled (node milliseconds, wrapping: only differences are used).
+    /// 32 bits each: this struct lives in every idle connection.
+    bucket: u32,
+    refilled: u32,
 }
 
 impl Session {
     /// A fresh session for a client created by [`Node::new_client`].
     pub fn new(node: Arc<Node>, client: Arc<Client>) -> Session {
+        let bucket = bucket_size(&node);
         Session {
             node,
             client,
-            connected: false,
             subscriptions: Vec::new(),
+            transport: None,
+            bucket,
+            refilled: 0,
+        }
+    }
+
+    /// Labels the session with its transport: counted in the connection
+    /// gauges until it ends.
+    pub fn with_transport(mut self, t: Transport) -> Session {
+        if self.transport.is_none() {
+            self.node.metrics.opened(t);
+            self.transport = Some(t);
+        }
+        self
+    }
+
+    /// Takes one message from the rate-limit bucket (token bucket refilled at
+    /// `rate_limit` per second, holding at most `rate_burst`); false when empty.
+    fn admit(&mut self) -> bool {
+        let rate = u64::from(self.node.config.rate_limit);
+        if rate == 0 {
+            return true;
+        }
+        let now = self.node.now_ms() as u32;
+        let elapsed = u64::from(now.wrapping_sub(self.refilled));
+        self.refilled = now;
+        let filled =
+            (u64::from(self.bucket) + elapsed * rate).min(u64::from(bucket_size(&self.node)));
+        self.bucket = filled as u32;
+        if self.bucket >= 1000 {
+            self.bucket -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn rate_limited(&self, id: u32) {
+        self.node.metrics.dropped(metrics::Drop::RateLimit, 1);
+        self.error(
+            id,
+            ErrorCode::TooManyRequests,
+            "rate limit exceeded: message dropped",
+        );
+    }
+
+    /// Whether `connect` succeeded.
+    pub fn is_connected(&self) -> bool {
+        self.client.is_connected()
+    }
+
+    /// Checks `token` and, if it is accepted, makes the session connected.
+    /// The transports that cannot carry a `connect` command (SSE) call this
+    /// directly; on a failure, nothing is sent or closed.
+    pub fn authenticate(&mut self, token: Option<&str>) -> Result<(), AuthError> {
+        let identity = self.node.config.auth.connect(token)?;
+        if let Some(at) = identity.expires_at {
+            self.node.expiries.add(at, &self.client);
+        }
+        self.client.set_identity(identity);
+        Ok(())
+    }
+
+    /// Checks a permission, answering the error if it is refused.
+    fn permit(&self, id: u32, action: Action, channel: &str, token: Option<&str>) -> bool {
+        let Some(who) = self.client.identity() else {
+            return false;
+        };
+        match self.node.config.auth.allow(who, action, channel, token) {
+            Ok(()) => true,
+            Err(e) => {
+                self.node.metrics.dropped(metrics::Drop::Denied, 1);
+                self.error(id, e.code(), &e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Whether the session may do `action` on `channel` (the SSE transport
+    /// checks its channels before it opens a stream).
+    pub fn check(
+        &self,
+        action: Action,
+        channel: &str,
+        token: Option<&str>,
+    ) -> Result<(), AuthError> {
+        match self.client.identity() {
+            Some(who) => self.node.config.auth.allow(who, action, channel, token),
+            None => Err(AuthError::Missing),
         }
     }
 
@@ -88,6 +197,18 @@ impl Session {
             );
             return;
         }
+        let m = &self.node.metrics;
+        m.messages_in.inc();
+        m.bytes_in.add(payload.len() as u64);
+        if !self.admit() {
+            // The id is only read to address the error; the command is dropped.
+            let id = self
+                .client
+                .encoding
+                .decode_request(payload)
+                .map_or_else(|e| e.id(), |r| r.id);
+            return self.rate_limited(id);
+        }
         match self.client.encoding.decode_request(payload) {
             Ok(req) => self.handle(req),
             Err(e) => self.decode_error(&e),
@@ -104,13 +225,21 @@ impl Session {
         let id = req.id;
         match req.cmd {
             Command::Ping => self.reply(id, Reply::Ping),
-            Command::Connect { .. } if self.connected => {
+            Command::Connect { .. } if self.client.is_connected() => {
                 self.error(id, ErrorCode::AlreadyConnected, "already connected")
             }
-            Command::Connect { .. } => {
-                // Tokens are checked once auth is configured (a later stage);
-                // until then every client is anonymous.
-                self.connected = true;
+            Command::Connect { token, .. } => {
+                if let Err(e) = self.authenticate(token.as_deref()) {
+                    // The error reply goes out, then the close: 3002 tells the
+                    // client to refresh its token, 3500 not to retry this one.
+                    // Debug, not info: anyone can make these, so they must not
+                    // flood the logs; the metrics count them.
+                    tracing::debug!(client = self.client.id, error = %e, "connect refused");
+                    self.node.metrics.dropped(metrics::Drop::Denied, 1);
+                    self.error(id, e.code(), &e.to_string());
+                    self.client.outbox.close(e.disconnect().code(), false);
+                    return;
+                }
                 self.reply(
                     id,
                     Reply::Connect {
@@ -120,17 +249,23 @@ impl Session {
                     },
                 );
             }
-            _ if !self.connected => self.error(id, ErrorCode::Unauthorized, "send connect first"),
+            _ if !self.client.is_connected() => {
+                self.error(id, ErrorCode::Unauthorized, "send connect first")
+            }
             Command::Subscribe {
                 channel,
                 recover,
                 join_leave,
-            } => self.subscribe(id, channel, recover, join_leave),
+                token,
+            } => self.subscribe(id, channel, recover, join_leave, token.as_deref()),
             Command::Unsubscribe { channel } => self.unsubscribe(id, &channel),
             Command::Publish { channel, data } => {
-                if !self.check_concrete(id, &channel) {
+                if !self.check_concrete(id, &channel)
+                    || !self.permit(id, Action::Publish, &channel, None)
+                {
                     return;
                 }
+                self.node.metrics.publications.inc();
                 let done = self.node.broker.publish(&channel, data);
                 self.complete(id, done, |r| {
                     r.map(|p| Reply::Publish {
@@ -144,7 +279,9 @@ impl Session {
                 since,
                 limit,
             } => {
-                if !self.check_concrete(id, &channel) {
+                if !self.check_concrete(id, &channel)
+                    || !self.permit(id, Action::History, &channel, None)
+                {
                     return;
                 }
                 let done = self
@@ -160,7 +297,9 @@ impl Session {
                 });
             }
             Command::Presence { channel } => {
-                if !self.check_concrete(id, &channel) {
+                if !self.check_concrete(id, &channel)
+                    || !self.permit(id, Action::Presence, &channel, None)
+                {
                     return;
                 }
                 let clients = self.node.hub.presence(&channel);
@@ -183,7 +322,14 @@ impl Session {
         false
     }
 
-    fn subscribe(&mut self, id: u32, channel: String, recover: Option<Position>, join_leave: bool) {
+    fn subscribe(
+        &mut self,
+        id: u32,
+        channel: String,
+        recover: Option<Position>,
+        join_leave: bool,
+        token: Option<&str>,
+    ) {
         let pattern = routing::is_pattern(&channel);
         if pattern {
             if let Err(code) = channel::validate_pattern(&channel) {
@@ -212,6 +358,9 @@ impl Session {
             }
         } else if let Err(code) = channel::validate(&channel) {
             return self.error(id, code, "invalid channel name");
+        }
+        if !self.permit(id, Action::Subscribe, &channel, token) {
+            return;
         }
         if self.subscriptions.iter().any(|c| **c == *channel) {
             return self.error(id, ErrorCode::AlreadySubscribed, "already subscribed");
@@ -365,12 +514,28 @@ fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
     client.send(client.encoding.encode_server_bytes(&msg));
 }
 
+/// The rate-limit bucket's size in milli-messages (a burst above about four
+/// million messages is capped there).
+fn bucket_size(node: &Node) -> u32 {
+    let c = &node.config;
+    c.rate_burst.max(c.rate_limit).saturating_mul(1000)
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         for channel in std::mem::take(&mut self.subscriptions) {
             self.release(&channel);
         }
         self.node.remove_client(self.client.id);
+        if let Some(t) = self.transport {
+            let m = &self.node.metrics;
+            m.closed(t);
+            let code = self
+                .client
+                .outbox
+                .with_queue(|q| q.closing().map(|c| c.code));
+            m.disconnected(code.unwrap_or(0));
+        }
     }
 }
 
@@ -425,6 +590,7 @@ mod tests {
                 channel: channel.into(),
                 recover,
                 join_leave: false,
+                token: None,
             },
         });
     }
@@ -698,6 +864,7 @@ mod tests {
                 channel: "room".into(),
                 recover: None,
                 join_leave: true,
+                token: None,
             },
         });
         assert_eq!(drain(&watcher).len(), 1, "only the reply: no self-join");
@@ -724,6 +891,7 @@ mod tests {
                 channel: "room.*".into(),
                 recover: None,
                 join_leave: true,
+                token: None,
             },
         });
         assert_eq!(error_code(&drain(&watcher)[0]), Some(111));

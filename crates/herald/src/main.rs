@@ -1,6 +1,7 @@
 //! The `herald` binary: argument parsing and wiring only.
 //!
-//! `herald serve` runs the server; `herald bench` runs the load generator.
+//! `herald serve` runs the server; `herald bench` runs the load generator;
+//! `herald token` mints a development token.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -25,6 +26,9 @@ enum Command {
     Serve(ServeArgs),
     /// Run a load-generation scenario against Herald or a peer server.
     Bench(herald_bench::BenchArgs),
+    /// Mint a token (HS256 with the server's secret, or RS256/ES256 with a
+    /// private key): `herald token --user U --channel C --ttl 1h`.
+    Token(herald_server::auth::mint::TokenArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,7 +36,18 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Bench(args) => herald_bench::run(args).context("bench failed"),
+        Command::Token(args) => {
+            let token = herald_server::auth::mint::mint(&args, unix_now())?;
+            println!("{token}");
+            Ok(())
+        }
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn init_logs(format: &str) {
@@ -75,8 +90,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!(
             %addr,
             broker = "memory",
-            "herald listening: ws://{addr}/ws (herald.json, herald.binary), ws://{addr}/shootout; anonymous clients allowed (no auth configured)"
+            "herald listening: ws://{addr}/ws (herald.json, herald.binary), ws://{addr}/shootout; metrics at http://{addr}/metrics"
         );
+        tracing::info!(auth = %config.auth_summary, "auth: {}", config.auth_summary);
+        if config.auth_summary.contains("ALLOWED") || config.auth_summary.contains("OPEN") {
+            let exposed = !config.listen.ip().is_loopback()
+                || config.tcp_listen.is_some_and(|a| !a.ip().is_loopback());
+            if exposed {
+                tracing::warn!("listening beyond loopback with anonymous clients or an open API (--insecure or explicit config)");
+            }
+        }
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
         herald_server::run(herald_server::Listeners { http: listener, tcp }, config, shutdown).await?;

@@ -271,10 +271,15 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             Command::Connect { token, name }
         }
         ty::SUBSCRIBE => {
-            let f = r.flags(0b11)?;
+            let f = r.flags(0b111)?;
             let channel = r.string("channel")?;
             let recover = if f & 1 != 0 {
                 Some(r.position()?)
+            } else {
+                None
+            };
+            let token = if f & 4 != 0 {
+                Some(r.string("token")?)
             } else {
                 None
             };
@@ -282,6 +287,7 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
                 channel,
                 recover,
                 join_leave: f & 2 != 0,
+                token,
             }
         }
         ty::UNSUBSCRIBE => Command::Unsubscribe {
@@ -473,13 +479,21 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             channel,
             recover,
             join_leave,
+            token,
         } => {
             out.put_u8(ty::SUBSCRIBE);
             put_varint(out, id);
-            out.put_u8(u8::from(recover.is_some()) | u8::from(*join_leave) << 1);
+            out.put_u8(
+                u8::from(recover.is_some())
+                    | u8::from(*join_leave) << 1
+                    | u8::from(token.is_some()) << 2,
+            );
             put_str(out, channel);
             if let Some(p) = recover {
                 put_position(out, p);
+            }
+            if let Some(t) = token {
+                put_str(out, t);
             }
         }
         Command::Unsubscribe { channel } => {

@@ -20,6 +20,19 @@ mod encode;
 pub use decode::{decode_request, decode_request_bytes, decode_server, decode_server_bytes};
 pub use encode::{encode_request, encode_server};
 
+/// Splits a long-poll request body into its commands: a JSON array of
+/// commands gives one slice per element (each still to be decoded, so a bad
+/// one is answered on its own), anything else is one command. Only an array
+/// that is not valid JSON is an error.
+pub fn split_batch(body: &[u8]) -> Result<Vec<&[u8]>, serde_json::Error> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'[') {
+        return Ok(vec![body]);
+    }
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(body)?;
+    Ok(items.into_iter().map(|r| r.get().as_bytes()).collect())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -116,7 +129,8 @@ mod tests {
                 cmd: Command::Subscribe {
                     channel: "c".into(),
                     recover: None,
-                    join_leave: false
+                    join_leave: false,
+                    token: None,
                 }
             }
         );
@@ -152,6 +166,7 @@ mod tests {
                     offset: 5,
                 }),
                 join_leave: true,
+                token: None,
             },
         };
         assert_eq!(

@@ -13,6 +13,8 @@
 
 pub mod binary;
 pub mod codes;
+pub mod framing;
+pub mod fuzzing;
 pub mod json;
 mod jsontext;
 pub mod shootout;
@@ -147,6 +149,9 @@ pub enum Command {
         recover: Option<Position>,
         /// Also receive join/leave pushes for this channel.
         join_leave: bool,
+        /// A subscribe token (JWT) granting this channel, for channels whose
+        /// namespace requires a grant (private channels).
+        token: Option<String>,
     },
     /// Stop receiving publications of a channel.
     Unsubscribe {

@@ -136,6 +136,7 @@ impl Rng {
                 channel: self.string(),
                 recover: self.opt_position(),
                 join_leave: self.bool(),
+                token: self.opt_string(),
             },
             2 => Command::Unsubscribe {
                 channel: self.string(),

@@ -24,7 +24,7 @@ fn main() {
         let (s, _) = listener.accept().await.expect("accept");
         let shared =
             herald_server::server::shared(herald_server::ServerConfig::default()).expect("shared");
-        let fut = herald_server::http::serve_connection(s, shared);
+        let fut = herald_server::http::serve_connection(s, shared, None);
         println!(
             "serve_connection future (handshake phase) = {}",
             std::mem::size_of_val(&fut)

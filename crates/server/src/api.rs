@@ -6,7 +6,15 @@
 //! client would and answers `200 {"epoch": "...", "offset": N}`. Errors answer
 //! with an HTTP status and the protocol's numbered code:
 //! `{"error": {"code": C, "message": "..."}}`. With no configuration the API
-//! accepts every request on the listener, which binds 127.0.0.1 by default.
+//! accepts every request on the listener, which binds 127.0.0.1 by default;
+//! once an `api_key` is configured, every `/api/*` request must carry
+//! `Authorization: apikey KEY` (else 401, code 101).
+//!
+//! `GET /healthz` answers 200 while the process runs; `GET /readyz` answers 200
+//! when the node can serve (broker healthy, not shutting down) and 503
+//! otherwise; `GET /metrics` is the Prometheus text format (see
+//! [`crate::metrics`]). Browser transports (`/sse`, `/poll`) obey the Origin
+//! allowlist (403, code 104), as WebSocket upgrades do.
 
 use crate::server::Shared;
 use bytes::Bytes;
@@ -62,8 +70,58 @@ pub async fn handle(
     shared: Arc<Shared>,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
+    if path.starts_with("/api/") {
+        if let Some(key) = &shared.config.api_key {
+            let given = req
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes());
+            if !crate::auth::api_key_ok(given, &key.0) {
+                let mut r = error(
+                    StatusCode::UNAUTHORIZED,
+                    ErrorCode::Unauthorized,
+                    "this API requires `Authorization: apikey KEY`",
+                );
+                r.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("apikey"),
+                );
+                return Ok(r);
+            }
+        }
+    } else if path == "/sse" || path.starts_with("/poll") {
+        let origin = req
+            .headers()
+            .get(http::header::ORIGIN)
+            .map(|v| v.as_bytes());
+        if !crate::limits::origin_allowed(&shared.config.allowed_origins, origin) {
+            shared.node.metrics.refused.inc();
+            return Ok(error(
+                StatusCode::FORBIDDEN,
+                ErrorCode::PermissionDenied,
+                "origin not allowed",
+            ));
+        }
+    }
     Ok(match (req.method(), path) {
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+        (&Method::GET, "/readyz") => {
+            if shared.stopping.is_cancelled() {
+                text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+            } else if !shared.node.broker.healthy() {
+                text(StatusCode::SERVICE_UNAVAILABLE, "broker unavailable\n")
+            } else {
+                text(StatusCode::OK, "ready\n")
+            }
+        }
+        (&Method::GET, "/metrics") => {
+            let mut r = Response::new(full(crate::metrics::render(&shared)));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
         (_, "/api/publish") if req.method() != Method::POST => error(
             StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::BadRequest,
@@ -114,6 +172,10 @@ async fn publish(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
                 .downcast_ref::<http_body_util::LengthLimitError>()
                 .is_some()
             {
+                shared
+                    .node
+                    .metrics
+                    .dropped(herald_core::metrics::Drop::TooLarge, 1);
                 error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     ErrorCode::MessageTooLarge,
@@ -162,6 +224,10 @@ async fn publish(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         }
     };
     if data.len() > shared.config.max_message_size {
+        shared
+            .node
+            .metrics
+            .dropped(herald_core::metrics::Drop::TooLarge, 1);
         return error(
             StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::MessageTooLarge,
@@ -171,6 +237,7 @@ async fn publish(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     if let Err(code) = channel::validate(&parsed.channel) {
         return error(StatusCode::BAD_REQUEST, code, "invalid channel name");
     }
+    shared.node.metrics.publications.inc();
     let result = match shared.node.broker.publish(&parsed.channel, data) {
         Completion::Ready(r) => r,
         Completion::Pending(f) => f.await,

@@ -6,17 +6,20 @@
 //! of precedence. Every option has a default, stated in its help text, so
 //! `herald serve` needs no file at all.
 
+use crate::auth::{self, NamespaceRule, Policy};
 use herald_core::NodeConfig;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Options of `herald serve`. `None` means "not given here".
 #[derive(Debug, Default, Clone, clap::Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeArgs {
-    /// TOML file with any of these options as keys (e.g. `listen = "127.0.0.1:9000"`).
+    /// TOML file with any of these options as keys (e.g. `listen = "127.0.0.1:9000"`),
+    /// and the per-namespace permission rules (`[[namespaces]]`, TOML only).
     #[arg(long, env = "HERALD_CONFIG")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
@@ -94,7 +97,9 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_POLL_TIMEOUT")]
     pub poll_timeout: Option<u64>,
 
-    /// Seconds a new connection has to send its HTTP request [default: 10].
+    /// Seconds a new connection has to send its HTTP request (else HTTP 408),
+    /// and then, on WebSocket and raw TCP, its `connect` (else close 3003)
+    /// [default: 10].
     #[arg(long, env = "HERALD_HANDSHAKE_TIMEOUT")]
     pub handshake_timeout: Option<u64>,
 
@@ -111,6 +116,69 @@ pub struct ServeArgs {
     /// 0 = off [default: 0].
     #[arg(long, env = "HERALD_DEMO_RATE")]
     pub demo_rate: Option<u32>,
+    /// HS256 secret (at least 32 bytes) that connection and subscribe tokens
+    /// are signed with; prefer the environment or the TOML file, since
+    /// command lines are visible to other local users [default: none].
+    #[arg(long, env = "HERALD_TOKEN_HMAC_SECRET", hide_env_values = true)]
+    pub token_hmac_secret: Option<String>,
+
+    /// PEM public key (RSA for RS256, EC P-256 for ES256) that tokens are
+    /// signed with [default: none].
+    #[arg(long, env = "HERALD_TOKEN_PUBLIC_KEY")]
+    pub token_public_key: Option<PathBuf>,
+
+    /// JWKS file (RFC 7517) with the RSA/EC P-256 keys tokens are signed
+    /// with; a token's `kid` picks the key [default: none].
+    #[arg(long, env = "HERALD_TOKEN_JWKS_FILE")]
+    pub token_jwks_file: Option<PathBuf>,
+
+    /// Let clients connect without a token [default: true when no token key
+    /// is configured, else false].
+    #[arg(long, env = "HERALD_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: Option<bool>,
+
+    /// Key the HTTP API (`/api/*`) requires as `Authorization: apikey KEY`;
+    /// prefer the environment or the TOML file [default: none: the API is
+    /// open to whoever reaches the listener].
+    #[arg(long, env = "HERALD_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+
+    /// Listen on a non-loopback address without a token key and an API key
+    /// (anyone who reaches it may connect and publish) [default: false].
+    #[arg(long, env = "HERALD_INSECURE", num_args = 0..=1, default_missing_value = "true")]
+    pub insecure: Option<bool>,
+
+    /// Origins (e.g. `https://app.example.com`) allowed to open WebSocket, SSE
+    /// and long-poll connections from a browser; others get HTTP 403. Requests
+    /// without an `Origin` header (non-browser clients) are not affected
+    /// [default: any origin].
+    #[arg(long, env = "HERALD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Option<Vec<String>>,
+
+    /// Most simultaneous connections from one IP address; further ones get
+    /// HTTP 503 (raw TCP: disconnect 3503); 0 = no limit. Off by default
+    /// because a NATed office or a load generator is one address; set it when
+    /// exposed [default: 0].
+    #[arg(long, env = "HERALD_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+
+    /// Messages per second one connection may send (token bucket); further
+    /// ones are answered with error 108 and dropped; 0 = no limit
+    /// [default: 10000].
+    #[arg(long, env = "HERALD_RATE_LIMIT")]
+    pub rate_limit: Option<u32>,
+
+    /// Messages a connection may send at once above the rate (bucket size)
+    /// [default: 20000].
+    #[arg(long, env = "HERALD_RATE_BURST")]
+    pub rate_burst: Option<u32>,
+
+    /// Per-namespace permission rules; TOML only (`[[namespaces]]` tables
+    /// with `name`, `subscribe`, `publish`, `presence`, `history`, each one
+    /// of `any`, `user`, `grant`, `none`) [default: none: everything `any`].
+    #[arg(skip)]
+    #[serde(default)]
+    pub namespaces: Vec<NamespaceRule>,
 }
 
 /// Why the configuration could not be loaded.
@@ -166,8 +234,73 @@ pub struct ServerConfig {
     pub log_format: String,
     /// Synthetic rows per second for the demo page (0 = off).
     pub demo_rate: u32,
+    /// Key the HTTP API requires, if any.
+    pub api_key: Option<Secret>,
+    /// Browser origins allowed (empty: any).
+    pub allowed_origins: Vec<String>,
+    /// Most connections per IP (0: no limit).
+    pub max_connections_per_ip: usize,
+    /// Whether auth is configured, for the start-up message.
+    pub auth_summary: String,
+    /// Whether `/shootout` (a benchmark protocol without auth) is served:
+    /// only while anonymous clients are allowed.
+    pub shootout: bool,
     /// Session settings.
     pub node: NodeConfig,
+}
+
+/// A secret that never appears in `Debug` output (logs, panics).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Builds the token verifier and policy from the options.
+fn policy(a: &ServeArgs) -> Result<Policy, ConfigError> {
+    let mut keys = Vec::new();
+    if let Some(path) = &a.token_public_key {
+        let text = read(path)?;
+        let key = auth::keys::public_key_pem(&text).map_err(|e| {
+            ConfigError::Invalid(format!("token_public_key {}: {e}", path.display()))
+        })?;
+        keys.push(auth::keys::Jwk { kid: None, key });
+    }
+    if let Some(path) = &a.token_jwks_file {
+        let text = read(path)?;
+        keys.extend(auth::keys::jwks(&text).map_err(|e| {
+            ConfigError::Invalid(format!("token_jwks_file {}: {e}", path.display()))
+        })?);
+    }
+    if let Some(secret) = &a.token_hmac_secret {
+        if secret.len() < 32 {
+            return Err(ConfigError::Invalid(
+                "token_hmac_secret must be at least 32 bytes (RFC 7518 §3.2)".into(),
+            ));
+        }
+    }
+    let verifier =
+        auth::jwt::Verifier::new(a.token_hmac_secret.as_deref().map(str::as_bytes), keys);
+    let mut seen = std::collections::HashSet::new();
+    for r in &a.namespaces {
+        if !seen.insert(r.name.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "namespace {:?} is listed twice",
+                r.name
+            )));
+        }
+    }
+    Ok(Policy::new(verifier, a.allow_anonymous, &a.namespaces))
+}
+
+fn read(path: &std::path::Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 impl Default for ServerConfig {
@@ -196,7 +329,7 @@ impl ServerConfig {
     /// Applies defaults to whatever was not given.
     pub fn resolve(a: ServeArgs) -> Result<ServerConfig, ConfigError> {
         let d = NodeConfig::default();
-        let log_format = a.log_format.unwrap_or_else(|| "text".into());
+        let log_format = a.log_format.clone().unwrap_or_else(|| "text".into());
         if log_format != "text" && log_format != "json" {
             return Err(ConfigError::Invalid(format!(
                 "log_format = {log_format:?} (expected text or json)"
@@ -217,10 +350,51 @@ impl ServerConfig {
                 "demo_rate = {demo_rate} (at most 10000)"
             )));
         }
+        let policy = policy(&a)?;
+        let listen = a
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let exposed: Vec<SocketAddr> = [Some(listen), a.tcp_listen]
+            .into_iter()
+            .flatten()
+            .filter(|addr| !addr.ip().is_loopback())
+            .collect();
+        let api_key = a.api_key.filter(|k| !k.is_empty()).map(Secret);
+        if !exposed.is_empty() && !a.insecure.unwrap_or(false) {
+            let mut missing = Vec::new();
+            if !policy.has_keys() {
+                missing
+                    .push("a token key (token_hmac_secret, token_public_key or token_jwks_file)");
+            }
+            if api_key.is_none() {
+                missing.push("an api_key");
+            }
+            if !missing.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "refusing to listen on non-loopback {} without {}: anyone reaching it could \
+                     connect and publish. Configure them, or pass --insecure (HERALD_INSECURE=true) \
+                     to accept that",
+                    exposed
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    missing.join(" and ")
+                )));
+            }
+        }
+        let shootout = policy.allows_anonymous();
+        let auth_summary = format!(
+            "{}; HTTP API {}",
+            herald_core::Authenticator::describe(&policy),
+            if api_key.is_some() {
+                "requires its API key"
+            } else {
+                "OPEN (no api_key)"
+            }
+        );
         Ok(ServerConfig {
-            listen: a
-                .listen
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            listen,
             tcp_listen: a.tcp_listen,
             tls_cert: a.tls_cert,
             tls_key: a.tls_key,
@@ -235,6 +409,17 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
             log_format,
             demo_rate,
+            api_key,
+            allowed_origins: a
+                .allowed_origins
+                .unwrap_or_default()
+                .into_iter()
+                .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+                .filter(|o| !o.is_empty())
+                .collect(),
+            max_connections_per_ip: a.max_connections_per_ip.unwrap_or(0),
+            auth_summary,
+            shootout,
             node: NodeConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),
@@ -242,6 +427,9 @@ impl ServerConfig {
                 client_queue_bytes: a.client_queue_bytes.unwrap_or(d.client_queue_bytes),
                 ping_interval,
                 version: d.version,
+                auth: Arc::new(policy),
+                rate_limit: a.rate_limit.unwrap_or(d.rate_limit),
+                rate_burst: a.rate_burst.unwrap_or(d.rate_burst),
             },
         })
     }
@@ -270,6 +458,21 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
             demo_rate: self.demo_rate.or(other.demo_rate),
+            token_hmac_secret: self.token_hmac_secret.or(other.token_hmac_secret),
+            token_public_key: self.token_public_key.or(other.token_public_key),
+            token_jwks_file: self.token_jwks_file.or(other.token_jwks_file),
+            allow_anonymous: self.allow_anonymous.or(other.allow_anonymous),
+            api_key: self.api_key.or(other.api_key),
+            insecure: self.insecure.or(other.insecure),
+            allowed_origins: self.allowed_origins.or(other.allowed_origins),
+            max_connections_per_ip: self.max_connections_per_ip.or(other.max_connections_per_ip),
+            rate_limit: self.rate_limit.or(other.rate_limit),
+            rate_burst: self.rate_burst.or(other.rate_burst),
+            namespaces: if self.namespaces.is_empty() {
+                other.namespaces
+            } else {
+                self.namespaces
+            },
         }
     }
 }
@@ -313,6 +516,106 @@ mod tests {
         let c = ServerConfig::default();
         assert_eq!(c.node.history_size, 100);
         assert_eq!(c.node.history_ttl, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn non_loopback_needs_secrets_or_insecure() {
+        let public = Some(SocketAddr::from(([0, 0, 0, 0], 8080)));
+        let e = ServerConfig::resolve(ServeArgs {
+            listen: public,
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("--insecure"), "{e}");
+        let only_key = ServerConfig::resolve(ServeArgs {
+            listen: public,
+            token_hmac_secret: Some("x".repeat(32)),
+            ..ServeArgs::default()
+        })
+        .unwrap_err();
+        assert!(only_key.to_string().contains("api_key"), "{only_key}");
+        let tcp = ServerConfig::resolve(ServeArgs {
+            tcp_listen: public,
+            ..ServeArgs::default()
+        });
+        assert!(tcp.is_err(), "the raw TCP listener counts too");
+        assert!(ServerConfig::resolve(ServeArgs {
+            listen: public,
+            insecure: Some(true),
+            ..ServeArgs::default()
+        })
+        .is_ok());
+        let c = ServerConfig::resolve(ServeArgs {
+            listen: public,
+            token_hmac_secret: Some("x".repeat(32)),
+            api_key: Some("k".into()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert!(
+            c.auth_summary.contains("anonymous clients refused"),
+            "{}",
+            c.auth_summary
+        );
+        // Loopback needs nothing, and says anonymous clients are allowed.
+        let d = ServerConfig::default();
+        assert!(d.auth_summary.contains("ALLOWED"), "{}", d.auth_summary);
+        assert!(!format!("{c:?}").contains("kkk"));
+    }
+
+    #[test]
+    fn short_hmac_secrets_and_bad_keys_are_refused() {
+        assert!(ServerConfig::resolve(ServeArgs {
+            token_hmac_secret: Some("short".into()),
+            ..ServeArgs::default()
+        })
+        .is_err());
+        let dir = std::env::temp_dir().join(format!("herald-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.pem");
+        std::fs::write(&bad, "not a key").unwrap();
+        assert!(ServerConfig::resolve(ServeArgs {
+            token_public_key: Some(bad.clone()),
+            ..ServeArgs::default()
+        })
+        .is_err());
+        assert!(ServerConfig::resolve(ServeArgs {
+            token_jwks_file: Some(bad),
+            ..ServeArgs::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn namespaces_from_toml() {
+        let dir = std::env::temp_dir().join(format!("herald-ns-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(
+            &path,
+            "[[namespaces]]\nname = \"private\"\nsubscribe = \"grant\"\n\n[[namespaces]]\nname = \"\"\npublish = \"user\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert!(
+            c.auth_summary.contains("1 namespace rule"),
+            "{}",
+            c.auth_summary
+        );
+        std::fs::write(
+            &path,
+            "[[namespaces]]\nname = \"x\"\nsubscribe = \"everyone\"\n",
+        )
+        .unwrap();
+        assert!(ServerConfig::load(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .is_err());
     }
 
     #[test]

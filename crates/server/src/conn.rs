@@ -200,6 +200,8 @@ pub struct Connection<H: Handler, W: Wire, S: Io = TcpStream> {
     close_sent: bool,
     /// Bounds the wait for the peer's close (only while closing).
     close_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// This connection's place in the per-IP count, released when it ends.
+    _slot: Option<Box<crate::limits::IpSlot>>,
 }
 
 enum ReadOutcome {
@@ -235,11 +237,19 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
             close_queued: false,
             close_sent: false,
             close_timer: None,
+            _slot: None,
         };
         if !leftover.is_empty() {
             conn.absorb(&mut leftover.to_vec());
         }
         conn
+    }
+
+    /// Holds `slot` (the connection's place in the per-IP count) until the
+    /// connection ends.
+    pub fn holding(mut self, slot: Option<Box<crate::limits::IpSlot>>) -> Self {
+        self._slot = slot;
+        self
     }
 
     fn close(&self, code: u16) {
@@ -282,6 +292,10 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
                     }
                 }
                 Err(code) => {
+                    if code == herald_proto::DisconnectCode::MessageTooBig.code() {
+                        let m = &self.handler.node().metrics;
+                        m.dropped(herald_core::metrics::Drop::TooLarge, 1);
+                    }
                     tracing::debug!(
                         client = self.handler.client().id,
                         code,
@@ -351,6 +365,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
             }
             let (stream, wire, close_queued) =
                 (&mut self.stream, &self.wire, &mut self.close_queued);
+            let metrics = &self.handler.node().metrics;
             let step = self.handler.client().outbox.with_queue(|q| {
                 if q.frames.is_empty() {
                     match q.closing() {
@@ -365,7 +380,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
                         }
                     }
                 }
-                write_batch(stream, cx, wire, q)
+                write_batch(stream, cx, wire, q, metrics)
             });
             match step {
                 Step::Idle => {
@@ -404,6 +419,7 @@ fn write_batch(
     cx: &mut Context<'_>,
     wire: &impl Wire,
     q: &mut Queue,
+    metrics: &herald_core::metrics::Metrics,
 ) -> Step {
     let mut headers = [[0u8; 14]; WRITE_BATCH];
     let mut hlens = [0usize; WRITE_BATCH];
@@ -449,6 +465,7 @@ fn write_batch(
     match stream.poll_write_some(cx, &iov[..n_iov]) {
         Poll::Ready(Ok(0)) => Step::Failed,
         Poll::Ready(Ok(mut written)) => {
+            metrics.bytes_out.add(written as u64);
             let mut done = 0;
             let mut head = 0;
             for (i, total) in totals.iter().take(count).enumerate() {
@@ -462,6 +479,7 @@ fn write_batch(
                 }
             }
             q.advance(done, head as u32);
+            metrics.messages_out.add(done as u64);
             Step::Progress
         }
         Poll::Pending => Step::Pending,

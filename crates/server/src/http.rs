@@ -9,11 +9,13 @@
 //! first request on its connection (browsers always open a fresh one).
 
 use crate::conn::{AsyncIo, Connection, Io};
+use crate::limits::IpSlot;
 use crate::rewind::Rewind;
 use crate::server::Shared;
 use crate::ws::shootout::ShootoutConn;
 use crate::ws::WsWire;
 use bytes::Bytes;
+use herald_core::metrics::Transport;
 use herald_core::Session;
 use herald_proto::Encoding;
 use std::io;
@@ -113,15 +115,20 @@ impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
 /// Many handshakes can be in flight at once (a reconnect storm), so this
 /// future is kept small: the TLS and hyper paths, whose state is several KiB,
 /// are boxed and cost nothing on the plain WebSocket path.
-pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>) {
+pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, slot: Option<Box<IpSlot>>) {
     let _handshake = Handshaking::new(shared.clone());
     match shared.tls.clone() {
-        None => serve_stream(stream, shared).await,
-        Some(tls) => Box::pin(serve_tls(stream, shared, tls)).await,
+        None => serve_stream(stream, shared, slot).await,
+        Some(tls) => Box::pin(serve_tls(stream, shared, tls, slot)).await,
     }
 }
 
-async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, tls: tokio_rustls::TlsAcceptor) {
+async fn serve_tls(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    tls: tokio_rustls::TlsAcceptor,
+    slot: Option<Box<IpSlot>>,
+) {
     let accepted = tokio::time::timeout(shared.config.handshake_timeout, tls.accept(stream)).await;
     let stream = match accepted {
         Ok(Ok(s)) => s,
@@ -132,13 +139,13 @@ async fn serve_tls(stream: TcpStream, shared: Arc<Shared>, tls: tokio_rustls::Tl
         Err(_) => return,
     };
     if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-        return Box::pin(hyper_serve(stream, shared, Vec::new())).await;
+        return Box::pin(hyper_serve(stream, shared, Vec::new(), slot)).await;
     }
-    serve_stream(stream, shared).await;
+    serve_stream(stream, shared, slot).await;
 }
 
 /// Reads the first request head and routes it.
-async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>) {
+async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>, slot: Option<Box<IpSlot>>) {
     let head = tokio::time::timeout(shared.config.handshake_timeout, read_head(&mut stream)).await;
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
@@ -154,15 +161,16 @@ async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>) {
         }
         Ok(Err(_)) => return,
         Err(_) => {
+            shared.node.metrics.refused.inc();
             let body = "request head not received in time\n";
             Box::pin(answer(stream, "408 Request Timeout", "", body)).await;
             return;
         }
     };
     if head_len == 0 {
-        return Box::pin(hyper_serve(stream, shared, buf)).await;
+        return Box::pin(hyper_serve(stream, shared, buf, slot)).await;
     }
-    route(stream, shared, buf, head_len).await;
+    route(stream, shared, buf, head_len, slot).await;
 }
 
 /// Serves the connection with hyper, replaying what was already read.
@@ -170,7 +178,10 @@ async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     stream: S,
     shared: Arc<Shared>,
     read: Vec<u8>,
+    slot: Option<Box<IpSlot>>,
 ) {
+    // Held while hyper serves this connection (SSE streams included).
+    let _slot = slot;
     let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
     let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
     let builder =
@@ -200,7 +211,7 @@ enum Decision {
     },
 }
 
-fn decide(buf: &[u8]) -> Decision {
+fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool) -> Decision {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
@@ -219,9 +230,36 @@ fn decide(buf: &[u8]) -> Decision {
         .any(|h| h.name.eq_ignore_ascii_case("upgrade"));
     let endpoint = match path {
         "/ws" if wants_upgrade => Endpoint::Herald,
+        "/shootout" if wants_upgrade && !shootout => {
+            // The benchmark protocol has no auth: a server that refuses
+            // anonymous clients does not offer it.
+            return Decision::Reject {
+                status: "403 Forbidden",
+                extra: "",
+                body: format!(
+                    "{{\"error\":{{\"code\":{},\"message\":\"the shootout endpoint is only served when anonymous clients are allowed\"}}}}\n",
+                    herald_proto::ErrorCode::PermissionDenied.code()
+                ),
+            };
+        }
         "/shootout" if wants_upgrade => Endpoint::Shootout,
         _ => return Decision::Hyper,
     };
+    let origin = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("origin"))
+        .map(|h| h.value);
+    if !crate::limits::origin_allowed(allowed_origins, origin) {
+        return Decision::Reject {
+            status: "403 Forbidden",
+            extra: "",
+            body: format!(
+                "{{\"error\":{{\"code\":{},\"message\":\"origin not allowed\"}}}}\n",
+                herald_proto::ErrorCode::PermissionDenied.code()
+            ),
+        };
+    }
     let upgrade = match herald_ws::validate_upgrade(method, req.headers) {
         Ok(u) => u,
         Err(e) => {
@@ -262,8 +300,15 @@ fn decide(buf: &[u8]) -> Decision {
 }
 
 /// Where each request goes.
-async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head_len: usize) {
-    let (endpoint, encoding) = match decide(&buf) {
+async fn route<S: Stream>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    buf: Vec<u8>,
+    head_len: usize,
+    slot: Option<Box<IpSlot>>,
+) {
+    let shootout = shared.config.shootout;
+    let (endpoint, encoding) = match decide(&buf, &shared.config.allowed_origins, shootout) {
         Decision::Upgrade {
             endpoint,
             encoding,
@@ -274,12 +319,17 @@ async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head
             }
             (endpoint, encoding)
         }
-        Decision::Hyper => return Box::pin(hyper_serve(stream, shared, buf)).await,
+        Decision::Hyper => return Box::pin(hyper_serve(stream, shared, buf, slot)).await,
         Decision::Reject {
             status,
             extra,
             body,
-        } => return Box::pin(answer(stream, status, extra, &body)).await,
+        } => {
+            if status.starts_with("403") {
+                shared.node.metrics.refused.inc();
+            }
+            return Box::pin(answer(stream, status, extra, &body)).await;
+        }
     };
     let leftover = &buf[head_len..];
     let node = shared.node.clone();
@@ -287,14 +337,19 @@ async fn route<S: Stream>(mut stream: S, shared: Arc<Shared>, buf: Vec<u8>, head
     match endpoint {
         Endpoint::Herald => {
             let client = node.new_client(encoding);
-            let session = Session::new(node.clone(), client);
-            let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover);
+            // +1: the node clock counts whole seconds, so this gives at least the full timeout.
+            let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32 + 1;
+            shared.deadlines.add(deadline, &client);
+            let session = Session::new(node.clone(), client).with_transport(Transport::WebSocket);
+            let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover)
+                .holding(slot);
             shared.tracker.spawn(conn);
         }
         Endpoint::Shootout => {
             let client = node.new_client(Encoding::Json);
             let handler = ShootoutConn::new(shared.shootout.clone(), client, node.clone());
-            let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover);
+            let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
+                .holding(slot);
             shared.tracker.spawn(conn);
         }
     }

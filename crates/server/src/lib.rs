@@ -15,12 +15,18 @@
 //! - [`sse`]: Server-Sent Events streams.
 //! - [`tls`]: loading certificates for HTTPS/WSS.
 //! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
+//! - [`auth`]: JWT verification, namespace permission rules, the API key.
+//! - [`limits`]: connections per IP, the connect deadline, the Origin allowlist.
+//! - [`metrics`]: `/metrics` in the Prometheus text format.
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod conn;
 pub mod demo;
 pub mod http;
+pub mod limits;
+pub mod metrics;
 pub mod poll;
 pub mod rewind;
 pub mod server;

@@ -32,7 +32,6 @@ use herald_proto::{Encoding, ErrorCode, Push, ServerMsg};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use serde_json::value::RawValue;
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
@@ -53,9 +52,14 @@ impl Default for Polls {
 }
 
 impl Polls {
-    /// Drops sessions that are closing (expired, slow, shut down).
-    pub fn reap(&self) {
-        self.sessions.retain(|_, s| !s.client.outbox.is_closing());
+    /// Drops sessions that are closing (expired, slow, token expired, shut
+    /// down) and have not been polled for `grace` seconds (node clock `now`).
+    /// The grace lets a client that is polling collect the final messages,
+    /// the `disconnect` with its code included, before the session goes.
+    pub fn reap(&self, now: u32, grace: u32) {
+        self.sessions.retain(|_, s| {
+            !(s.client.outbox.is_closing() && now.saturating_sub(s.client.last_seen()) >= grace)
+        });
     }
 
     /// Number of open poll sessions.
@@ -128,7 +132,10 @@ fn open(shared: &Shared) -> Response<Body> {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Json);
     let session = PollSession {
-        session: Mutex::new(Session::new(node, client.clone())),
+        session: Mutex::new(
+            Session::new(node, client.clone())
+                .with_transport(herald_core::metrics::Transport::Poll),
+        ),
         client,
     };
     shared
@@ -166,27 +173,21 @@ async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Bod
             )
         }
     };
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    let mut session = lock(&s.session);
-    if first == Some(&b'[') {
-        match serde_json::from_slice::<Vec<&RawValue>>(&body) {
-            Ok(cmds) => {
-                for c in cmds {
-                    session.on_message(c.get().as_bytes(), false);
-                }
-            }
-            Err(e) => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    ErrorCode::BadRequest,
-                    &format!("expected a command or an array of commands: {e}"),
-                )
-            }
+    // One command, or an array of them; a malformed command is answered
+    // through the poll like on any other transport.
+    let commands = match herald_proto::json::split_batch(&body) {
+        Ok(c) => c,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                &format!("expected a command or an array of commands: {e}"),
+            )
         }
-    } else {
-        // One command; a malformed one is answered through the poll like on
-        // any other transport.
-        session.on_message(&body, false);
+    };
+    let mut session = lock(&s.session);
+    for c in commands {
+        session.on_message(c, false);
     }
     json(StatusCode::ACCEPTED, b"{}".to_vec())
 }

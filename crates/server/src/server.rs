@@ -42,6 +42,12 @@ pub struct Shared {
     pub polls: crate::poll::Polls,
     /// TLS for the HTTP listener, when configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Connections per IP address.
+    pub per_ip: Arc<crate::limits::PerIp>,
+    /// Clients that must still send `connect` (closed with 3003 if late).
+    pub deadlines: crate::limits::ConnectDeadlines,
+    /// Cancelled when shutdown starts (`/readyz` answers 503 from then on).
+    pub stopping: CancellationToken,
 }
 
 impl std::fmt::Debug for Shared {
@@ -75,6 +81,9 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
     });
     let node = Node::with_memory_broker(config.node.clone(), spawner);
     Ok(Arc::new(Shared {
+        per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),
+        deadlines: crate::limits::ConnectDeadlines::default(),
+        stopping: CancellationToken::new(),
         config,
         node,
         shootout: Arc::new(ShootoutGroup::default()),
@@ -120,6 +129,7 @@ pub async fn run(
         shared.config.demo_rate,
         shutdown.clone(),
     ));
+    let deadlines = tokio::spawn(deadlines(shared.clone(), shutdown.clone()));
     let tcp = listeners
         .tcp
         .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
@@ -129,6 +139,8 @@ pub async fn run(
     }
     sweeper.abort();
     demo.abort();
+    deadlines.abort();
+    shared.stopping.cancel();
     drain(&shared).await;
     Ok(())
 }
@@ -146,7 +158,7 @@ async fn accept_loop(
             _ = shutdown.cancelled() => break,
             a = listener.accept() => a,
         };
-        let (mut stream, _peer) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(a) => {
                 backoff = Duration::from_millis(5);
                 a
@@ -167,40 +179,80 @@ async fn accept_loop(
         // per-connection permit object, so it costs idle connections nothing.
         let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
         if open >= shared.config.max_connections {
-            if shared.tls.is_some() && matches!(kind, Kind::Http) {
-                // A plaintext answer means nothing to a TLS client.
-                continue;
-            }
-            if matches!(kind, Kind::Tcp) {
-                // No HTTP on this socket: a disconnect push says why.
-                tokio::spawn(async move {
-                    let mut msg = bytes::BytesMut::new();
-                    herald_proto::Encoding::Binary.encode_server(
-                        &herald_proto::ServerMsg::Push(herald_proto::Push::Disconnect {
-                            code: DisconnectCode::ConnectionLimit.code(),
-                            reason: DisconnectCode::ConnectionLimit.reason().into(),
-                        }),
-                        &mut msg,
-                    );
-                    let _ = stream.write_all(&(msg.len() as u32).to_be_bytes()).await;
-                    let _ = stream.write_all(&msg).await;
-                    linger(stream).await;
-                });
-                continue;
-            }
-            tokio::spawn(async move {
-                let _ = stream
-                    .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 21\r\nconnection: close\r\n\r\ntoo many connections\n")
-                    .await;
-                linger(stream).await;
-            });
+            tracing::debug!(%peer, open, "connection refused: connection limit");
+            refuse(stream, kind, &shared, "too many connections\n");
             continue;
         }
+        let Ok(slot) = shared.per_ip.acquire(peer.ip()) else {
+            tracing::debug!(%peer, "connection refused: per-IP limit");
+            refuse(
+                stream,
+                kind,
+                &shared,
+                "too many connections from your address\n",
+            );
+            continue;
+        };
         match kind {
             Kind::Http => {
-                tokio::spawn(serve_connection(stream, shared.clone()));
+                tokio::spawn(serve_connection(stream, shared.clone(), slot));
             }
-            Kind::Tcp => crate::tcp::serve_tcp(stream, &shared),
+            Kind::Tcp => crate::tcp::serve_tcp(stream, &shared, slot),
+        }
+    }
+}
+
+/// Turns a connection away at a connection limit: HTTP 503 (a plaintext
+/// answer means nothing to a TLS client, which is just closed), or a
+/// `disconnect` push with 3503 on raw TCP.
+fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, shared: &Shared, why: &'static str) {
+    shared.node.metrics.refused.inc();
+    if shared.tls.is_some() && matches!(kind, Kind::Http) {
+        return;
+    }
+    if matches!(kind, Kind::Tcp) {
+        tokio::spawn(async move {
+            let mut msg = bytes::BytesMut::new();
+            herald_proto::Encoding::Binary.encode_server(
+                &herald_proto::ServerMsg::Push(herald_proto::Push::Disconnect {
+                    code: DisconnectCode::ConnectionLimit.code(),
+                    reason: DisconnectCode::ConnectionLimit.reason().into(),
+                }),
+                &mut msg,
+            );
+            let _ = stream.write_all(&(msg.len() as u32).to_be_bytes()).await;
+            let _ = stream.write_all(&msg).await;
+            linger(stream).await;
+        });
+        return;
+    }
+    tokio::spawn(async move {
+        let head = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{why}",
+            why.len()
+        );
+        let _ = stream.write_all(head.as_bytes()).await;
+        linger(stream).await;
+    });
+}
+
+/// Once a second: closes connections whose token expired (3002) and those that
+/// completed their handshake but did not `connect` within the handshake
+/// timeout (3003). Both are queues ordered by deadline: each tick looks at
+/// the due entries only, never at every connection.
+async fn deadlines(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        for c in shared.node.expiries.due(herald_core::auth::unix_now()) {
+            c.outbox.close(DisconnectCode::TokenExpired.code(), false);
+        }
+        for c in shared.deadlines.overdue(shared.node.now()) {
+            c.outbox.close(DisconnectCode::ConnectTimeout.code(), false);
         }
     }
 }
@@ -259,6 +311,6 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
                 c.outbox.push(Frame::Ping);
             }
         });
-        shared.polls.reap();
+        shared.polls.reap(now, timeout.max(1));
     }
 }

@@ -49,8 +49,9 @@
 use crate::api::{error, Body};
 use crate::server::Shared;
 use bytes::{BufMut, Bytes, BytesMut};
+use herald_core::metrics::Transport;
 use herald_core::outbox::Frame;
-use herald_core::{channel, Session};
+use herald_core::{channel, Action, AuthError, Session};
 use herald_proto::{
     Command, Encoding, ErrorCode, HistoryItem, Position, Push, Reply, Request, ServerMsg,
 };
@@ -71,34 +72,55 @@ const FIRST_SUB: u32 = 2;
 /// Opens an event stream for the request's `channel` parameters, resuming
 /// from its `lastEventId` parameter if any.
 pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
-    open_resuming(query, None, shared)
+    open_resuming(query, None, None, shared)
 }
 
 /// Opens an event stream like [`open`], resuming from the request's
-/// `Last-Event-ID` header if it has one (else from `lastEventId=`).
+/// `Last-Event-ID` header if it has one (else from `lastEventId=`), with the
+/// connection token of its `Authorization: Bearer` header if it has one (else
+/// of a `token=` parameter: `EventSource` cannot set headers).
 pub fn open_with_headers(
     query: Option<&str>,
     headers: &http::HeaderMap,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
     let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
-    open_resuming(query, last, shared)
+    let bearer = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    open_resuming(query, last, bearer, shared)
+}
+
+/// The HTTP answer to a refused token or permission.
+fn refused(e: &AuthError) -> Response<Body> {
+    let status = match e {
+        AuthError::Denied(_) => StatusCode::FORBIDDEN,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    error(status, e.code(), &e.to_string())
 }
 
 /// Opens an event stream, resuming from `last_event_id` if given, else from
-/// the query's `lastEventId`.
+/// the query's `lastEventId`; authenticated with `bearer`, else the query's
+/// `token`. A refused token answers 401 (code 101, or 112 when expired), a
+/// channel the client may not subscribe to 403 (code 104).
 pub fn open_resuming(
     query: Option<&str>,
     last_event_id: Option<&str>,
+    bearer: Option<&str>,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
     let mut channels: Vec<String> = Vec::new();
     let mut query_id = None;
+    let mut query_token = None;
     for kv in query.unwrap_or("").split('&') {
         if let Some(c) = kv.strip_prefix("channel=") {
             channels.push(percent_decode(c));
         } else if let Some(id) = kv.strip_prefix("lastEventId=") {
             query_id = Some(percent_decode(id));
+        } else if let Some(t) = kv.strip_prefix("token=") {
+            query_token = Some(percent_decode(t));
         }
     }
     if channels.is_empty() {
@@ -129,14 +151,15 @@ pub fn open_resuming(
         .and_then(|id| parse_event_id(id, channels.len()));
     let node = shared.node.clone();
     let client = node.new_raw_client();
-    let mut session = Session::new(node, client);
-    session.handle(Request {
-        id: 1,
-        cmd: Command::Connect {
-            token: None,
-            name: Some("sse".into()),
-        },
-    });
+    let mut session = Session::new(node, client).with_transport(Transport::Sse);
+    if let Err(e) = session.authenticate(bearer.or(query_token.as_deref())) {
+        return refused(&e);
+    }
+    for c in &channels {
+        if let Err(e) = session.check(Action::Subscribe, c, None) {
+            return refused(&e);
+        }
+    }
     let streams: Vec<ChannelPos> = channels
         .into_iter()
         .enumerate()
@@ -160,6 +183,7 @@ pub fn open_resuming(
                     offset: c.offset,
                 }),
                 join_leave: false,
+                token: None,
             },
         });
     }

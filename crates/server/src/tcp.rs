@@ -21,8 +21,8 @@ use herald_proto::{Encoding, Push, ServerMsg};
 use std::sync::Arc;
 use tokio::net::TcpStream;
 
-/// Bytes of the length prefix.
-pub const PREFIX: usize = 4;
+use herald_proto::framing;
+pub use herald_proto::framing::PREFIX;
 
 /// Length-prefixed framing for the connection driver.
 #[derive(Debug)]
@@ -42,22 +42,16 @@ impl Wire for TcpWire {
         &'a mut self,
         buf: &'a mut [u8],
     ) -> Result<Option<(usize, Option<Incoming<'a>>)>, u16> {
-        let Some(prefix) = buf.get(..PREFIX) else {
-            return Ok(None);
-        };
-        let len = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
-        if len == 0 {
-            return Ok(Some((PREFIX, Some(Incoming::Heartbeat))));
-        }
-        if len > self.max_message {
-            return Err(herald_proto::DisconnectCode::MessageTooBig.code());
-        }
-        match buf.get(PREFIX..PREFIX + len) {
-            None => Ok(None),
-            Some(payload) => Ok(Some((
-                PREFIX + len,
+        match framing::decode_frame(buf, self.max_message) {
+            Err(_) => Err(herald_proto::DisconnectCode::MessageTooBig.code()),
+            Ok(None) => Ok(None),
+            Ok(Some((used, []))) => Ok(Some((used, Some(Incoming::Heartbeat)))),
+            Ok(Some((used, _))) => Ok(Some((
+                used,
                 Some(Incoming::Message {
-                    payload,
+                    // The wire wants the payload mutable (WebSocket unmasks in
+                    // place); re-slice it from `buf`.
+                    payload: &buf[PREFIX..used],
                     binary: true,
                 }),
             ))),
@@ -89,14 +83,21 @@ impl Wire for TcpWire {
 }
 
 /// Serves one accepted raw TCP connection until it ends.
-pub fn serve_tcp(stream: TcpStream, shared: &Arc<Shared>) {
+pub fn serve_tcp(
+    stream: TcpStream,
+    shared: &Arc<Shared>,
+    slot: Option<Box<crate::limits::IpSlot>>,
+) {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Binary);
-    let session = Session::new(node, client);
+    // +1: the node clock counts whole seconds, so this gives at least the full timeout.
+    let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32 + 1;
+    shared.deadlines.add(deadline, &client);
+    let session = Session::new(node, client).with_transport(herald_core::metrics::Transport::Tcp);
     let wire = TcpWire::new(shared.config.max_message_size);
     shared
         .tracker
-        .spawn(Connection::new(stream, session, wire, &[]));
+        .spawn(Connection::new(stream, session, wire, &[]).holding(slot));
 }
 
 #[cfg(test)]

@@ -180,6 +180,7 @@ async fn binary_listeners_get_binary_pushes() {
             channel: "bin".into(),
             recover: None,
             join_leave: true,
+            token: None,
         },
     ))
     .await

@@ -85,6 +85,7 @@ async fn binary_publish_reaches_binary_and_json_subscribers() {
             channel: "bin".into(),
             recover: None,
             join_leave: false,
+            token: None,
         },
     )
     .await;
@@ -144,6 +145,7 @@ async fn json_data_reaches_binary_subscribers_verbatim() {
             channel: "mixed".into(),
             recover: None,
             join_leave: false,
+            token: None,
         },
     )
     .await;

@@ -227,6 +227,7 @@ impl Conn {
                 channel: channel.into(),
                 recover: from,
                 join_leave: false,
+                token: None,
             },
         )
         .await;

@@ -85,6 +85,7 @@ async fn tcp_and_websocket_clients_share_channels() {
                 channel: "game".into(),
                 recover: None,
                 join_leave: false,
+                token: None,
             },
         )
         .await;

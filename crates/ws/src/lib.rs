@@ -28,6 +28,7 @@
 pub mod decoder;
 pub mod error;
 pub mod frame;
+pub mod fuzzing;
 pub mod handshake;
 
 pub use decoder::{Decoder, Message};

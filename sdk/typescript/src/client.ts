@@ -247,6 +247,8 @@ interface PendingRequest {
 
 interface Outcome {
   connected: boolean;
+  /** How long the connection stayed connected, in ms (0 if it never was). */
+  connectedFor?: number;
   code: number | null;
   reason: string;
   terminal: HeraldError | null;
@@ -561,8 +563,11 @@ export class Client extends Emitter<ClientEvents> {
       if (this.core.state === "closed") return this.finish(this.closeError ?? new DisconnectedError(outcome.code, outcome.reason));
       if (outcome.connected) {
         everConnected = true;
-        attempt = 0;
         failedInRound = 0;
+        // protocol.md §7.3: only a connection that lasted `stableAfter` restarts
+        // the backoff; one that ends sooner counts as a failed attempt, so a
+        // server that accepts and at once closes is not hammered.
+        if ((outcome.connectedFor ?? 0) >= this.policy.stableAfter) attempt = 0;
       } else if (outcome.refused) {
         failedInRound = 0;
       } else if (outcome.tokenFailed) {
@@ -610,6 +615,7 @@ export class Client extends Emitter<ClientEvents> {
   private session(kind: TransportKind): Promise<Outcome> {
     return new Promise<Outcome>((resolveOutcome) => {
       let connected = false;
+      let connectedAt = 0;
       let ended = false;
       let transport: Transport | null = null;
       let disconnectPush: { code: number; reason: string } | null = null;
@@ -637,7 +643,8 @@ export class Client extends Emitter<ClientEvents> {
         for (const p of this.pending.values()) p.reject(lost);
         this.pending.clear();
         if (connected) this.emit("disconnected", { code, reason, reconnect: again && terminal === null });
-        resolveOutcome({ connected, code, reason, terminal, refused });
+        const connectedFor = connected ? Date.now() - connectedAt : 0;
+        resolveOutcome({ connected, connectedFor, code, reason, terminal, refused });
       };
       this.endSession = end;
 
@@ -669,6 +676,7 @@ export class Client extends Emitter<ClientEvents> {
             return;
           case "connected": {
             connected = true;
+            connectedAt = Date.now();
             clearTimeout(connectTimer);
             this.info = { ...event.reply, transport: kind };
             this.setState();

@@ -50,7 +50,8 @@ export type State = "disconnected" | "connecting" | "connected" | "closed";
  * The n-th consecutive failed attempt (from 0) waits a uniformly random time
  * in `[0, min(maxDelay, initialDelay * multiplier^n)]` — "full jitter", so
  * that thousands of clients dropped at once do not come back in step. The
- * count restarts after each successful connect. Times in milliseconds. */
+ * count restarts once a connection has lasted `stableAfter`; one that ends
+ * sooner counts as a failed attempt (protocol.md §7.3). Times in milliseconds. */
 export interface ReconnectPolicy {
   /** Upper bound of the first wait (default 500 ms). */
   initialDelay: number;
@@ -60,9 +61,11 @@ export interface ReconnectPolicy {
   multiplier: number;
   /** Consecutive failed attempts before giving up for good; `null` (default) = never. */
   maxAttempts: number | null;
+  /** How long a connection must last before the attempt count restarts (default 5 000 ms). */
+  stableAfter: number;
 }
 
-export const DEFAULT_RECONNECT: ReconnectPolicy = { initialDelay: 500, maxDelay: 20_000, multiplier: 2, maxAttempts: null };
+export const DEFAULT_RECONNECT: ReconnectPolicy = { initialDelay: 500, maxDelay: 20_000, multiplier: 2, maxAttempts: null, stableAfter: 5_000 };
 
 /** Milliseconds to wait before attempt number `attempt` + 1. */
 export function backoffDelay(policy: ReconnectPolicy, attempt: number, rand: () => number = Math.random): number {

@@ -514,6 +514,7 @@ fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, Decode
             channel: channel(&f)?,
             recover: opt_position(f.recover, "recover")?,
             join_leave: opt_bool(f.join_leave, "join_leave")?,
+            token: opt_string(f.token, "token")?,
         },
         "unsubscribe" => Command::Unsubscribe {
             channel: channel(&f)?,

@@ -33,6 +33,7 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             channel,
             recover,
             join_leave,
+            token,
         } => {
             out.extend_from_slice(b"\"subscribe\":{\"channel\":");
             write_str(out, channel);
@@ -42,6 +43,10 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             }
             if *join_leave {
                 out.extend_from_slice(b",\"join_leave\":true");
+            }
+            if let Some(t) = token {
+                out.extend_from_slice(b",\"token\":");
+                write_str(out, t);
             }
         }
         Command::Unsubscribe { channel } => {

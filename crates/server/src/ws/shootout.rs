@@ -58,6 +58,8 @@ impl ShootoutConn {
     /// Joins `client` to the group.
     pub fn new(group: Arc<ShootoutGroup>, client: Arc<Client>, node: Arc<Node>) -> ShootoutConn {
         group.lock().insert(client.id, client.clone());
+        node.metrics
+            .opened(herald_core::metrics::Transport::Shootout);
         ShootoutConn {
             group,
             client,
@@ -131,5 +133,12 @@ impl Drop for ShootoutConn {
     fn drop(&mut self) {
         self.group.lock().swap_remove(&self.client.id);
         self.node.remove_client(self.client.id);
+        let m = &self.node.metrics;
+        m.closed(herald_core::metrics::Transport::Shootout);
+        let code = self
+            .client
+            .outbox
+            .with_queue(|q| q.closing().map(|c| c.code));
+        m.disconnected(code.unwrap_or(0));
     }
 }

@@ -289,3 +289,75 @@ pub async fn assert_serving(addr: SocketAddr) {
         }
     }
 }
+
+/// One HTTP/1.1 request on a fresh connection: status, headers and body text.
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, http::HeaderMap, String) {
+    use http_body_util::BodyExt;
+    let io = hyper_util::rt::TokioIo::new(TcpStream::connect(addr).await.expect("connect"));
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .expect("request");
+    let resp = tokio::time::timeout(WAIT, send.send_request(req))
+        .await
+        .expect("response timeout")
+        .expect("send");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = if status == 200
+        && headers
+            .get("content-type")
+            .is_some_and(|v| v == "text/event-stream")
+    {
+        // A stream never ends: the caller only wanted to know it opened.
+        String::new()
+    } else {
+        let bytes = tokio::time::timeout(WAIT, resp.into_body().collect())
+            .await
+            .expect("body timeout")
+            .expect("body")
+            .to_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (status, headers, body)
+}
+
+/// A JSON client that sends `connect` with `token` and returns the answer
+/// (a connect reply or an error).
+pub async fn connect_with_token(addr: SocketAddr, token: Option<&str>) -> (Ws, Value) {
+    let mut ws = connect(addr, "/ws", Some("herald.json")).await;
+    let body = match token {
+        Some(t) => serde_json::json!({"id": 1, "connect": {"token": t}}),
+        None => serde_json::json!({"id": 1, "connect": {}}),
+    };
+    send_json(&mut ws, body).await;
+    let r = recv_json(&mut ws).await;
+    (ws, r)
+}
+
+/// A temporary file with `contents`, unique to this process and `name`.
+pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("herald-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write temp file");
+    path
+}

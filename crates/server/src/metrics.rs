@@ -1,0 +1,185 @@
+//! `GET /metrics`: the node's counters in the Prometheus text exposition format
+//! (version 0.0.4), rendered on request from the atomics in
+//! [`herald_core::metrics`] — nothing is kept per scrape or per message.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `herald_connections` | gauge | `transport` (websocket, tcp, sse, poll, shootout) |
+//! | `herald_connections_accepted_total` | counter | `transport` |
+//! | `herald_connections_refused_total` | counter | — (connection caps, Origin, handshake timeout) |
+//! | `herald_disconnects_total` | counter | `code` (the close code; 0 = closed by the client; `other`) |
+//! | `herald_messages_received_total`, `herald_received_bytes_total` | counter | — |
+//! | `herald_messages_sent_total`, `herald_sent_bytes_total` | counter | — (socket transports) |
+//! | `herald_publications_total` | counter | — |
+//! | `herald_drops_total` | counter | `reason` (rate_limit, too_large, slow_consumer, denied) |
+//! | `herald_fanout_duration_seconds` | histogram | — (one publication to every local outbox) |
+//! | `herald_channels`, `herald_subscriptions_patterns` | gauge | — |
+//! | `herald_broker_up` | gauge | — |
+//! | `herald_token_expiries_pending` | gauge | — |
+
+use crate::server::Shared;
+use herald_core::metrics::{Drop, Transport, DISCONNECT_CODES, FANOUT_BUCKETS};
+use std::fmt::Write;
+
+fn head(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Renders every metric.
+pub fn render(shared: &Shared) -> String {
+    let node = &shared.node;
+    let m = &node.metrics;
+    let mut out = String::with_capacity(4096);
+
+    head(
+        &mut out,
+        "herald_connections",
+        "gauge",
+        "Open connections by transport.",
+    );
+    for t in Transport::ALL {
+        let _ = writeln!(
+            out,
+            "herald_connections{{transport=\"{}\"}} {}",
+            t.label(),
+            m.connections(t)
+        );
+    }
+    head(
+        &mut out,
+        "herald_connections_accepted_total",
+        "counter",
+        "Connections opened, by transport.",
+    );
+    for t in Transport::ALL {
+        let _ = writeln!(
+            out,
+            "herald_connections_accepted_total{{transport=\"{}\"}} {}",
+            t.label(),
+            m.accepted(t)
+        );
+    }
+    head(
+        &mut out,
+        "herald_connections_refused_total",
+        "counter",
+        "Connections turned away before a session existed (connection caps, Origin, handshake timeout).",
+    );
+    let _ = writeln!(out, "herald_connections_refused_total {}", m.refused.get());
+
+    head(
+        &mut out,
+        "herald_disconnects_total",
+        "counter",
+        "Connections ended, by close code (0: ended by the client).",
+    );
+    for (code, n) in DISCONNECT_CODES
+        .iter()
+        .map(|c| c.to_string())
+        .chain(std::iter::once("other".to_string()))
+        .zip(m.disconnects())
+    {
+        let _ = writeln!(out, "herald_disconnects_total{{code=\"{code}\"}} {n}");
+    }
+
+    for (name, help, v) in [
+        (
+            "herald_messages_received_total",
+            "Protocol messages received from clients.",
+            m.messages_in.get(),
+        ),
+        (
+            "herald_received_bytes_total",
+            "Bytes of protocol messages received from clients.",
+            m.bytes_in.get(),
+        ),
+        (
+            "herald_messages_sent_total",
+            "Frames written to socket clients.",
+            m.messages_out.get(),
+        ),
+        (
+            "herald_sent_bytes_total",
+            "Bytes written to socket clients, framing included.",
+            m.bytes_out.get(),
+        ),
+        (
+            "herald_publications_total",
+            "Publications accepted from clients and the HTTP API.",
+            m.publications.get(),
+        ),
+    ] {
+        head(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
+
+    head(
+        &mut out,
+        "herald_drops_total",
+        "counter",
+        "Messages dropped instead of handled or delivered, by reason.",
+    );
+    for d in Drop::ALL {
+        let n = match d {
+            Drop::SlowConsumer => node.hub.overflows.get(),
+            d => m.drops(d),
+        };
+        let _ = writeln!(out, "herald_drops_total{{reason=\"{}\"}} {n}", d.label());
+    }
+
+    head(
+        &mut out,
+        "herald_fanout_duration_seconds",
+        "histogram",
+        "Time to hand one publication to every local subscriber's queue.",
+    );
+    let (buckets, sum) = node.hub.fanout.snapshot();
+    for (le, n) in FANOUT_BUCKETS.iter().zip(&buckets) {
+        let _ = writeln!(
+            out,
+            "herald_fanout_duration_seconds_bucket{{le=\"{le}\"}} {n}"
+        );
+    }
+    let count = buckets.last().copied().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "herald_fanout_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+    );
+    let _ = writeln!(out, "herald_fanout_duration_seconds_sum {sum}");
+    let _ = writeln!(out, "herald_fanout_duration_seconds_count {count}");
+
+    head(
+        &mut out,
+        "herald_channels",
+        "gauge",
+        "Channels with at least one local subscriber.",
+    );
+    let _ = writeln!(out, "herald_channels {}", node.hub.channel_count());
+    head(
+        &mut out,
+        "herald_subscriptions_patterns",
+        "gauge",
+        "Wildcard subscriptions.",
+    );
+    let _ = writeln!(
+        out,
+        "herald_subscriptions_patterns {}",
+        node.hub.pattern_count()
+    );
+    head(
+        &mut out,
+        "herald_token_expiries_pending",
+        "gauge",
+        "Connections whose token expiry is being watched.",
+    );
+    let _ = writeln!(out, "herald_token_expiries_pending {}", node.expiries.len());
+    head(
+        &mut out,
+        "herald_broker_up",
+        "gauge",
+        "1 when the broker is reachable (the in-memory broker always is).",
+    );
+    let _ = writeln!(out, "herald_broker_up {}", u8::from(node.broker.healthy()));
+    out
+}

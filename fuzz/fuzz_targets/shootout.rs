@@ -1,0 +1,3 @@
+//! Fuzz target: see `herald_proto::fuzzing::shootout`.
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| herald_proto::fuzzing::shootout(data));
