@@ -13,7 +13,7 @@ Layout (python-websockets style: an I/O-free core, a thin asyncio layer):
 The wire protocol: docs/protocol.md in the Herald repository.
 """
 
-from .client import Client, Disconnected, HistoryResult, Subscription, TokenSource
+from .client import Client, Disconnected, HistoryResult, SubscribeTokenSource, Subscription, TokenSource
 from .codec import Encoding
 from .codes import DisconnectCode, ErrorCode, should_reconnect
 from .errors import (
@@ -84,6 +84,7 @@ __all__ = [
     "ReplyError",
     "RequestTimeoutError",
     "State",
+    "SubscribeTokenSource",
     "Subscribed",
     "Subscription",
     "TokenExpiredError",

@@ -82,14 +82,16 @@ def encode(m: Command | ServerMessage) -> bytes:
                 _str(out, token)
             if name is not None:
                 _str(out, name)
-        case Subscribe(id, channel, recover, join_leave):
+        case Subscribe(id, channel, recover, join_leave, token):
             out.append(0x02)
             _varint(out, id)
-            out.append((recover is not None) | join_leave << 1)
+            out.append((recover is not None) | join_leave << 1 | (token is not None) << 2)
             _str(out, channel)
             if recover is not None:
                 _str(out, recover.epoch)
                 _varint(out, recover.offset)
+            if token is not None:
+                _str(out, token)
         case Unsubscribe(id, channel):
             out.append(0x03)
             _varint(out, id)
@@ -297,10 +299,11 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
         name = r.string() if f & 2 else None
         m = Connect(id, token, name)
     elif t == 0x02:
-        f = r.flags(0b11)
+        f = r.flags(0b111)
         channel = r.string()
         recover = r.position() if f & 1 else None
-        m = Subscribe(id, channel, recover, bool(f & 2))
+        token = r.string() if f & 4 else None
+        m = Subscribe(id, channel, recover, bool(f & 2), token)
     elif t == 0x03:
         m = Unsubscribe(id, r.string())
     elif t == 0x04:

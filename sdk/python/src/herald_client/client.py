@@ -84,7 +84,7 @@ from .protocol import (
 )
 from .transport import Transport, TransportClosed, TransportError, open_transport
 
-__all__ = ["Client", "Disconnected", "HistoryResult", "Subscription", "TokenSource"]
+__all__ = ["Client", "Disconnected", "HistoryResult", "SubscribeTokenSource", "Subscription", "TokenSource"]
 
 log = logging.getLogger("herald_client")
 
@@ -93,6 +93,11 @@ Callback = Callable[[T], Awaitable[None] | None]
 
 TokenSource: TypeAlias = Callable[[], str | Awaitable[str]]
 """A function (plain or async) returning the token to send in ``connect``."""
+
+SubscribeTokenSource: TypeAlias = Callable[[str], str | Awaitable[str]]
+"""A function (plain or async) given the channel and returning the subscribe
+token to send in that channel's ``subscribe``; called before every
+(re)subscribe, so each one carries a fresh token."""
 
 #: Error codes after which a failed ``connect`` is retried rather than final.
 _RETRYABLE_CONNECT_ERRORS = frozenset({100, 108, 114})
@@ -119,6 +124,15 @@ class HistoryResult:
     epoch: str
     offset: int
     publications: list[Publication]
+
+
+async def _fresh_token(what: str, source: Callable[..., str | Awaitable[str]], *args: str) -> str:
+    """Call a token function (plain or async) and check what it returned."""
+    token = source(*args)
+    if inspect.isawaitable(token):
+        token = await token
+    _check_str(what, token)
+    return token
 
 
 async def _invoke(cb: Callable[[T], Any], arg: T) -> None:
@@ -164,9 +178,11 @@ class Subscription:
         on_resync: Callback[Subscribed] | None,
         on_unsubscribed: Callback[Unsubscribed] | None,
         max_queue: int,
+        token_source: SubscribeTokenSource | None = None,
     ) -> None:
         self._client = client
         self._core = core
+        self._token_source = token_source
         self._on_publication = on_publication
         self._on_join = on_join
         self._on_leave = on_leave
@@ -500,6 +516,7 @@ class Client:
         recover: bool = True,
         join_leave: bool = False,
         since: Position | tuple[str, int] | None = None,
+        token: str | SubscribeTokenSource | None = None,
         on_join: Callback[Join] | None = None,
         on_leave: Callback[Leave] | None = None,
         on_subscribed: Callback[Subscribed] | None = None,
@@ -511,15 +528,27 @@ class Client:
         ``recover``: after a reconnect, ask for the publications missed
         (exact channels; patterns cannot recover). ``since``: start from this
         position instead of "now" (e.g. one saved by a previous run).
+        ``token``: a subscribe token for a private channel (docs/protocol.md
+        §5d), sent with every (re)subscribe; or a function (plain or async)
+        given the channel, called before each one, so a token that expires is
+        replaced (a failing function ends the subscription with its error).
         ``on_resync`` is called when publications may have been lost.
-        Errors raise the :class:`ReplyError` of the code (109 invalid channel, ...).
+        Errors raise the :class:`ReplyError` of the code (109 invalid channel,
+        104 permission denied, 112 token expired, ...).
         """
         _check_str("channel", channel)
         pos = _position("since", since)
+        source: SubscribeTokenSource | None = None
+        if callable(token):
+            source, token = token, None
+        elif token is not None:
+            _check_str("token", token)
         await self._start()
         if channel in self._subs:
             raise reply_error(105, f"already subscribed to {channel!r}")
-        core = self._core.add_subscription(channel, recover=recover, join_leave=join_leave, since=pos)
+        core = self._core.add_subscription(
+            channel, recover=recover, join_leave=join_leave, since=pos, token=token
+        )
         sub = Subscription(
             self,
             core,
@@ -530,12 +559,15 @@ class Client:
             on_resync=on_resync,
             on_unsubscribed=on_unsubscribed,
             max_queue=self._max_queue,
+            token_source=source,
         )
         self._subs[channel] = sub
         self._dispatchers.add(sub._task)
         sub._task.add_done_callback(self._dispatchers.discard)
-        if self._core.state is State.CONNECTED and self._transport is not None:
-            await self._send_quiet(self._core.subscribe_command(core))
+        # (When not connected, the subscribe is sent once connected.)
+        connected = self._core.state is State.CONNECTED and self._transport is not None
+        if connected and await self._refresh_token(sub):
+            await self._send_subscribe(core)
         try:
             await asyncio.wait_for(asyncio.shield(sub._ready), self._request_timeout)
         except TimeoutError:
@@ -642,6 +674,35 @@ class Client:
             raise reply_error(reply.code, reply.message)
         return reply
 
+    async def _refresh_token(self, sub: Subscription) -> bool:
+        """A fresh subscribe token for ``sub`` from its token function, if it
+        has one; False if the function failed (the subscription then ends)."""
+        if sub._token_source is None:
+            return True
+        try:
+            token = await _fresh_token("subscribe token", sub._token_source, sub.channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("herald_client: the subscribe token function of %r failed: %r", sub.channel, e)
+            if self._subs.get(sub.channel) is sub:
+                self._drop_sub(sub.channel, e)
+            return False
+        sub._core.token = token
+        return True
+
+    async def _send_subscribe(self, core: SubscriptionCore) -> None:
+        """Send ``core``'s subscribe on the current connection, unless one was
+        sent meanwhile (while a token function ran) or it ended."""
+        if (
+            self._core.state is State.CONNECTED
+            and self._transport is not None
+            and not core.removed
+            and not core.pending_id
+            and not core.active
+        ):
+            await self._send_quiet(self._core.subscribe_command(core))
+
     async def _send_quiet(self, cmd: Command) -> None:
         """Send without waiting for a reply; a dead connection is noticed by the reader."""
         transport = self._transport
@@ -710,10 +771,7 @@ class Client:
             # A fresh token for every attempt: an expired one (3002, 112) is
             # replaced on reconnect.
             try:
-                token = self._token_source()
-                if inspect.isawaitable(token):
-                    token = await token
-                _check_str("token", token)
+                token = await _fresh_token("token", self._token_source)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -844,6 +902,11 @@ class Client:
                 self._first.set_result(None)
             if self._on_connected is not None:
                 self._callback(self._on_connected, event.reply)
+            # Fresh subscribe tokens first (for those with a token function),
+            # then every subscription not yet sent on this connection.
+            for s in list(self._subs.values()):
+                if s._token_source is not None and not s._core.pending_id and not s._core.active:
+                    await self._refresh_token(s)
             for cmd in self._core.resubscribe_commands():
                 await self._send_quiet(cmd)
         elif isinstance(event, SubscribeFailed):

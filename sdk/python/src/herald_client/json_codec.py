@@ -275,12 +275,14 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             if name is not None:
                 parts.append(f'"name":{_s(name)}')
             return id, "connect", ",".join(parts)
-        case Subscribe(id, channel, recover, join_leave):
+        case Subscribe(id, channel, recover, join_leave, token):
             b = f'"channel":{_s(channel)}'
             if recover is not None:
                 b += f',"recover":{_pos(recover)}'
             if join_leave:
                 b += ',"join_leave":true'
+            if token is not None:
+                b += f',"token":{_s(token)}'
             return id, "subscribe", b
         case Unsubscribe(id, channel):
             return id, "unsubscribe", f'"channel":{_s(channel)}'
@@ -525,7 +527,7 @@ def decode_command(message: str | bytes | bytearray | memoryview) -> Command:
         return Connect(id, b.opt_str("token"), b.opt_str("name"))
     if op == "subscribe":
         channel = b.string("channel")
-        return Subscribe(id, channel, b.position("recover"), b.flag("join_leave"))
+        return Subscribe(id, channel, b.position("recover"), b.flag("join_leave"), b.opt_str("token"))
     if op == "unsubscribe":
         return Unsubscribe(id, b.string("channel"))
     if op == "publish":

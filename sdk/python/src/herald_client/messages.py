@@ -90,6 +90,7 @@ class Subscribe:
     channel: str
     recover: Position | None = None
     join_leave: bool = False
+    token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,6 +259,8 @@ class SubscriptionCore:
     """Send ``recover`` on re-subscription (exact channels only)."""
     join_leave: bool = False
     pattern: bool = False
+    token: str | None = None
+    """Subscribe token sent with every (re)subscribe (private channels, docs/protocol.md §5d)."""
     epoch: str | None = None
     """Epoch of the stream the offset belongs to; None before the first reply."""
     offset: int = 0
@@ -285,7 +287,7 @@ class SubscriptionCore:
                 recover = Position(self.epoch, self.offset) if self.since_requested else None
             elif self.recover and not self.pattern:
                 recover = Position(self.epoch, self.offset)
-        return Subscribe(id, self.channel, recover, self.join_leave)
+        return Subscribe(id, self.channel, recover, self.join_leave, self.token)
 
     def apply(self, reply: SubscribeReply, sent_recover: bool) -> tuple[Subscribed, list[Publication]]:
         """Apply a successful subscribe reply; returns the event and the
@@ -394,10 +396,11 @@ class ClientCore:
         recover: bool = True,
         join_leave: bool = False,
         since: Position | None = None,
+        token: str | None = None,
     ) -> SubscriptionCore:
         if channel in self.subscriptions:
             raise ValueError(f"already subscribed to {channel!r}")
-        sub = SubscriptionCore(channel, recover, join_leave, is_pattern(channel))
+        sub = SubscriptionCore(channel, recover, join_leave, is_pattern(channel), token)
         if since is not None:
             sub.epoch, sub.offset, sub.since_requested = since.epoch, since.offset, True
         self.subscriptions[channel] = sub
