@@ -33,6 +33,7 @@ from herald_client import (
     Subscribed,
     TokenExpiredError,
     UnauthorizedError,
+    Unsubscribed,
 )
 
 SECRET = "python-sdk-test-secret-python-sdk-test-secret"
@@ -210,3 +211,35 @@ async def test_failing_subscribe_token_function(auth_server: Server) -> None:
         with pytest.raises(TypeError):
             await c.subscribe("private:y", token=lambda ch: 42)  # type: ignore[arg-type,return-value]
         assert await c.ping() >= 0
+
+
+async def test_subscribe_token_function_failing_on_resubscribe(auth_server: Server) -> None:
+    """The function fails after a reconnect: the subscription ends, and
+    ``on_unsubscribed`` says why (code 101); the client itself stays up."""
+    proxy = Proxy(auth_server.http_port)
+    await proxy.start()
+    calls = 0
+
+    def once(channel: str) -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise RuntimeError("token service down")
+        return sub_token("fay", channel)
+
+    ended: list[Unsubscribed] = []
+    c = Client(f"ws://127.0.0.1:{proxy.port}/ws", token=user_token("fay"), reconnect=FAST)
+    try:
+        await c.connect()
+        sub = await c.subscribe("private:once", token=once, on_unsubscribed=ended.append)
+        await proxy.stop()
+        await wait_until(lambda: c.state is not State.CONNECTED, what="the drop")
+        await proxy.start()
+        await wait_until(lambda: sub.ended and len(ended) == 1, what="the subscription to end")
+        assert ended[0].code == 101 and "token service down" in ended[0].reason
+        assert "private:once" not in c.subscriptions
+        assert c.state is State.CONNECTED
+        assert await c.ping() >= 0
+    finally:
+        await c.close()
+        await proxy.stop()

@@ -89,8 +89,11 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       if (m.name !== null) w.str(m.name);
       break;
     case "subscribe":
-      w.u8(0x02).varint(m.id).u8((m.recover !== null ? 1 : 0) | (m.joinLeave ? 2 : 0)).str(m.channel);
+      w.u8(0x02).varint(m.id)
+        .u8((m.recover !== null ? 1 : 0) | (m.joinLeave ? 2 : 0) | (m.token !== null ? 4 : 0))
+        .str(m.channel);
       writePos(w, m.recover);
+      if (m.token !== null) w.str(m.token);
       break;
     case "unsubscribe":
       w.u8(0x03).varint(m.id).str(m.channel);
@@ -284,10 +287,11 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
       return finish(r, { type: "connect", id, token, name });
     }
     case 0x02: {
-      const f = r.flags(0b11);
+      const f = r.flags(0b111);
       const channel = r.str();
       const recover = f & 1 ? r.pos() : null;
-      return finish(r, { type: "subscribe", id, channel, recover, joinLeave: (f & 2) !== 0 });
+      const token = f & 4 ? r.str() : null;
+      return finish(r, { type: "subscribe", id, channel, recover, joinLeave: (f & 2) !== 0, token });
     }
     case 0x03:
       return finish(r, { type: "unsubscribe", id, channel: r.str() });

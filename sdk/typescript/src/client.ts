@@ -141,6 +141,13 @@ export interface SubscribeOptions {
   joinLeave?: boolean;
   /** Start from this position instead of "now" (e.g. one saved earlier). */
   since?: Position;
+  /** A subscribe token for a private channel (docs/protocol.md §5d), sent
+   * with every (re)subscribe; or a function given the channel, called before
+   * each one so that every re-subscription carries a fresh token (if it
+   * throws, the subscription ends: `unsubscribed` with code 101). Over SSE
+   * it cannot be sent: there a private channel needs a grant in the
+   * connection token. */
+  token?: string | SubscribeTokenSource;
   onPublication?: SubscriptionEvents["publication"];
   onJoin?: SubscriptionEvents["join"];
   onLeave?: SubscriptionEvents["leave"];
@@ -158,6 +165,8 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   /** Resolves at the first successful subscribe reply. */
   readonly ready: Promise<void>;
   private endedFlag = false;
+  /** @internal The subscribe token function, if one was given. */
+  tokenSource: SubscribeTokenSource | null = null;
 
   /** @internal */
   constructor(
@@ -218,6 +227,10 @@ export class Subscription extends Emitter<SubscriptionEvents> {
  * called before every connection attempt, so an expired token (3002, 112)
  * is replaced on reconnect. */
 export type TokenSource = () => string | Promise<string>;
+
+/** A function (plain or async) given a channel and returning the subscribe
+ * token for it; called before every (re)subscribe. */
+export type SubscribeTokenSource = (channel: string) => string | Promise<string>;
 
 export interface ClientOptions {
   /** Sent in `connect`: a token, or a function giving a fresh one per attempt. */
@@ -392,12 +405,18 @@ export class Client extends Emitter<ClientEvents> {
   async subscribe(channel: string, options: SubscribeOptions = {}): Promise<Subscription> {
     this.checkOpen();
     if (this.subs.has(channel)) throw new ReplyError(105, `already subscribed to ${channel}`);
+    const token = options.token;
+    if (token !== undefined && typeof token !== "string" && typeof token !== "function") {
+      throw new TypeError("token must be a string or a function");
+    }
     const core = this.core.addSubscription(channel, {
       recover: options.recover ?? true,
       joinLeave: options.joinLeave ?? false,
       since: options.since ?? null,
+      token: typeof token === "string" ? token : null,
     });
     const sub = new Subscription(this, core);
+    sub.tokenSource = typeof token === "function" ? token : null;
     if (options.onPublication) sub.on("publication", options.onPublication);
     if (options.onJoin) sub.on("join", options.onJoin);
     if (options.onLeave) sub.on("leave", options.onLeave);
@@ -405,9 +424,8 @@ export class Client extends Emitter<ClientEvents> {
     if (options.onResync) sub.on("resync", options.onResync);
     if (options.onUnsubscribed) sub.on("unsubscribed", options.onUnsubscribed);
     this.subs.set(channel, sub);
-    if (this.core.state === "connected" && this.transport !== null) {
-      this.transport.send(this.core.subscribeCommand(core));
-    }
+    // (When not connected, the subscribe is sent once connected.)
+    if (this.core.state === "connected") this.sendSubscribe(sub);
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       await Promise.race([
@@ -534,6 +552,40 @@ export class Client extends Emitter<ClientEvents> {
       });
       transport.send(make(id));
     });
+  }
+
+  /** Sends `sub`'s subscribe on the current connection, after asking its
+   * token function (if any) for a fresh subscribe token; not if the
+   * connection changed or the subscribe was sent meanwhile. */
+  private sendSubscribe(sub: Subscription): void {
+    const transport = this.transport;
+    if (transport === null) return;
+    const send = () => {
+      if (this.transport === transport && this.subOf(sub.core) === sub && this.core.needsSubscribe(sub.core)) {
+        transport.send(this.core.subscribeCommand(sub.core));
+      }
+    };
+    const source = sub.tokenSource;
+    if (source === null) return send();
+    void (async () => {
+      let token: unknown;
+      try {
+        token = await source(sub.channel);
+        if (typeof token !== "string") throw new TypeError("the subscribe token function must give a string");
+      } catch (e) {
+        if (this.subOf(sub.core) !== sub) return;
+        const error = e instanceof Error ? e : new Error(String(e));
+        if (sub.core.everSubscribed) {
+          // A re-subscription cannot be made: tell the application.
+          const reason = `subscribe token function failed: ${error.message}`;
+          sub.fire("unsubscribed", { type: "unsubscribed", channel: sub.channel, code: ErrorCode.Unauthorized, reason });
+        }
+        this.dropSub(sub.channel, error);
+        return;
+      }
+      sub.core.token = token;
+      send();
+    })();
   }
 
   private dropSub(channel: string, error: Error | null): void {
@@ -685,7 +737,9 @@ export class Client extends Emitter<ClientEvents> {
             for (const w of waiters) w.resolve();
             this.first?.resolve();
             this.emit("connected", this.info);
-            for (const cmd of this.core.resubscribeCommands()) transport?.send(cmd);
+            // Subscriptions with a token function wait for a fresh token.
+            for (const cmd of this.core.resubscribeCommands((s) => this.subOf(s)?.tokenSource != null)) transport?.send(cmd);
+            for (const sub of [...this.subs.values()]) if (sub.tokenSource !== null) this.sendSubscribe(sub);
             const interval = event.reply.pingInterval * 1000;
             if (kind === "websocket" && interval > 0) {
               // Silence for ping_interval: probe with a ping; silence for

@@ -20,6 +20,6 @@ export {
 export {
   Client, Subscription, Publication, endpoints,
   type ClientOptions, type SubscribeOptions, type ClientEvents, type SubscriptionEvents,
-  type Disconnected, type Connected, type HistoryResult, type TokenSource,
+  type Disconnected, type Connected, type HistoryResult, type TokenSource, type SubscribeTokenSource,
 } from "./client.js";
 export { type TransportKind, ALL_TRANSPORTS, type WebSocketConstructor, type FetchLike } from "./transports/transport.js";

@@ -288,6 +288,7 @@ function body(m: Command | ServerMessage): [number, string, string] {
       let b = `"channel":${s(m.channel)}`;
       if (m.recover !== null) b += `,"recover":${pos(m.recover)}`;
       if (m.joinLeave) b += `,"join_leave":true`;
+      if (m.token !== null) b += `,"token":${s(m.token)}`;
       return [m.id, "subscribe", b];
     }
     case "unsubscribe":
@@ -506,7 +507,10 @@ export function decodeJsonCommand(message: string | Uint8Array): Command {
       return { type: "connect", id, token: b.optString("token"), name: b.optString("name") };
     case "subscribe": {
       const channel = b.string("channel");
-      return { type: "subscribe", id, channel, recover: b.position("recover"), joinLeave: b.flag("join_leave") };
+      return {
+        type: "subscribe", id, channel, recover: b.position("recover"), joinLeave: b.flag("join_leave"),
+        token: b.optString("token"),
+      };
     }
     case "unsubscribe":
       return { type: "unsubscribe", id, channel: b.string("channel") };

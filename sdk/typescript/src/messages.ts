@@ -30,7 +30,7 @@ export interface ClientInfo {
 // ---------------------------------------------------------------- commands
 
 export interface Connect { type: "connect"; id: number; token: string | null; name: string | null }
-export interface Subscribe { type: "subscribe"; id: number; channel: string; recover: Position | null; joinLeave: boolean }
+export interface Subscribe { type: "subscribe"; id: number; channel: string; recover: Position | null; joinLeave: boolean; token: string | null }
 export interface Unsubscribe { type: "unsubscribe"; id: number; channel: string }
 export interface Publish { type: "publish"; id: number; channel: string; data: Uint8Array }
 export interface Ping { type: "ping"; id: number }

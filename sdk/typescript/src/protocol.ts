@@ -137,6 +137,9 @@ export class SubscriptionCore {
   /** Subscribed on the current connection: publications are delivered. */
   active = false;
   removed = false;
+  /** Subscribe token sent with every (re)subscribe (private channels,
+   * docs/protocol.md §5d); `null` for none. */
+  token: string | null = null;
   readonly pattern: boolean;
 
   constructor(
@@ -161,7 +164,7 @@ export class SubscriptionCore {
         recover = { epoch: this.epoch, offset: this.offset };
       }
     }
-    return { type: "subscribe", id, channel: this.channel, recover, joinLeave: this.joinLeave };
+    return { type: "subscribe", id, channel: this.channel, recover, joinLeave: this.joinLeave, token: this.token };
   }
 
   /** Applies a successful subscribe reply; returns the event and the
@@ -266,9 +269,13 @@ export class ClientCore {
     this.state = "closed";
   }
 
-  addSubscription(channel: string, opts: { recover?: boolean; joinLeave?: boolean; since?: Position | null } = {}): SubscriptionCore {
+  addSubscription(
+    channel: string,
+    opts: { recover?: boolean; joinLeave?: boolean; since?: Position | null; token?: string | null } = {},
+  ): SubscriptionCore {
     if (this.subscriptions.has(channel)) throw new Error(`already subscribed to ${channel}`);
     const sub = new SubscriptionCore(channel, opts.recover ?? true, opts.joinLeave ?? false);
+    sub.token = opts.token ?? null;
     if (opts.since) {
       sub.epoch = opts.since.epoch;
       sub.offset = opts.since.offset;
@@ -296,11 +303,18 @@ export class ClientCore {
     return cmd;
   }
 
+  /** Whether `sub` still needs its subscribe sent on the current connection. */
+  needsSubscribe(sub: SubscriptionCore): boolean {
+    return this.state === "connected" && !sub.removed && !sub.pendingId && !sub.active;
+  }
+
   /** After the connect reply: a subscribe for every subscription not yet
-   * sent on this connection, with `recover` = its last position. */
-  resubscribeCommands(): Subscribe[] {
+   * sent on this connection, with `recover` = its last position; those for
+   * which `skip` is true are left for the caller to send later (e.g. once a
+   * fresh subscribe token has arrived). */
+  resubscribeCommands(skip: (s: SubscriptionCore) => boolean = () => false): Subscribe[] {
     if (this.state !== "connected") return [];
-    return [...this.subscriptions.values()].filter((s) => !s.pendingId && !s.active).map((s) => this.subscribeCommand(s));
+    return [...this.subscriptions.values()].filter((s) => this.needsSubscribe(s) && !skip(s)).map((s) => this.subscribeCommand(s));
   }
 
   /** A transport that cannot carry subscribe replies (SSE) learned a

@@ -6,7 +6,9 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket, { WebSocketServer } from "ws";
-import { Client, DisconnectedError, shouldReconnect, backoffDelay, DEFAULT_RECONNECT, ConnectError, ReplyError, ErrorCode } from "../dist/index.js";
+import {
+  Client, DisconnectedError, shouldReconnect, backoffDelay, DEFAULT_RECONNECT, ConnectError, ConnectionLostError, ReplyError, ErrorCode,
+} from "../dist/index.js";
 import { Proxy, Server, sleep, waitUntil, freePort } from "./helpers.mjs";
 
 const server = new Server();
@@ -155,6 +157,39 @@ test("a 'reconnect' code (3001 slow consumer) reconnects with backoff", async ()
   } finally {
     c.close();
     await srv.close();
+  }
+});
+
+test("stableAfter: connections that end sooner count as failed attempts; longer ones restart the count", async () => {
+  // Each connection is closed with 3001 (a "reconnect" code) 20 ms after its
+  // connect reply. With the default stableAfter (5 s) every one counts as a
+  // failed attempt, so maxAttempts gives up; when every connection counts as
+  // stable (stableAfter 0) the count restarts each time and it never does.
+  const srv = await closingServer(3001);
+  const flapping = new Client(srv.url, { WebSocket, reconnect: { ...FAST, maxAttempts: 3 }, transports: ["websocket"] });
+  let closedWith;
+  flapping.on("closed", (e) => (closedWith = e));
+  try {
+    await flapping.connect();
+    await waitUntil(() => closedWith !== undefined, "giving up");
+    assert.ok(closedWith instanceof ConnectionLostError);
+    assert.match(closedWith.message, /gave up after 3 attempts/);
+    assert.equal(srv.connections(), 4); // the first one and three retries
+    assert.equal(flapping.state, "closed");
+  } finally {
+    flapping.close();
+    await srv.close();
+  }
+
+  const srv2 = await closingServer(3001);
+  const stable = new Client(srv2.url, { WebSocket, reconnect: { ...FAST, maxAttempts: 3, stableAfter: 0 }, transports: ["websocket"] });
+  try {
+    await stable.connect();
+    await waitUntil(() => srv2.connections() >= 8, "reconnects past maxAttempts");
+    assert.notEqual(stable.state, "closed");
+  } finally {
+    stable.close();
+    await srv2.close();
   }
 });
 

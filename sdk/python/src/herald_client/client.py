@@ -531,7 +531,8 @@ class Client:
         ``token``: a subscribe token for a private channel (docs/protocol.md
         §5d), sent with every (re)subscribe; or a function (plain or async)
         given the channel, called before each one, so a token that expires is
-        replaced (a failing function ends the subscription with its error).
+        replaced (a failing function ends the subscription with its error,
+        and after a reconnect calls ``on_unsubscribed`` with code 101).
         ``on_resync`` is called when publications may have been lost.
         Errors raise the :class:`ReplyError` of the code (109 invalid channel,
         104 permission denied, 112 token expired, ...).
@@ -686,7 +687,14 @@ class Client:
         except Exception as e:
             log.warning("herald_client: the subscribe token function of %r failed: %r", sub.channel, e)
             if self._subs.get(sub.channel) is sub:
-                self._drop_sub(sub.channel, e)
+                final = None
+                if sub._ready.done():  # a re-subscription cannot be made: tell the application
+                    final = Unsubscribed(
+                        sub.channel, ErrorCode.UNAUTHORIZED, f"subscribe token function failed: {e!r}"
+                    )
+                self._subs.pop(sub.channel, None)
+                self._core.remove_subscription(sub.channel)
+                sub._end(e, final)
             return False
         sub._core.token = token
         return True

@@ -8,6 +8,10 @@
  * `GET /poll/<id>` at a time waits for the queued server messages. A `404`
  * means the session expired: the connection is reported dropped and the
  * client opens a new session, recovering its subscriptions.
+ *
+ * Authentication needs nothing of its own here (§5d): the session id is the
+ * session's credential, and the connection and subscribe tokens travel in the
+ * `connect` and `subscribe` commands, as on a WebSocket.
  */
 
 import { decodeJsonServerBatch, encodeJson } from "../json.js";

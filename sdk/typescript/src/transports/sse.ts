@@ -13,6 +13,14 @@
  * channel's resume position independent, so subscribing to a new channel
  * never disturbs the others.
  *
+ * Authentication (§5d): the `connect` token is sent with every stream as
+ * `?token=` (the server also takes `Authorization: Bearer`, but a header
+ * would make a cross-origin request need a CORS preflight, and `EventSource`
+ * users have only the query). A refused token answers the subscribe with the
+ * server's code (101, 112; 104 for a channel not permitted). `/sse` has no
+ * place for a subscribe token: a private channel needs a grant in the
+ * connection token.
+ *
  * Streams are read with `fetch` rather than `EventSource`, which works the
  * same in browsers and in Node 20 (which has no `EventSource`) and leaves
  * reconnecting to the client, whose recovery rules are the same on every
@@ -44,6 +52,8 @@ class SseTransport implements Transport {
   private done = false;
   private readonly streams = new Map<string, Stream>();
   private readonly name = `sse-${Date.now().toString(36)}-${(streamCounter++).toString(36)}`;
+  /** The connection token of the emulated `connect`, sent with every stream. */
+  private token: string | null = null;
 
   constructor(private readonly o: OpenOptions) {}
 
@@ -65,6 +75,7 @@ class SseTransport implements Transport {
     if (this.done) return;
     switch (cmd.type) {
       case "connect":
+        this.token = cmd.token;
         this.deliver({ type: "connectReply", id: cmd.id, client: this.name, version: "sse", pingInterval: 0 });
         return;
       case "ping":
@@ -133,6 +144,7 @@ class SseTransport implements Transport {
     this.streams.set(cmd.channel, stream);
     let url = `${this.o.httpUrl}/sse?channel=${encodeURIComponent(cmd.channel)}`;
     if (resume) url += `&lastEventId=${encodeURIComponent(`${resume.epoch}:${resume.offset}`)}`;
+    if (this.token !== null) url += `&token=${encodeURIComponent(this.token)}`;
     let res: Response;
     try {
       res = await this.o.fetch(url, { headers: { accept: "text/event-stream" }, cache: "no-store", signal: stream.abort.signal });
