@@ -56,6 +56,13 @@ fn allowed(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-.:@/=,".contains(&b)
 }
 
+/// The namespace of a channel name: the part before the first `:`, or `""`
+/// for names without one. Permissions and history retention are configured
+/// per namespace.
+pub fn namespace(channel: &str) -> &str {
+    channel.split_once(':').map_or("", |(ns, _)| ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ pub use auth::{Action, AuthError, Authenticator, Identity};
 pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;
 pub use hub::Hub;
-pub use memory::MemoryBroker;
+pub use memory::{MemoryBroker, Retention};
 pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};
 pub use routing::Sublist;

@@ -10,7 +10,10 @@
 //!
 //! # Retention
 //! A channel retains its last `history_size` publications, and of those only
-//! the ones younger than `history_ttl` (zero: no time limit). Expiry is lazy:
+//! the ones younger than `history_ttl` (zero: no time limit). Both come from
+//! the channel's namespace (the part of its name before the first `:`) when
+//! that namespace has its own [`Retention`], else from the default; a
+//! channel's state keeps the limits it was created with. Expiry is lazy:
 //! there is no timer per channel; expired publications are dropped whenever
 //! their channel is touched (publish, subscribe, history, unsubscribe) and by
 //! an incremental sweep: every [`SWEEP_EVERY`] publish/subscribe/unsubscribe
@@ -94,8 +97,38 @@ struct Retained {
     at: u64,
 }
 
+/// How much history a channel keeps: its last `size` publications, of those
+/// only the ones younger than `ttl` (zero: no time limit). `size` 0 turns
+/// history, and so recovery, off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Publications retained.
+    pub size: usize,
+    /// How long each is retained (zero: no limit).
+    pub ttl: Duration,
+}
+
+/// A [`Retention`] in the broker's units, copied into each channel state.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    size: usize,
+    /// Milliseconds; 0 = no time limit.
+    ttl_ms: u64,
+}
+
+impl From<Retention> for Limits {
+    fn from(r: Retention) -> Limits {
+        Limits {
+            size: r.size,
+            ttl_ms: u64::try_from(r.ttl.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ChannelState {
+    /// This channel's retention (its namespace's, or the default).
+    limits: Limits,
     /// Names this state's unbroken stream; fresh for every state created.
     epoch: Arc<str>,
     /// Offset of the last publication (0: none yet).
@@ -130,9 +163,14 @@ pub struct MemoryBroker {
     epoch_prefix: String,
     /// Numbers the states created by this process (the epoch's second half).
     generation: AtomicU64,
-    history_size: usize,
-    /// `history_ttl` in milliseconds; 0 = no time limit.
-    ttl_ms: u64,
+    /// Retention of channels whose namespace has none of its own.
+    default: Limits,
+    /// Retention by namespace.
+    namespaces: HashMap<String, Limits>,
+    /// Some retention has a time limit: the clock runs.
+    timed: bool,
+    /// Some retention has history and a time limit: the sweep runs.
+    sweeps: bool,
     hasher: RandomState,
     shards: Box<[Shard]>,
     /// The next shard the incremental sweep visits.
@@ -148,8 +186,8 @@ impl std::fmt::Debug for MemoryBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryBroker")
             .field("epoch_prefix", &self.epoch_prefix)
-            .field("history_size", &self.history_size)
-            .field("ttl_ms", &self.ttl_ms)
+            .field("default", &self.default)
+            .field("namespaces", &self.namespaces)
             .finish_non_exhaustive()
     }
 }
@@ -171,12 +209,37 @@ impl MemoryBroker {
         history_ttl: Duration,
         deliver: Arc<dyn Deliver>,
     ) -> MemoryBroker {
+        let default = Retention {
+            size: history_size,
+            ttl: history_ttl,
+        };
+        MemoryBroker::with_retention(default, HashMap::new(), deliver)
+    }
+
+    /// A broker whose channels retain per their namespace's entry in
+    /// `by_namespace` (the part of the name before the first `:`; `""` for
+    /// names without one), or per `default`.
+    pub fn with_retention(
+        default: Retention,
+        by_namespace: HashMap<String, Retention>,
+        deliver: Arc<dyn Deliver>,
+    ) -> MemoryBroker {
         let epoch_prefix: String = (0..8).map(|_| fastrand::alphanumeric()).collect();
+        let default = Limits::from(default);
+        let namespaces: HashMap<String, Limits> = by_namespace
+            .into_iter()
+            .map(|(ns, r)| (ns, Limits::from(r)))
+            .collect();
+        let all = || std::iter::once(&default).chain(namespaces.values());
+        let timed = all().any(|l| l.ttl_ms > 0);
+        let sweeps = all().any(|l| l.ttl_ms > 0 && l.size > 0);
         MemoryBroker {
             epoch_prefix,
             generation: AtomicU64::new(0),
-            history_size,
-            ttl_ms: u64::try_from(history_ttl.as_millis()).unwrap_or(u64::MAX),
+            default,
+            timed,
+            sweeps,
+            namespaces,
             hasher: RandomState::new(),
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             sweep_cursor: AtomicUsize::new(0),
@@ -199,7 +262,7 @@ impl MemoryBroker {
 
     /// The broker's clock in milliseconds; 0 when there is no time limit.
     fn now(&self) -> u64 {
-        if self.ttl_ms == 0 {
+        if !self.timed {
             return 0;
         }
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -208,9 +271,21 @@ impl MemoryBroker {
         ms
     }
 
-    fn new_state(&self, now: u64) -> ChannelState {
+    /// The retention of `channel`'s namespace, or the default.
+    fn limits(&self, channel: &str) -> Limits {
+        if self.namespaces.is_empty() {
+            return self.default;
+        }
+        *self
+            .namespaces
+            .get(crate::channel::namespace(channel))
+            .unwrap_or(&self.default)
+    }
+
+    fn new_state(&self, channel: &str, now: u64) -> ChannelState {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
         ChannelState {
+            limits: self.limits(channel),
             epoch: format!("{}-{generation:x}", self.epoch_prefix).into(),
             offset: 0,
             history: VecDeque::new(),
@@ -225,7 +300,7 @@ impl MemoryBroker {
     fn idle(&self, st: &ChannelState, now: u64) -> bool {
         st.subscribers == 0
             && st.history.is_empty()
-            && match (self.history_size, self.ttl_ms) {
+            && match (st.limits.size, st.limits.ttl_ms) {
                 (0, _) => true,
                 (_, 0) => false,
                 (_, ttl) => now.saturating_sub(st.active) >= ttl,
@@ -234,13 +309,14 @@ impl MemoryBroker {
 
     /// Drops publications older than the time limit.
     fn trim(&self, st: &mut ChannelState, now: u64) {
-        if self.ttl_ms == 0 {
+        let ttl_ms = st.limits.ttl_ms;
+        if ttl_ms == 0 {
             return;
         }
         while st
             .history
             .front()
-            .is_some_and(|r| now.saturating_sub(r.at) >= self.ttl_ms)
+            .is_some_and(|r| now.saturating_sub(r.at) >= ttl_ms)
         {
             st.history.pop_front();
         }
@@ -264,7 +340,7 @@ impl MemoryBroker {
                     None if !create => return None,
                     None => {
                         let key: Arc<str> = channel.into();
-                        let state = Arc::new(Mutex::new(self.new_state(now)));
+                        let state = Arc::new(Mutex::new(self.new_state(channel, now)));
                         shard.insert(key.clone(), state.clone());
                         (key, state)
                     }
@@ -306,7 +382,7 @@ impl MemoryBroker {
     /// the next shard. Only time makes states idle that were not idle when
     /// last touched, and only with history on and a time limit.
     fn maybe_sweep(&self) {
-        if self.ttl_ms == 0 || self.history_size == 0 {
+        if !self.sweeps {
             return;
         }
         let due = UNTIL_SWEEP.with(|c| {
@@ -394,8 +470,8 @@ impl Broker for MemoryBroker {
             st.offset += 1;
             st.active = now;
             let offset = st.offset;
-            if self.history_size > 0 {
-                if st.history.len() >= self.history_size {
+            if st.limits.size > 0 {
+                if st.history.len() >= st.limits.size {
                     st.history.pop_front();
                 }
                 st.history.push_back(Retained {
@@ -567,6 +643,42 @@ mod tests {
             offset: 4,
         };
         assert!(!ready(b.history("h", Some(&other), 0)).unwrap().complete);
+    }
+
+    #[test]
+    fn each_namespace_keeps_its_own_retention() {
+        let rec = Arc::new(Recorder::default());
+        let keep = |size, secs| Retention {
+            size,
+            ttl: Duration::from_secs(secs),
+        };
+        let by_namespace = HashMap::from([
+            ("short".to_string(), keep(2, 0)),
+            ("brief".to_string(), keep(100, 5)),
+            ("off".to_string(), keep(0, 0)),
+        ]);
+        let b = MemoryBroker::with_retention(keep(4, 0), by_namespace, rec);
+        for channel in ["plain", "other:x", "short:x", "brief:x", "off:x"] {
+            for _ in 0..6 {
+                publish(&b, channel);
+            }
+        }
+        let kept = |channel| offsets(&ready(b.history(channel, None, 0)).unwrap());
+        assert_eq!(kept("plain"), vec![3, 4, 5, 6], "the default");
+        assert_eq!(
+            kept("other:x"),
+            vec![3, 4, 5, 6],
+            "a namespace without rules"
+        );
+        assert_eq!(kept("short:x"), vec![5, 6]);
+        assert_eq!(kept("brief:x"), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(kept("off:x"), Vec::<u64>::new());
+        // Only `brief` has a time limit: after it, its history is gone and
+        // the others are untouched.
+        b.advance(Duration::from_secs(6));
+        assert_eq!(kept("brief:x"), Vec::<u64>::new());
+        assert_eq!(kept("plain"), vec![3, 4, 5, 6]);
+        assert_eq!(kept("short:x"), vec![5, 6]);
     }
 
     #[test]

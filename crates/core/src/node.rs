@@ -5,10 +5,11 @@ use crate::auth::{AllowAll, Authenticator, Expiries};
 use crate::broker::Broker;
 use crate::client::Client;
 use crate::hub::Hub;
-use crate::memory::MemoryBroker;
+use crate::memory::{MemoryBroker, Retention};
 use crate::metrics::Metrics;
 use crate::shard::Sharded;
 use herald_proto::Encoding;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +36,9 @@ pub struct NodeConfig {
     /// limit, only `history_size` bounds it). See [`crate::memory`] for why
     /// this also bounds memory.
     pub history_ttl: Duration,
+    /// Retention for the channels of a namespace (the part of a channel name
+    /// before the first `:`), overriding the two above (default: none).
+    pub history_by_namespace: HashMap<String, Retention>,
     /// Bytes one connection's outbound queue may hold before the client is
     /// disconnected as a slow consumer (default 1 MiB).
     pub client_queue_bytes: usize,
@@ -62,6 +66,7 @@ impl Default for NodeConfig {
             max_subscriptions: 1024,
             history_size: 100,
             history_ttl: Duration::from_secs(300),
+            history_by_namespace: HashMap::new(),
             client_queue_bytes: 1 << 20,
             ping_interval: 25,
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -102,9 +107,12 @@ impl Node {
     /// A node with the in-memory broker.
     pub fn with_memory_broker(config: NodeConfig, spawner: Spawner) -> Arc<Node> {
         let hub = Arc::new(Hub::new());
-        let broker = Arc::new(MemoryBroker::new(
-            config.history_size,
-            config.history_ttl,
+        let broker = Arc::new(MemoryBroker::with_retention(
+            Retention {
+                size: config.history_size,
+                ttl: config.history_ttl,
+            },
+            config.history_by_namespace.clone(),
             hub.clone(),
         ));
         Node::new(config, hub, broker, spawner)

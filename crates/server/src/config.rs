@@ -7,8 +7,9 @@
 //! `herald serve` needs no file at all.
 
 use crate::auth::{self, NamespaceRule, Policy};
-use herald_core::NodeConfig;
+use herald_core::{NodeConfig, Retention};
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -173,9 +174,12 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_RATE_BURST")]
     pub rate_burst: Option<u32>,
 
-    /// Per-namespace permission rules; TOML only (`[[namespaces]]` tables
-    /// with `name`, `subscribe`, `publish`, `presence`, `history`, each one
-    /// of `any`, `user`, `grant`, `none`) [default: none: everything `any`].
+    /// Per-namespace rules; TOML only (`[[namespaces]]` tables with `name`
+    /// (the part of channel names before the first `:`, `""` for names
+    /// without one); `subscribe`, `publish`, `presence`, `history`, each one
+    /// of `any`, `user`, `grant`, `none`; and `history_size`, `history_ttl`
+    /// overriding the server-wide retention for that namespace's channels)
+    /// [default: none: everything `any`, the server-wide retention].
     #[arg(skip)]
     #[serde(default)]
     pub namespaces: Vec<NamespaceRule>,
@@ -424,6 +428,11 @@ impl ServerConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),
                 history_ttl: a.history_ttl.map_or(d.history_ttl, Duration::from_secs),
+                history_by_namespace: history_by_namespace(
+                    &a.namespaces,
+                    a.history_size.unwrap_or(d.history_size),
+                    a.history_ttl.map_or(d.history_ttl, Duration::from_secs),
+                ),
                 client_queue_bytes: a.client_queue_bytes.unwrap_or(d.client_queue_bytes),
                 ping_interval,
                 version: d.version,
@@ -475,6 +484,26 @@ impl ServeArgs {
             },
         }
     }
+}
+
+/// The retention of each namespace that sets `history_size` or `history_ttl`,
+/// the unset one taken from the server-wide default.
+fn history_by_namespace(
+    rules: &[NamespaceRule],
+    size: usize,
+    ttl: Duration,
+) -> HashMap<String, Retention> {
+    rules
+        .iter()
+        .filter(|r| r.history_size.is_some() || r.history_ttl.is_some())
+        .map(|r| {
+            let retention = Retention {
+                size: r.history_size.unwrap_or(size),
+                ttl: r.history_ttl.map_or(ttl, Duration::from_secs),
+            };
+            (r.name.clone(), retention)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -616,6 +645,39 @@ mod tests {
             ..ServeArgs::default()
         })
         .is_err());
+    }
+
+    #[test]
+    fn history_retention_per_namespace_from_toml() {
+        let dir = std::env::temp_dir().join(format!("herald-hist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(
+            &path,
+            "history_size = 50\nhistory_ttl = 60\n\n\
+             [[namespaces]]\nname = \"chat\"\nhistory_size = 1000\n\n\
+             [[namespaces]]\nname = \"ticks\"\nhistory_ttl = 5\n\n\
+             [[namespaces]]\nname = \"private\"\nsubscribe = \"grant\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        let keep = |size, secs| Retention {
+            size,
+            ttl: Duration::from_secs(secs),
+        };
+        assert_eq!(c.node.history_size, 50);
+        assert_eq!(
+            c.node.history_by_namespace,
+            HashMap::from([
+                ("chat".to_string(), keep(1000, 60)),
+                ("ticks".to_string(), keep(50, 5)),
+            ]),
+            "unset fields come from the server-wide values; rules without history settings add nothing"
+        );
     }
 
     #[test]

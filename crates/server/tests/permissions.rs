@@ -43,6 +43,7 @@ fn args() -> ServeArgs {
                 publish: Who::Grant,
                 presence: Who::Grant,
                 history: Who::Grant,
+                ..NamespaceRule::default()
             },
             NamespaceRule {
                 name: "news".into(),

@@ -446,6 +446,48 @@ async fn a_gap_beyond_retention_by_count_is_not_recovered() {
     assert_eq!(missed.len(), 3);
 }
 
+/// A namespace with a longer history recovers a gap that the default
+/// retention of the same server could not.
+#[tokio::test]
+async fn a_namespace_with_its_own_retention_recovers_a_longer_gap() {
+    let srv = server(ServeArgs {
+        history_size: Some(3),
+        namespaces: vec![herald_server::auth::NamespaceRule {
+            name: "chat".into(),
+            history_size: Some(50),
+            ..Default::default()
+        }],
+        ..ServeArgs::default()
+    })
+    .await;
+    let mut publisher = Publisher::new(&srv).await;
+    let mut starts = Vec::new();
+    for channel in ["chat:room", "room"] {
+        let mut c = Conn::open(Kind::WsJson, &srv).await;
+        let (start, _, _) = c.subscribe(channel, None).await;
+        c.drop_connection().await;
+        starts.push(start);
+    }
+    for n in 1..=20 {
+        publisher.publish("chat:room", n).await;
+        publisher.publish("room", n).await;
+    }
+    for (channel, start, recoverable) in
+        [("chat:room", &starts[0], true), ("room", &starts[1], false)]
+    {
+        let mut c = Conn::open(Kind::WsJson, &srv).await;
+        let (top, recovered, missed) = c.subscribe(channel, Some(start.clone())).await;
+        assert_eq!(top.offset, 20);
+        assert_eq!(recovered, recoverable, "{channel}");
+        let expected: Vec<u64> = if recoverable {
+            (1..=20).collect()
+        } else {
+            vec![18, 19, 20]
+        };
+        assert_eq!(missed.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
+    }
+}
+
 #[tokio::test]
 async fn a_gap_beyond_retention_by_time_is_not_recovered() {
     let srv = server(ServeArgs {

@@ -63,6 +63,14 @@ pub struct NamespaceRule {
     /// Who may read history (and recover) [default: any].
     #[serde(default)]
     pub history: Who,
+    /// Publications retained per channel of this namespace [default: the
+    /// server's `history_size`].
+    #[serde(default)]
+    pub history_size: Option<usize>,
+    /// Seconds a publication of this namespace stays in history; 0 = no
+    /// time limit [default: the server's `history_ttl`].
+    #[serde(default)]
+    pub history_ttl: Option<u64>,
 }
 
 impl NamespaceRule {
@@ -76,10 +84,7 @@ impl NamespaceRule {
     }
 }
 
-/// The namespace of a concrete channel name.
-pub fn namespace(channel: &str) -> &str {
-    channel.split_once(':').map_or("", |(ns, _)| ns)
-}
+pub use herald_core::channel::namespace;
 
 /// The namespace every channel a pattern can match shares, if its literal
 /// prefix fixes one (`chat:room.*` → `chat`); `None` when a wildcard comes
@@ -401,6 +406,7 @@ mod tests {
                 publish: Who::Grant,
                 presence: Who::User,
                 history: Who::None,
+                ..NamespaceRule::default()
             },
             NamespaceRule {
                 name: "".into(),
