@@ -7,34 +7,11 @@
 mod common;
 
 use clap::Parser;
-use common::{spawn_herald, spawn_shootout, temp_path, Faults, HeraldFaults};
+use common::{
+    fanout_args, parse, read_json, spawn_herald, spawn_shootout, temp_path, Cli, Faults,
+    HeraldFaults,
+};
 use herald_bench::{fanout, BenchError, Scenario};
-
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    scenario: Scenario,
-}
-
-fn parse(cmd: &[&str]) -> Scenario {
-    let mut argv = vec!["bench"];
-    argv.extend_from_slice(cmd);
-    argv.push("--quiet");
-    Cli::try_parse_from(argv).unwrap().scenario
-}
-
-fn fanout_args(cmd: &[&str]) -> fanout::FanoutArgs {
-    match parse(cmd) {
-        Scenario::Fanout(a) => a,
-        _ => panic!("not fanout"),
-    }
-}
-
-fn read_json(path: &std::path::Path) -> serde_json::Value {
-    let v = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(path);
-    v
-}
 
 #[test]
 fn fanout_clean_in_both_encodings() {

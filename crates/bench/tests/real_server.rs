@@ -12,37 +12,10 @@ mod common;
 
 use std::net::SocketAddr;
 
-use clap::Parser;
-use common::temp_path;
+use common::{fanout_args, parse, read_json, temp_path};
 use herald_bench::{fanout, BenchError, Scenario};
 use herald_server::{Listeners, ServeArgs, ServerConfig};
 use tokio_util::sync::CancellationToken;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    scenario: Scenario,
-}
-
-fn parse(cmd: &[&str]) -> Scenario {
-    let mut argv = vec!["bench"];
-    argv.extend_from_slice(cmd);
-    argv.push("--quiet");
-    Cli::try_parse_from(argv).unwrap().scenario
-}
-
-fn fanout_args(cmd: &[&str]) -> fanout::FanoutArgs {
-    match parse(cmd) {
-        Scenario::Fanout(a) => a,
-        _ => panic!("not fanout"),
-    }
-}
-
-fn read_json(path: &std::path::Path) -> serde_json::Value {
-    let v = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(path);
-    v
-}
 
 /// A real server: HTTP/WebSocket and raw TCP listeners on port 0. Stops
 /// when dropped.

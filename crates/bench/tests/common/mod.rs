@@ -475,3 +475,36 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
         subs.retain(|m| *m != id);
     }
 }
+
+/// `herald bench`'s command line, for parsing test arguments exactly as a user's.
+#[derive(clap::Parser)]
+pub struct Cli {
+    #[command(subcommand)]
+    /// The scenario with its arguments.
+    pub scenario: herald_bench::Scenario,
+}
+
+/// Parses `bench CMD… --quiet`.
+pub fn parse(cmd: &[&str]) -> herald_bench::Scenario {
+    let mut argv = vec!["bench"];
+    argv.extend_from_slice(cmd);
+    argv.push("--quiet");
+    <Cli as clap::Parser>::try_parse_from(argv)
+        .unwrap()
+        .scenario
+}
+
+/// Parses a `fanout` command line.
+pub fn fanout_args(cmd: &[&str]) -> herald_bench::fanout::FanoutArgs {
+    match parse(cmd) {
+        herald_bench::Scenario::Fanout(a) => a,
+        _ => panic!("not fanout"),
+    }
+}
+
+/// Reads (and removes) a result file.
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let v = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(path);
+    v
+}
