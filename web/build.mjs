@@ -1,8 +1,9 @@
-// Builds the demo page into web/dist/ (committed: `herald serve` embeds these
-// files, so building the server needs no Node). Deterministic: the same
-// sources give the same bytes, which the test command checks.
+// Bundles the demo's script into web/dist/demo.js (committed: `herald serve`
+// embeds it, so building the server needs no Node; index.html and demo.css
+// need no build and are embedded straight from web/src/). Deterministic: the
+// same sources give the same bytes, which the test command checks.
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -17,5 +18,3 @@ await build({
   legalComments: "none",
   logLevel: "warning",
 });
-copyFileSync(`${here}src/index.html`, `${here}dist/index.html`);
-copyFileSync(`${here}src/demo.css`, `${here}dist/demo.css`);

@@ -1,7 +1,7 @@
 //! The demo page at `/`, and the synthetic stream it shows.
 //!
-//! The page (source in `web/src/`, built into `web/dist/` and committed) is
-//! embedded in the binary with `include_bytes!`, so `herald serve` needs no
+//! The page (`web/src/index.html` and `demo.css` as written, and the script
+//! bundled into the committed `web/dist/demo.js`) is embedded in the binary with `include_bytes!`, so `herald serve` needs no
 //! files beside it and building the server needs no Node toolchain. It uses
 //! the TypeScript SDK to show a live table and chart of `demo.stream`, a chat
 //! room on `demo.chat` and the transport in use.
@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 /// The channel the synthetic stream publishes to.
 pub const STREAM_CHANNEL: &str = "demo.stream";
 
-const INDEX_HTML: &[u8] = include_bytes!("../../../web/dist/index.html");
+const INDEX_HTML: &[u8] = include_bytes!("../../../web/src/index.html");
 const DEMO_JS: &[u8] = include_bytes!("../../../web/dist/demo.js");
-const DEMO_CSS: &[u8] = include_bytes!("../../../web/dist/demo.css");
+const DEMO_CSS: &[u8] = include_bytes!("../../../web/src/demo.css");
 
 /// The embedded file at `path`, if there is one.
 pub fn asset(path: &str) -> Option<Response<Body>> {
