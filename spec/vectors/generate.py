@@ -177,6 +177,8 @@ def binary_client(m):
         return out
     if op == "presence":
         return b"\x07" + varint(id) + s(b["channel"])
+    if op == "presence_stats":
+        return b"\x08" + varint(id) + s(b["channel"])
     raise ValueError(op)
 
 
@@ -211,6 +213,8 @@ def binary_server(m):
         for c in b["clients"]:
             out += s(c["client"]) + s(c["user"])
         return out
+    if op == "presence_stats":
+        return b"\x88" + varint(id) + varint(b["clients"]) + varint(b["users"])
     if op == "error":
         return b"\xe0" + varint(id) + varint(b["code"]) + s(b["message"])
     if op == "pub":
@@ -264,6 +268,7 @@ CLIENT = [
     ("history limit only", history(22, "news", limit=2**32 - 1)),
     ("history since only", history(23, "news", since=pos("ep", 0))),
     ("presence", msg(24, "presence", {"channel": "room"})),
+    ("presence_stats", msg(25, "presence_stats", {"channel": "room"})),
 ]
 
 CLIENT_BINARY_ONLY = [
@@ -285,6 +290,9 @@ SERVER = [
     ("history reply with items", msg(10, "history", {"epoch": "ep1", "offset": 300, "publications": [item(299, b"[1,2]"), item(300, b"")]})),
     ("presence reply empty", msg(11, "presence", {"clients": []})),
     ("presence reply", msg(12, "presence", {"clients": [{"client": "c1", "user": "alice"}, {"client": "c2", "user": ""}]})),
+    ("presence_stats reply empty", msg(14, "presence_stats", {"clients": 0, "users": 0})),
+    ("presence_stats reply", msg(15, "presence_stats", {"clients": 1000000, "users": 3})),
+    ("presence_stats reply, clients 2^53-1", msg(16, "presence_stats", {"clients": U53, "users": 300})),
     ("error", msg(13, "error", {"code": 109, "message": "invalid channel"})),
     ("error id 0", msg(0, "error", {"code": 103, "message": "bad request: " + ODD})),
     ("publication push", msg(0, "pub", {"channel": "news", "offset": 8, "data": b'{"text":"hi"}'})),
@@ -333,7 +341,7 @@ def messages():
 INVALID_BINARY = [
     ("empty message", "client", "", "malformed", 0),
     ("unknown type 0x00", "client", "0001", "unknown", 0),
-    ("unknown type 0x08", "client", "0801", "unknown", 0),
+    ("unknown type 0x09", "client", "0901", "unknown", 0),
     ("reply type sent as a command", "client", "8501", "unknown", 0),
     ("truncated id varint", "client", "0580", "malformed", 0),
     ("overlong id varint", "client", "058100", "malformed", 0),
@@ -361,9 +369,10 @@ INVALID_BINARY = [
     ("history limit above u32 max", "client", "06040001638080808010", "invalid", 4),
     ("history since flag, no position", "client", "060401016300", "malformed", 4),
     ("presence truncated channel", "client", "07050361", "malformed", 5),
+    ("presence_stats trailing bytes", "client", "0806016300", "malformed", 6),
     ("empty server message", "server", "", "malformed", 0),
     ("unknown reply type 0x80", "server", "8001", "unknown", 0),
-    ("unknown reply type 0x88", "server", "8801", "unknown", 0),
+    ("unknown reply type 0x89", "server", "8901", "unknown", 0),
     ("command type sent by server", "server", "0501", "unknown", 0),
     ("unknown push type 0xa5", "server", "a5", "unknown", 0),
     ("unknown type 0xe1", "server", "e101", "unknown", 0),
@@ -374,6 +383,8 @@ INVALID_BINARY = [
     ("history reply huge count", "server", "86030165" + "01" + "ffffffff0f", "malformed", 3),
     ("presence reply huge count", "server", "8704ffffffff0f", "malformed", 4),
     ("presence reply missing user", "server", "8704010163", "malformed", 4),
+    ("presence_stats reply missing users", "server", "880705", "malformed", 7),
+    ("presence_stats reply overlong clients", "server", "8807800000", "malformed", 7),
     ("error code above u16 max", "server", "e00580800401" + "6d", "invalid", 5),
     ("error missing message", "server", "e0056d", "malformed", 5),
     ("error id 0 trailing byte", "server", "e0006700" + "00", "malformed", 0),
@@ -429,6 +440,7 @@ INVALID_JSON = [
     ("duplicate key in recover", "client", '{"id":12,"subscribe":{"channel":"a","recover":{"epoch":"e","epoch":"f","offset":1}}}', "malformed", 12),
     ("duplicate data", "client", '{"id":12,"publish":{"channel":"a","data":1,"data":2}}', "malformed", 12),
     ("presence missing channel", "client", '{"id":10,"presence":{"room":"c"}}', "invalid", 10),
+    ("presence_stats missing channel", "client", '{"id":12,"presence_stats":{}}', "invalid", 12),
     ("server op sent by client", "client", '{"id":11,"pub":{"channel":"c","offset":1,"data":1}}', "unknown", 11),
     ("server: not an object", "server", "[1]", "malformed", 0),
     ("server: unknown op", "server", '{"frob":{}}', "unknown", 0),
@@ -438,6 +450,8 @@ INVALID_JSON = [
     ("server: subscribe reply item as array", "server", '{"id":4,"subscribe":{"epoch":"e","offset":1,"publications":[[1,"x"]]}}', "invalid", 4),
     ("server: subscribe reply item without data", "server", '{"id":4,"subscribe":{"epoch":"e","offset":1,"publications":[{"offset":1}]}}', "invalid", 4),
     ("server: presence client without user", "server", '{"id":4,"presence":{"clients":[{"client":"a"}]}}', "invalid", 4),
+    ("server: presence_stats users not a number", "server", '{"id":5,"presence_stats":{"clients":1,"users":"2"}}', "invalid", 5),
+    ("server: presence_stats clients negative", "server", '{"id":6,"presence_stats":{"clients":-1,"users":0}}', "invalid", 6),
     ("server: error code above u16 max", "server", '{"id":4,"error":{"code":70000,"message":"m"}}', "invalid", 4),
     ("server: error without message", "server", '{"id":4,"error":{"code":100}}', "invalid", 4),
     ("server: publication without data", "server", '{"pub":{"channel":"c","offset":1}}', "invalid", 0),

@@ -70,9 +70,27 @@ struct Members {
     subs: IndexMap<u64, Arc<Client>>,
     /// The subscribers that asked for join/leave pushes (a subset of `subs`).
     listeners: IndexMap<u64, Arc<Client>>,
+    /// How many of `subs` each non-empty user id has: `presence_stats` reads
+    /// its length, so counting distinct users costs O(1) at any channel size.
+    users: HashMap<Box<str>, u32>,
 }
 
 impl Members {
+    fn add_user(&mut self, user: &str) {
+        if !user.is_empty() {
+            *self.users.entry(user.into()).or_insert(0) += 1;
+        }
+    }
+
+    fn remove_user(&mut self, user: &str) {
+        if let Some(n) = self.users.get_mut(user) {
+            *n -= 1;
+            if *n == 0 {
+                self.users.remove(user);
+            }
+        }
+    }
+
     /// Queues a join or leave push about `who` for every listener but `who`.
     fn announce(&self, channel: &str, who: &Client, join: bool) {
         if self.listeners.is_empty() {
@@ -261,6 +279,7 @@ impl Hub {
         }
         members.announce(channel, client, true);
         members.subs.insert(client.id, client.clone());
+        members.add_user(client.user());
         if join_leave {
             members.listeners.insert(client.id, client.clone());
         }
@@ -279,6 +298,7 @@ impl Hub {
         let Some(gone) = members.subs.swap_remove(&id) else {
             return false;
         };
+        members.remove_user(gone.user());
         members.listeners.swap_remove(&id);
         if members.subs.is_empty() {
             // No one left to tell.
@@ -325,6 +345,15 @@ impl Hub {
     pub fn presence(&self, channel: &str) -> Vec<ClientInfo> {
         self.subscribers(channel).map_or_else(Vec::new, |s| {
             lock(&s).subs.values().map(|c| c.info()).collect()
+        })
+    }
+
+    /// How many connections, and how many distinct non-empty user ids among
+    /// them, are subscribed to `channel` exactly: O(1), whatever its size.
+    pub fn presence_stats(&self, channel: &str) -> (u64, u64) {
+        self.subscribers(channel).map_or((0, 0), |s| {
+            let members = lock(&s);
+            (members.subs.len() as u64, members.users.len() as u64)
         })
     }
 
@@ -565,6 +594,46 @@ mod tests {
             channel: channel.into(),
             info: c.info(),
         })
+    }
+
+    fn user_client(id: u64, user: &str) -> Arc<Client> {
+        let c = client(id, Encoding::Json);
+        c.set_identity(Arc::new(crate::auth::Identity {
+            user: Arc::from(user),
+            expires_at: None,
+            grants: Vec::new(),
+        }));
+        c
+    }
+
+    #[test]
+    fn presence_stats_count_connections_and_distinct_users() {
+        let hub = Hub::new();
+        assert_eq!(hub.presence_stats("room"), (0, 0), "no such channel");
+        let alice1 = user_client(1, "alice");
+        let alice2 = user_client(2, "alice");
+        let bob = user_client(3, "bob");
+        let anon = client(4, Encoding::Json);
+        for c in [&alice1, &alice2, &bob, &anon] {
+            assert!(hub.subscribe("room", c));
+        }
+        assert!(!hub.subscribe("room", &bob), "already there");
+        assert!(hub.subscribe("other", &bob));
+        assert_eq!(
+            hub.presence_stats("room"),
+            (4, 2),
+            "anonymous is not a user"
+        );
+        assert!(hub.unsubscribe("room", alice1.id));
+        assert_eq!(hub.presence_stats("room"), (3, 2), "alice is still there");
+        assert!(hub.unsubscribe("room", alice2.id));
+        assert_eq!(hub.presence_stats("room"), (2, 1));
+        assert!(!hub.unsubscribe("room", alice2.id), "gone already");
+        assert_eq!(hub.presence_stats("room"), (2, 1));
+        assert!(hub.unsubscribe("room", bob.id));
+        assert!(hub.unsubscribe("room", anon.id));
+        assert_eq!(hub.presence_stats("room"), (0, 0));
+        assert_eq!(hub.presence_stats("other"), (1, 1));
     }
 
     #[test]

@@ -305,6 +305,15 @@ impl Session {
                 let clients = self.node.hub.presence(&channel);
                 self.reply(id, Reply::Presence { clients });
             }
+            Command::PresenceStats { channel } => {
+                if !self.check_concrete(id, &channel)
+                    || !self.permit(id, Action::Presence, &channel, None)
+                {
+                    return;
+                }
+                let (clients, users) = self.node.hub.presence_stats(&channel);
+                self.reply(id, Reply::PresenceStats { clients, users });
+            }
         }
     }
 

@@ -27,6 +27,7 @@ mod ty {
     pub const PING: u8 = 0x05;
     pub const HISTORY: u8 = 0x06;
     pub const PRESENCE: u8 = 0x07;
+    pub const PRESENCE_STATS: u8 = 0x08;
     pub const REPLY: u8 = 0x80;
     pub const ERROR: u8 = 0xE0;
     pub const PUB: u8 = 0xA0;
@@ -244,7 +245,7 @@ fn unknown_type(t: u8) -> DecodeError {
 
 fn request(r: &mut Reader<'_>) -> Result<Request, DecodeError> {
     let t = r.u8("type")?;
-    if !(ty::CONNECT..=ty::PRESENCE).contains(&t) {
+    if !(ty::CONNECT..=ty::PRESENCE_STATS).contains(&t) {
         return Err(unknown_type(t));
     }
     let id = r.u32("id")?;
@@ -316,6 +317,9 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         ty::PRESENCE => Command::Presence {
             channel: r.string("channel")?,
         },
+        ty::PRESENCE_STATS => Command::PresenceStats {
+            channel: r.string("channel")?,
+        },
         other => return Err(unknown_type(other)),
     })
 }
@@ -338,7 +342,7 @@ fn server(r: &mut Reader<'_>) -> Result<ServerMsg, DecodeError> {
             })();
             msg.map_err(|e| with_id(id, e))
         }
-        _ if t & !0x0f == ty::REPLY && (ty::CONNECT..=ty::PRESENCE).contains(&(t & 0x0f)) => {
+        _ if t & !0x0f == ty::REPLY && (ty::CONNECT..=ty::PRESENCE_STATS).contains(&(t & 0x0f)) => {
             let id = r.u32("id")?;
             let reply = reply(t & 0x0f, r)
                 .and_then(|reply| r.finish().map(|()| reply))
@@ -384,6 +388,10 @@ fn reply(t: u8, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             }
             Reply::Presence { clients }
         }
+        ty::PRESENCE_STATS => Reply::PresenceStats {
+            clients: r.varint("clients")?,
+            users: r.varint("users")?,
+        },
         other => return Err(unknown_type(ty::REPLY | other)),
     })
 }
@@ -531,6 +539,11 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             put_varint(out, id);
             put_str(out, channel);
         }
+        Command::PresenceStats { channel } => {
+            out.put_u8(ty::PRESENCE_STATS);
+            put_varint(out, id);
+            put_str(out, channel);
+        }
     }
 }
 
@@ -603,6 +616,11 @@ fn encode_reply(id: u32, reply: &Reply, out: &mut BytesMut) {
                 put_str(out, &c.client);
                 put_str(out, &c.user);
             }
+        }
+        Reply::PresenceStats { clients, users } => {
+            head(out, ty::PRESENCE_STATS);
+            put_varint(out, *clients);
+            put_varint(out, *users);
         }
     }
 }

@@ -181,6 +181,11 @@ pub enum Command {
         /// Channel name.
         channel: String,
     },
+    /// How many are subscribed to a channel: cheap on any channel size.
+    PresenceStats {
+        /// Channel name.
+        channel: String,
+    },
 }
 
 /// Server → client messages.
@@ -256,6 +261,14 @@ pub enum Reply {
     Presence {
         /// Everyone currently subscribed.
         clients: Vec<ClientInfo>,
+    },
+    /// Answer to `presence_stats`.
+    PresenceStats {
+        /// Connections subscribed to the channel.
+        clients: u64,
+        /// Distinct non-empty user ids among them (anonymous connections are
+        /// not counted).
+        users: u64,
     },
 }
 

@@ -127,7 +127,7 @@ impl Rng {
     }
 
     fn request(&mut self) -> Request {
-        let cmd = match self.below(7) {
+        let cmd = match self.below(8) {
             0 => Command::Connect {
                 token: self.opt_string(),
                 name: self.opt_string(),
@@ -151,7 +151,10 @@ impl Rng {
                 since: self.opt_position(),
                 limit: self.u32(),
             },
-            _ => Command::Presence {
+            6 => Command::Presence {
+                channel: self.string(),
+            },
+            _ => Command::PresenceStats {
                 channel: self.string(),
             },
         };
@@ -162,7 +165,7 @@ impl Rng {
     }
 
     fn reply(&mut self) -> Reply {
-        match self.below(7) {
+        match self.below(8) {
             0 => Reply::Connect {
                 client: self.string(),
                 version: self.string(),
@@ -185,8 +188,12 @@ impl Rng {
                 offset: self.u64(),
                 publications: self.items(),
             },
-            _ => Reply::Presence {
+            6 => Reply::Presence {
                 clients: (0..self.below(4)).map(|_| self.info()).collect(),
+            },
+            _ => Reply::PresenceStats {
+                clients: self.u64(),
+                users: self.u64(),
             },
         }
     }

@@ -76,6 +76,23 @@ async fn hs256_token_connects_and_names_the_user() {
     send_json(&mut ws, json!({"id": 3, "presence": {"channel": "room"}})).await;
     let p = recv_json(&mut ws).await;
     assert_eq!(p["presence"]["clients"][0]["user"], "alice", "{p}");
+    // Two more connections, one of them alice again: three clients, two users.
+    let mut others = Vec::new();
+    for (i, who) in ["alice", "bob"].into_iter().enumerate() {
+        let (mut other, r) = connect_with_token(srv.addr, Some(&hs(&user(who)))).await;
+        assert!(r["connect"].is_object(), "{r}");
+        subscribe_json(&mut other, 10 + i as u32, "room").await;
+        others.push(other);
+    }
+    send_json(
+        &mut ws,
+        json!({"id": 4, "presence_stats": {"channel": "room"}}),
+    )
+    .await;
+    assert_eq!(
+        recv_json(&mut ws).await,
+        json!({"id": 4, "presence_stats": {"clients": 3, "users": 2}})
+    );
 }
 
 #[tokio::test]

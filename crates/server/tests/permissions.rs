@@ -139,6 +139,12 @@ async fn namespace_rules_grants_and_subscribe_tokens() {
     assert_eq!(code(&r), 104, "{r}");
     let r = ask(
         &mut anon,
+        json!({"id": 4, "presence_stats": {"channel": "lobby"}}),
+    )
+    .await;
+    assert_eq!(code(&r), 104, "{r}");
+    let r = ask(
+        &mut anon,
         json!({"id": 5, "history": {"channel": "private:a"}}),
     )
     .await;

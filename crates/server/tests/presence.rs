@@ -152,6 +152,60 @@ async fn presence_lists_the_subscribers() {
 }
 
 #[tokio::test]
+async fn presence_stats_counts_without_listing() {
+    let srv = start_default().await;
+    let (mut asker, _) = client(srv.addr).await;
+    let stats = |id: u32, clients: u64| json!({"id": id, "presence_stats": {"clients": clients, "users": 0}});
+    send_json(
+        &mut asker,
+        json!({"id": 4, "presence_stats": {"channel": "hall"}}),
+    )
+    .await;
+    assert_eq!(recv_json(&mut asker).await, stats(4, 0));
+    // The watcher is a member too; its join/leave pushes say when the
+    // server has seen each change.
+    let (mut watcher, _) = client(srv.addr).await;
+    subscribe(&mut watcher, "hall", true).await;
+    let mut members = Vec::new();
+    for _ in 0..5 {
+        let (mut m, id) = client(srv.addr).await;
+        subscribe(&mut m, "hall", false).await;
+        assert_eq!(recv_json(&mut watcher).await, join("hall", &id));
+        members.push(m);
+    }
+    // A pattern subscriber is not a member.
+    subscribe(&mut asker, "hall.>", false).await;
+    subscribe(&mut asker, ">", false).await;
+    send_json(
+        &mut asker,
+        json!({"id": 5, "presence_stats": {"channel": "hall"}}),
+    )
+    .await;
+    assert_eq!(recv_json(&mut asker).await, stats(5, 6));
+    members.truncate(2); // three connections just drop
+    for _ in 0..3 {
+        assert!(recv_json(&mut watcher).await["leave"].is_object());
+    }
+    send_json(
+        &mut asker,
+        json!({"id": 6, "presence_stats": {"channel": "hall"}}),
+    )
+    .await;
+    assert_eq!(recv_json(&mut asker).await, stats(6, 3));
+    // Patterns and bad names are refused as for presence.
+    for (id, bad) in [(7, "hall.*"), (8, "")] {
+        send_json(
+            &mut asker,
+            json!({"id": id, "presence_stats": {"channel": bad}}),
+        )
+        .await;
+        let r = recv_json(&mut asker).await;
+        assert_eq!(r["id"], id, "{r}");
+        assert_eq!(r["error"]["code"], 109, "{r}");
+    }
+}
+
+#[tokio::test]
 async fn binary_listeners_get_binary_pushes() {
     let srv = start_default().await;
     let mut ws = connect(srv.addr, "/ws", Some("herald.binary")).await;
@@ -212,6 +266,24 @@ async fn binary_listeners_get_binary_pushes() {
             channel: "bin".into(),
             info
         })
+    );
+    ws.send(send(
+        3,
+        Command::PresenceStats {
+            channel: "bin".into(),
+        },
+    ))
+    .await
+    .expect("send");
+    assert_eq!(
+        recv(next_msg(&mut ws).await),
+        ServerMsg::Reply {
+            id: 3,
+            reply: Reply::PresenceStats {
+                clients: 1,
+                users: 0
+            }
+        }
     );
 }
 

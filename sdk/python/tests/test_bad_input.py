@@ -31,6 +31,7 @@ async def test_bad_arguments_raise_before_sending(server: Server) -> None:
             (c.history("c", since=(1, 2)), TypeError),  # type: ignore[arg-type]
             (c.history("c", since=("e", 2**64)), InvalidArgumentError),
             (c.presence(None), TypeError),  # type: ignore[arg-type]
+            (c.presence_stats(7), TypeError),  # type: ignore[arg-type]
             (c.unsubscribe(1.5), TypeError),  # type: ignore[arg-type]
         ]
         for call, exc in bad:

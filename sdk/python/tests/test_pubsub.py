@@ -4,12 +4,13 @@ in both encodings, over WebSocket and raw TCP."""
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 import pytest
 from conftest import Server
 from helpers import wait_until
 
-from herald_client import Client, Join, Leave, Publication, State
+from herald_client import Client, InvalidChannelError, Join, Leave, PresenceStatsResult, Publication, State
 
 MODES = [("ws", "json"), ("ws", "binary"), ("tcp", "binary")]
 
@@ -88,6 +89,20 @@ async def test_history_presence_ping(server: Server) -> None:
         clients = await c.presence(channel)
         assert c.client_id in [x.client for x in clients]
         assert await c.ping() >= 0
+
+
+@pytest.mark.parametrize("encoding", ["json", "binary"])
+async def test_presence_stats(server: Server, encoding: Literal["json", "binary"]) -> None:
+    channel = f"pubsub.stats.{encoding}"
+    async with Client(server.ws_url, encoding=encoding) as a, Client(server.tcp_url, encoding="binary") as b:
+        assert await a.presence_stats(channel) == PresenceStatsResult(0, 0)
+        await a.subscribe(channel)
+        await b.subscribe(channel)
+        assert await a.presence_stats(channel) == PresenceStatsResult(2, 0)  # anonymous: no users
+        await b.unsubscribe(channel)
+        assert await a.presence_stats(channel) == PresenceStatsResult(1, 0)
+        with pytest.raises(InvalidChannelError):
+            await a.presence_stats("pubsub.*")
 
 
 async def test_wildcard_subscription(server: Server) -> None:

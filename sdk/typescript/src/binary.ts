@@ -111,6 +111,9 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
     case "presence":
       w.u8(0x07).varint(m.id).str(m.channel);
       break;
+    case "presenceStats":
+      w.u8(0x08).varint(m.id).str(m.channel);
+      break;
     case "connectReply":
       w.u8(0x81).varint(m.id).str(m.client).str(m.version).varint(m.pingInterval);
       break;
@@ -134,6 +137,9 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
     case "presenceReply":
       w.u8(0x87).varint(m.id).varint(m.clients.length);
       for (const c of m.clients) w.str(c.client).str(c.user);
+      break;
+    case "presenceStatsReply":
+      w.u8(0x88).varint(m.id).varint(m.clients).varint(m.users);
       break;
     case "error":
       w.u8(0xe0).varint(m.id).varint(m.code).str(m.message);
@@ -277,7 +283,7 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
   const r = new Reader(b);
   if (b.length === 0) throw new DecodeError("malformed", "empty message");
   const t = r.u8();
-  if (t < 0x01 || t > 0x07) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
+  if (t < 0x01 || t > 0x08) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
   const id = r.readId();
   switch (t) {
     case 0x01: {
@@ -308,8 +314,10 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
       const since = f & 1 ? r.pos() : null;
       return finish(r, { type: "history", id, channel, since, limit });
     }
-    default:
+    case 0x07:
       return finish(r, { type: "presence", id, channel: r.str() });
+    default:
+      return finish(r, { type: "presenceStats", id, channel: r.str() });
   }
 }
 
@@ -356,6 +364,11 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
         clients.push({ client, user: r.str() });
       }
       return finish(r, { type: "presenceReply", id, clients });
+    }
+    case 0x88: {
+      const id = r.readId();
+      const clients = r.uint(OFFSET_MAX, "clients");
+      return finish(r, { type: "presenceStatsReply", id, clients, users: r.uint(OFFSET_MAX, "users") });
     }
     case 0xe0: {
       const id = r.readId();

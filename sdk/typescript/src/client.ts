@@ -489,6 +489,14 @@ export class Client extends Emitter<ClientEvents> {
     return reply.clients;
   }
 
+  /** How many connections are subscribed to `channel`, and how many distinct
+   * non-empty user ids among them: cheap on any channel size (the server keeps
+   * counters), where `presence` lists every member. */
+  async presenceStats(channel: string): Promise<{ clients: number; users: number }> {
+    const reply = await this.request((id) => ({ type: "presenceStats", id, channel }), "presenceStatsReply");
+    return { clients: reply.clients, users: reply.users };
+  }
+
   /** Round trip to the server, in milliseconds. */
   async ping(): Promise<number> {
     const start = Date.now();

@@ -305,6 +305,8 @@ function body(m: Command | ServerMessage): [number, string, string] {
     }
     case "presence":
       return [m.id, "presence", `"channel":${s(m.channel)}`];
+    case "presenceStats":
+      return [m.id, "presence_stats", `"channel":${s(m.channel)}`];
     case "connectReply":
       return [m.id, "connect", `"client":${s(m.client)},"version":${s(m.version)},"ping_interval":${m.pingInterval}`];
     case "subscribeReply": {
@@ -323,6 +325,8 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [m.id, "history", `"epoch":${s(m.epoch)},"offset":${m.offset},"publications":[${items(m.publications)}]`];
     case "presenceReply":
       return [m.id, "presence", `"clients":[${m.clients.map((c) => `{"client":${s(c.client)},"user":${s(c.user)}}`).join(",")}]`];
+    case "presenceStatsReply":
+      return [m.id, "presence_stats", `"clients":${m.clients},"users":${m.users}`];
     case "error":
       return [m.id, "error", `"code":${m.code},"message":${s(m.message)}`];
     case "publication":
@@ -345,7 +349,7 @@ export function encodeJson(m: Command | ServerMessage): string {
 
 // ------------------------------------------------------------- decoding --
 
-const COMMANDS: ReadonlySet<string> = new Set(["connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence"]);
+const COMMANDS: ReadonlySet<string> = new Set(["connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats"]);
 const SERVER_OPS: ReadonlySet<string> = new Set([
   ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect",
 ]);
@@ -525,8 +529,10 @@ export function decodeJsonCommand(message: string | Uint8Array): Command {
       const since = b.position("since");
       return { type: "history", id, channel, since, limit: b.uint("limit", U32_MAX, 0) };
     }
-    default:
+    case "presence":
       return { type: "presence", id, channel: b.string("channel") };
+    default:
+      return { type: "presenceStats", id, channel: b.string("channel") };
   }
 }
 
@@ -558,6 +564,8 @@ function serverFrom(text: string, root: Value): ServerMessage {
       });
       return { type: "presenceReply", id, clients };
     }
+    case "presence_stats":
+      return { type: "presenceStatsReply", id, clients: b.uint("clients", OFFSET_MAX), users: b.uint("users", OFFSET_MAX) };
     case "error":
       return { type: "error", id, code: b.uint("code", U16_MAX), message: b.string("message") };
     case "pub":

@@ -36,9 +36,10 @@ export interface Publish { type: "publish"; id: number; channel: string; data: U
 export interface Ping { type: "ping"; id: number }
 export interface History { type: "history"; id: number; channel: string; since: Position | null; limit: number }
 export interface Presence { type: "presence"; id: number; channel: string }
+export interface PresenceStats { type: "presenceStats"; id: number; channel: string }
 
 /** Client → server. */
-export type Command = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence;
+export type Command = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats;
 
 // ------------------------------------------------------------------ replies
 
@@ -49,10 +50,12 @@ export interface PublishReply { type: "publishReply"; id: number; epoch: string;
 export interface PingReply { type: "pingReply"; id: number }
 export interface HistoryReply { type: "historyReply"; id: number; epoch: string; offset: number; publications: Item[] }
 export interface PresenceReply { type: "presenceReply"; id: number; clients: ClientInfo[] }
+/** How many connections, and distinct non-empty user ids, a channel has. */
+export interface PresenceStatsReply { type: "presenceStatsReply"; id: number; clients: number; users: number }
 export interface ErrorReply { type: "error"; id: number; code: number; message: string }
 
 export type Reply =
-  | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | ErrorReply;
+  | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | PresenceStatsReply | ErrorReply;
 
 // -------------------------------------------------------------------- pushes
 

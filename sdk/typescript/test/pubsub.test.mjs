@@ -66,6 +66,9 @@ for (const c of CASES) {
       if (!c.full) {
         await assert.rejects(a.history("x"), (e) => e instanceof ReplyError && e.code === ErrorCode.NotAvailable);
         await assert.rejects(a.presence("x"), (e) => e instanceof ReplyError && e.code === ErrorCode.NotAvailable);
+        await assert.rejects(a.presenceStats("x"), (e) => e instanceof ReplyError && e.code === ErrorCode.NotAvailable);
+      } else {
+        await assert.rejects(a.presenceStats("x.*"), (e) => e instanceof ReplyError && e.code === ErrorCode.InvalidChannel);
       }
     } finally {
       a.close();
@@ -96,8 +99,10 @@ for (const c of CASES) {
         assert.equal(joins[0].client, b.clientId);
         const members = await a.presence(channel);
         assert.deepEqual(new Set(members.map((m) => m.client)), new Set([a.clientId, b.clientId]));
+        assert.deepEqual(await a.presenceStats(channel), { clients: 2, users: 0 });
         await bsub.unsubscribe();
         await waitUntil(() => leaves.length === 1, "leave");
+        assert.deepEqual(await a.presenceStats(channel), { clients: 1, users: 0 });
         assert.equal(leaves[0].client, b.clientId);
       } finally {
         a.close();

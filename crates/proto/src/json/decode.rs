@@ -50,6 +50,7 @@ const REQUEST_OPS: &[&str] = &[
     "ping",
     "history",
     "presence",
+    "presence_stats",
 ];
 
 const SERVER_OPS: &[&str] = &[
@@ -60,6 +61,7 @@ const SERVER_OPS: &[&str] = &[
     "ping",
     "history",
     "presence",
+    "presence_stats",
     "error",
     "pub",
     "join",
@@ -314,6 +316,7 @@ struct Fields<'a> {
     version: Option<&'a RawValue>,
     ping_interval: Option<&'a RawValue>,
     clients: Option<&'a RawValue>,
+    users: Option<&'a RawValue>,
     user: Option<&'a RawValue>,
     code: Option<&'a RawValue>,
     message: Option<&'a RawValue>,
@@ -357,6 +360,7 @@ impl<'de> Visitor<'de> for FieldsVisitor {
                 "version" => &mut f.version,
                 "ping_interval" => &mut f.ping_interval,
                 "clients" => &mut f.clients,
+                "users" => &mut f.users,
                 "user" => &mut f.user,
                 "code" => &mut f.code,
                 "message" => &mut f.message,
@@ -535,6 +539,9 @@ fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, Decode
         "presence" => Command::Presence {
             channel: channel(&f)?,
         },
+        "presence_stats" => Command::PresenceStats {
+            channel: channel(&f)?,
+        },
         other => return Err(DecodeError::Unknown(other.into())),
     })
 }
@@ -609,6 +616,10 @@ fn server_msg<'a>(
                 .collect::<Result<_, _>>()?;
             reply(Reply::Presence { clients })
         }
+        "presence_stats" => reply(Reply::PresenceStats {
+            clients: u64_(req(f.clients, "clients")?, "clients")?,
+            users: u64_(req(f.users, "users")?, "users")?,
+        }),
         "error" => Ok(ServerMsg::Error {
             id,
             code: u16_(req(f.code, "code")?, "code")?,

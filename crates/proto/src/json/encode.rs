@@ -80,6 +80,10 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             out.extend_from_slice(b"\"presence\":{\"channel\":");
             write_str(out, channel);
         }
+        Command::PresenceStats { channel } => {
+            out.extend_from_slice(b"\"presence_stats\":{\"channel\":");
+            write_str(out, channel);
+        }
     }
     out.extend_from_slice(b"}}");
 }
@@ -173,6 +177,12 @@ fn encode_reply(reply: &Reply, out: &mut BytesMut) {
                 out.put_u8(b'}');
             }
             out.put_u8(b']');
+        }
+        Reply::PresenceStats { clients, users } => {
+            out.extend_from_slice(b"\"presence_stats\":{\"clients\":");
+            write_u64(out, *clients);
+            out.extend_from_slice(b",\"users\":");
+            write_u64(out, *users);
         }
     }
 }

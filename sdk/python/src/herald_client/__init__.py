@@ -13,7 +13,15 @@ Layout (python-websockets style: an I/O-free core, a thin asyncio layer):
 The wire protocol: docs/protocol.md in the Herald repository.
 """
 
-from .client import Client, Disconnected, HistoryResult, SubscribeTokenSource, Subscription, TokenSource
+from .client import (
+    Client,
+    Disconnected,
+    HistoryResult,
+    PresenceStatsResult,
+    SubscribeTokenSource,
+    Subscription,
+    TokenSource,
+)
 from .codec import Encoding
 from .codes import DisconnectCode, ErrorCode, should_reconnect
 from .errors import (
@@ -78,6 +86,7 @@ __all__ = [
     "NotSubscribedError",
     "PermissionDeniedError",
     "Position",
+    "PresenceStatsResult",
     "ProtocolError",
     "Publication",
     "ReconnectPolicy",

@@ -29,6 +29,8 @@ from .messages import (
     Position,
     Presence,
     PresenceReply,
+    PresenceStats,
+    PresenceStatsReply,
     Publication,
     Publish,
     PublishReply,
@@ -117,6 +119,10 @@ def encode(m: Command | ServerMessage) -> bytes:
             out.append(0x07)
             _varint(out, id)
             _str(out, channel)
+        case PresenceStats(id, channel):
+            out.append(0x08)
+            _varint(out, id)
+            _str(out, channel)
         case ConnectReply(id, client, version, ping_interval):
             out.append(0x81)
             _varint(out, id)
@@ -154,6 +160,11 @@ def encode(m: Command | ServerMessage) -> bytes:
             for c in clients:
                 _str(out, c.client)
                 _str(out, c.user)
+        case PresenceStatsReply(id, clients, users):
+            out.append(0x88)
+            _varint(out, id)
+            _varint(out, clients)
+            _varint(out, users)
         case ErrorReply(id, code, message):
             out.append(0xE0)
             _varint(out, id)
@@ -288,7 +299,7 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
     if not buf:
         raise DecodeError("malformed", "empty message")
     t = buf[0]
-    if not 0x01 <= t <= 0x07:
+    if not 0x01 <= t <= 0x08:
         raise DecodeError("unknown", f"unknown command type 0x{t:02x}")
     r = _Reader(buf)
     id = r.id()
@@ -316,8 +327,10 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
         limit = r.bounded(U32_MAX, "limit")
         since = r.position() if f & 1 else None
         m = History(id, channel, since, limit)
-    else:
+    elif t == 0x07:
         m = Presence(id, r.string())
+    else:
+        m = PresenceStats(id, r.string())
     r.end()
     return m
 
@@ -330,7 +343,7 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
     t = buf[0]
     r = _Reader(buf)
     m: ServerMessage
-    if 0x81 <= t <= 0x87 or t == 0xE0:
+    if 0x81 <= t <= 0x88 or t == 0xE0:
         id = r.id()
         if t == 0x81:
             m = ConnectReply(id, r.string(), r.string(), r.bounded(U32_MAX, "ping_interval"))
@@ -347,6 +360,8 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
             m = HistoryReply(id, r.string(), r.varint(), r.items())
         elif t == 0x87:
             m = PresenceReply(id, tuple(ClientInfo(r.string(), r.string()) for _ in range(r.count())))
+        elif t == 0x88:
+            m = PresenceStatsReply(id, r.varint(), r.varint())
         else:
             m = ErrorReply(id, r.bounded(U16_MAX, "code"), r.string())
     elif t == 0xA0:

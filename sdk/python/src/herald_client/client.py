@@ -57,6 +57,8 @@ from .messages import (
     Position,
     Presence,
     PresenceReply,
+    PresenceStats,
+    PresenceStatsReply,
     Publication,
     Publish,
     PublishReply,
@@ -124,6 +126,16 @@ class HistoryResult:
     epoch: str
     offset: int
     publications: list[Publication]
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceStatsResult:
+    """How many are subscribed to a channel (see :meth:`Client.presence_stats`)."""
+
+    clients: int
+    """Connections subscribed to the channel."""
+    users: int
+    """Distinct non-empty user ids among them (anonymous ones are not counted)."""
 
 
 async def _fresh_token(what: str, source: Callable[..., str | Awaitable[str]], *args: str) -> str:
@@ -626,6 +638,14 @@ class Client:
         _check_str("channel", channel)
         reply = _expect(await self._request(lambda id: Presence(id, channel)), PresenceReply)
         return list(reply.clients)
+
+    async def presence_stats(self, channel: str) -> PresenceStatsResult:
+        """How many connections are subscribed to ``channel``, and how many
+        distinct non-empty user ids among them: cheap on any channel size (the
+        server keeps counters), where :meth:`presence` lists every member."""
+        _check_str("channel", channel)
+        reply = _expect(await self._request(lambda id: PresenceStats(id, channel)), PresenceStatsReply)
+        return PresenceStatsResult(reply.clients, reply.users)
 
     async def ping(self) -> float:
         """Round trip to the server; returns its duration in seconds."""

@@ -45,6 +45,8 @@ from .messages import (
     Position,
     Presence,
     PresenceReply,
+    PresenceStats,
+    PresenceStatsReply,
     Publication,
     Publish,
     PublishReply,
@@ -299,6 +301,8 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             return id, "history", b
         case Presence(id, channel):
             return id, "presence", f'"channel":{_s(channel)}'
+        case PresenceStats(id, channel):
+            return id, "presence_stats", f'"channel":{_s(channel)}'
         case ConnectReply(id, client, version, ping_interval):
             return (
                 id,
@@ -327,6 +331,8 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
         case PresenceReply(id, clients):
             cs = ",".join(f'{{"client":{_s(c.client)},"user":{_s(c.user)}}}' for c in clients)
             return id, "presence", f'"clients":[{cs}]'
+        case PresenceStatsReply(id, clients, users):
+            return id, "presence_stats", f'"clients":{clients},"users":{users}'
         case ErrorReply(id, code, message):
             return id, "error", f'"code":{code},"message":{_s(message)}'
         case Publication(channel, offset, data):
@@ -352,7 +358,9 @@ def encode(m: Command | ServerMessage) -> str:
 
 # ------------------------------------------------------------- decoding --
 
-_COMMANDS = frozenset({"connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence"})
+_COMMANDS = frozenset(
+    {"connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats"}
+)
 _SERVER_OPS = frozenset(
     {
         "connect",
@@ -362,6 +370,7 @@ _SERVER_OPS = frozenset(
         "ping",
         "history",
         "presence",
+        "presence_stats",
         "error",
         "pub",
         "join",
@@ -538,7 +547,9 @@ def decode_command(message: str | bytes | bytearray | memoryview) -> Command:
         channel = b.string("channel")
         since = b.position("since")
         return History(id, channel, since, b.uint("limit", U32_MAX, 0))
-    return Presence(id, b.string("channel"))
+    if op == "presence":
+        return Presence(id, b.string("channel"))
+    return PresenceStats(id, b.string("channel"))
 
 
 def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessage:
@@ -570,6 +581,8 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
             f = _Fields(b.text, id, raw, "presence client")
             clients.append(ClientInfo(f.string("client"), f.string("user")))
         return PresenceReply(id, tuple(clients))
+    if op == "presence_stats":
+        return PresenceStatsReply(id, b.uint("clients", U64_MAX), b.uint("users", U64_MAX))
     if op == "error":
         return ErrorReply(id, b.uint("code", U16_MAX), b.string("message"))
     if op == "pub":

@@ -30,6 +30,8 @@ __all__ = [
     "Position",
     "Presence",
     "PresenceReply",
+    "PresenceStats",
+    "PresenceStatsReply",
     "Publication",
     "Publish",
     "PublishReply",
@@ -125,7 +127,13 @@ class Presence:
     channel: str
 
 
-Command: TypeAlias = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence
+@dataclass(frozen=True, slots=True)
+class PresenceStats:
+    id: int
+    channel: str
+
+
+Command: TypeAlias = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats
 
 # -------------------------------------------------------------- replies --
 
@@ -179,6 +187,15 @@ class PresenceReply:
 
 
 @dataclass(frozen=True, slots=True)
+class PresenceStatsReply:
+    """How many connections, and distinct non-empty user ids, a channel has."""
+
+    id: int
+    clients: int
+    users: int
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorReply:
     id: int
     code: int
@@ -193,6 +210,7 @@ Reply: TypeAlias = (
     | PingReply
     | HistoryReply
     | PresenceReply
+    | PresenceStatsReply
     | ErrorReply
 )
 

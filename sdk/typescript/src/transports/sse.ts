@@ -100,6 +100,7 @@ class SseTransport implements Transport {
         return;
       case "history":
       case "presence":
+      case "presenceStats":
         this.deliver({
           type: "error",
           id: cmd.id,
