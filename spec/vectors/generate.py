@@ -102,7 +102,9 @@ def dump(v):
     if isinstance(v, dict):
         parts = []
         for k, x in v.items():
-            if k == "data" and isinstance(x, bytes):
+            if k == "info" and isinstance(x, bytes):
+                parts.append('"info":' + x.decode("utf-8"))  # always JSON text
+            elif k == "data" and isinstance(x, bytes):
                 if is_json(x):
                     parts.append('"data":' + x.decode("utf-8"))
                 else:
@@ -211,7 +213,7 @@ def binary_server(m):
     if op == "presence":
         out = b"\x87" + varint(id) + varint(len(b["clients"]))
         for c in b["clients"]:
-            out += s(c["client"]) + s(c["user"])
+            out += s(c["client"]) + s(c["user"]) + blob(c.get("info", b""))
         return out
     if op == "presence_stats":
         return b"\x88" + varint(id) + varint(b["clients"]) + varint(b["users"])
@@ -221,7 +223,7 @@ def binary_server(m):
         return b"\xa0" + s(b["channel"]) + varint(b["offset"]) + blob(b["data"])
     if op in ("join", "leave"):
         t = b"\xa1" if op == "join" else b"\xa2"
-        return t + s(b["channel"]) + s(b["client"]) + s(b["user"])
+        return t + s(b["channel"]) + s(b["client"]) + s(b["user"]) + blob(b.get("info", b""))
     if op == "unsub":
         return b"\xa3" + s(b["channel"]) + varint(b["code"]) + s(b["reason"])
     if op == "disconnect":
@@ -290,6 +292,7 @@ SERVER = [
     ("history reply with items", msg(10, "history", {"epoch": "ep1", "offset": 300, "publications": [item(299, b"[1,2]"), item(300, b"")]})),
     ("presence reply empty", msg(11, "presence", {"clients": []})),
     ("presence reply", msg(12, "presence", {"clients": [{"client": "c1", "user": "alice"}, {"client": "c2", "user": ""}]})),
+    ("presence reply with connection info", msg(17, "presence", {"clients": [{"client": "c1", "user": "alice", "info": b'{"name":"Alice \u00e9"}'}, {"client": "c2", "user": "bob", "info": b'"mobile"'}]})),
     ("presence_stats reply empty", msg(14, "presence_stats", {"clients": 0, "users": 0})),
     ("presence_stats reply", msg(15, "presence_stats", {"clients": 1000000, "users": 3})),
     ("presence_stats reply, clients 2^53-1", msg(16, "presence_stats", {"clients": U53, "users": 300})),
@@ -301,6 +304,7 @@ SERVER = [
     ("publication push, offset 2^53-1", msg(0, "pub", {"channel": "c", "offset": U53, "data": b"true"})),
     ("publication push, escaped channel", msg(0, "pub", {"channel": ODD, "offset": 128, "data": b'"x"'})),
     ("join push", msg(0, "join", {"channel": "room", "client": "c1", "user": "alice"})),
+    ("join push with connection info", msg(0, "join", {"channel": "room", "client": "c3", "user": "bob", "info": b'{"name":"Bob","seat":3}'})),
     ("leave push", msg(0, "leave", {"channel": "room", "client": "c2", "user": ""})),
     ("unsubscribed push", msg(0, "unsub", {"channel": "room", "code": 104, "reason": "permission denied"})),
     ("disconnect push", msg(0, "disconnect", {"code": 3001, "reason": "slow consumer"})),
@@ -383,6 +387,9 @@ INVALID_BINARY = [
     ("history reply huge count", "server", "86030165" + "01" + "ffffffff0f", "malformed", 3),
     ("presence reply huge count", "server", "8704ffffffff0f", "malformed", 4),
     ("presence reply missing user", "server", "8704010163", "malformed", 4),
+    ("presence reply missing info", "server", "8704010163" + "0175", "malformed", 4),
+    ("presence reply info not JSON", "server", "87040101630175" + "027b7b", "invalid", 4),
+    ("join push info not JSON", "server", "a101720163" + "0175" + "0120", "invalid", 0),
     ("presence_stats reply missing users", "server", "880705", "malformed", 7),
     ("presence_stats reply overlong clients", "server", "8807800000", "malformed", 7),
     ("error code above u16 max", "server", "e00580800401" + "6d", "invalid", 5),

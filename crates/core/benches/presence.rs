@@ -21,6 +21,7 @@ fn hub_with(n: u64) -> Hub {
             user: Arc::from(format!("user{}", id / 4)),
             expires_at: None,
             grants: Vec::new(),
+            info: Default::default(),
         }));
         hub.subscribe("hall", &c);
     }

@@ -55,6 +55,9 @@ pub struct Identity {
     pub expires_at: Option<u64>,
     /// Channels (or wildcard patterns) the token grants (`channels` claim).
     pub grants: Vec<String>,
+    /// Connection info shown in presence and join/leave (the token's `info`
+    /// claim as JSON text; empty when there is none).
+    pub info: bytes::Bytes,
 }
 
 impl Identity {

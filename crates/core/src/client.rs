@@ -60,6 +60,10 @@ impl Client {
         ClientInfo {
             client: self.wire_id(),
             user: self.user().to_string(),
+            info: self
+                .identity
+                .get()
+                .map_or_else(Bytes::new, |i| i.info.clone()),
         }
     }
 

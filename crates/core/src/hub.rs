@@ -602,6 +602,7 @@ mod tests {
             user: Arc::from(user),
             expires_at: None,
             grants: Vec::new(),
+            info: Default::default(),
         }));
         c
     }

@@ -224,10 +224,13 @@ impl<'a> Reader<'a> {
     }
 
     fn client_info(&mut self) -> Result<ClientInfo, DecodeError> {
-        Ok(ClientInfo {
-            client: self.string("client")?,
-            user: self.string("user")?,
-        })
+        let client = self.string("client")?;
+        let user = self.string("user")?;
+        let info = self.bytes("info")?;
+        if !info.is_empty() && !crate::jsontext::is_json(&info) {
+            return Err(invalid("info", "expected JSON text"));
+        }
+        Ok(ClientInfo { client, user, info })
     }
 
     /// Ends a message: anything left over is an error.
@@ -613,8 +616,7 @@ fn encode_reply(id: u32, reply: &Reply, out: &mut BytesMut) {
             head(out, ty::PRESENCE);
             put_varint(out, clients.len() as u64);
             for c in clients {
-                put_str(out, &c.client);
-                put_str(out, &c.user);
+                put_client_info(out, c);
             }
         }
         Reply::PresenceStats { clients, users } => {
@@ -623,6 +625,12 @@ fn encode_reply(id: u32, reply: &Reply, out: &mut BytesMut) {
             put_varint(out, *users);
         }
     }
+}
+
+fn put_client_info(out: &mut BytesMut, c: &ClientInfo) {
+    put_str(out, &c.client);
+    put_str(out, &c.user);
+    put_bytes(out, &c.info);
 }
 
 fn encode_push(push: &Push, out: &mut BytesMut) {
@@ -647,14 +655,12 @@ fn encode_push(push: &Push, out: &mut BytesMut) {
         Push::Join { channel, info } => {
             out.put_u8(ty::JOIN);
             put_str(out, channel);
-            put_str(out, &info.client);
-            put_str(out, &info.user);
+            put_client_info(out, info);
         }
         Push::Leave { channel, info } => {
             out.put_u8(ty::LEAVE);
             put_str(out, channel);
-            put_str(out, &info.client);
-            put_str(out, &info.user);
+            put_client_info(out, info);
         }
         Push::Unsubscribed {
             channel,

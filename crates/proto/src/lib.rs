@@ -288,6 +288,10 @@ pub struct ClientInfo {
     pub client: String,
     /// User id from the token ("" for anonymous).
     pub user: String,
+    /// Connection info: the `info` claim of the connection's token, as JSON
+    /// text (empty when there is none). Encoders write only JSON text here
+    /// (anything else is left out of JSON messages and refused by decoders).
+    pub info: Bytes,
 }
 
 /// Unsolicited server messages.

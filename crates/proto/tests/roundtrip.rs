@@ -120,9 +120,15 @@ impl Rng {
     }
 
     fn info(&mut self) -> ClientInfo {
+        let info = match self.below(4) {
+            0 | 1 => String::new(),
+            2 => format!("{{\"n\":{}}}", self.u32()),
+            _ => format!("[true,null,{}]", self.u16()),
+        };
         ClientInfo {
             client: self.string(),
             user: self.string(),
+            info: Bytes::from(info),
         }
     }
 

@@ -67,6 +67,51 @@ fn error_code(v: &Value) -> u64 {
     v["error"]["code"].as_u64().unwrap_or(0)
 }
 
+/// The token's `info` claim is the connection info that presence and
+/// join/leave show; a connection without it shows none.
+#[tokio::test]
+async fn info_claim_shows_in_presence_and_join() {
+    let srv = start(hs_server_args()).await;
+    let (mut watcher, r) = connect_with_token(srv.addr, Some(&hs(&user("watcher")))).await;
+    assert!(r["connect"].is_object(), "{r}");
+    send_json(
+        &mut watcher,
+        json!({"id": 2, "subscribe": {"channel": "table", "join_leave": true}}),
+    )
+    .await;
+    assert!(recv_json(&mut watcher).await["subscribe"].is_object());
+    let info = json!({"name": "Carol \u{e9}", "seat": 3, "tags": ["vip"]});
+    let claims = Claims {
+        info: Some(info.clone()),
+        ..user("carol")
+    };
+    let (mut carol, r) = connect_with_token(srv.addr, Some(&hs(&claims))).await;
+    assert!(r["connect"].is_object(), "{r}");
+    subscribe_json(&mut carol, 2, "table").await;
+    let j = recv_json(&mut watcher).await;
+    assert_eq!(j["join"]["user"], "carol", "{j}");
+    assert_eq!(j["join"]["info"], info, "{j}");
+    send_json(
+        &mut carol,
+        json!({"id": 3, "presence": {"channel": "table"}}),
+    )
+    .await;
+    let p = recv_json(&mut carol).await;
+    let clients = p["presence"]["clients"]
+        .as_array()
+        .expect("clients")
+        .clone();
+    let by_user = |u: &str| {
+        clients
+            .iter()
+            .find(|c| c["user"] == u)
+            .cloned()
+            .unwrap_or_else(|| panic!("{u} not in {p}"))
+    };
+    assert_eq!(by_user("carol")["info"], info);
+    assert!(by_user("watcher").get("info").is_none(), "{p}");
+}
+
 #[tokio::test]
 async fn hs256_token_connects_and_names_the_user() {
     let srv = start(hs_server_args()).await;

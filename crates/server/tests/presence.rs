@@ -252,6 +252,7 @@ async fn binary_listeners_get_binary_pushes() {
     let info = ClientInfo {
         client: visitor_id,
         user: String::new(),
+        info: Default::default(),
     };
     assert_eq!(
         recv(next_msg(&mut ws).await),

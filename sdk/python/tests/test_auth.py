@@ -27,6 +27,7 @@ from helpers import FAST, Proxy, wait_until
 from herald_client import (
     Client,
     ClientClosedError,
+    Join,
     PermissionDeniedError,
     Publication,
     State,
@@ -154,6 +155,35 @@ async def test_subscribe_token_minted_by_herald_token(auth_server: Server) -> No
     async with Client(auth_server.tcp_url, encoding="binary", token=mint()) as c:
         sub = await c.subscribe(channel, token=mint("--subscribe", "--channel", channel))
         assert sub.active
+
+
+@pytest.mark.parametrize(("transport", "encoding"), MODES, ids=IDS)
+async def test_info_claim_shows_in_presence_and_join(
+    auth_server: Server, transport: str, encoding: str
+) -> None:
+    """The connection token's ``info`` claim (here minted by ``herald token
+    --info``) is what presence and join pushes show beside the user id."""
+    channel = f"info-{transport}-{encoding}"
+    info = {"name": "Carol \u00e9", "seat": 3}
+    minted = subprocess.run(
+        [str(herald_bin()), "token", "--user", "carol", "--info", json.dumps(info)],
+        env={**os.environ, "HERALD_TOKEN_HMAC_SECRET": SECRET},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    joins: list[Join] = []
+    url = url_of(auth_server, transport)
+    async with Client(url, encoding=encoding, token=user_token("watcher")) as watcher:  # type: ignore[arg-type]
+        await watcher.subscribe(channel, join_leave=True, on_join=joins.append)
+        async with Client(auth_server.ws_url, token=minted) as carol:
+            await carol.subscribe(channel)
+            await wait_until(lambda: len(joins) == 1, what="carol's join")
+            assert (joins[0].user, joins[0].info_json()) == ("carol", info)
+            members = {m.user: m.info_json() for m in await watcher.presence(channel)}
+            assert members == {"carol": info, "watcher": None}
+            stats = await watcher.presence_stats(channel)
+            assert (stats.clients, stats.users) == (2, 2)
 
 
 @pytest.mark.parametrize(("transport", "encoding"), MODES, ids=IDS)

@@ -11,6 +11,7 @@
  */
 
 import { fromUtf8, utf8 } from "./bytes.js";
+import { isJson } from "./json.js";
 import { DecodeError } from "./errors.js";
 import {
   OFFSET_MAX,
@@ -136,7 +137,7 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       break;
     case "presenceReply":
       w.u8(0x87).varint(m.id).varint(m.clients.length);
-      for (const c of m.clients) w.str(c.client).str(c.user);
+      for (const c of m.clients) w.str(c.client).str(c.user).bytes(c.info);
       break;
     case "presenceStatsReply":
       w.u8(0x88).varint(m.id).varint(m.clients).varint(m.users);
@@ -149,7 +150,7 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       break;
     case "join":
     case "leave":
-      w.u8(m.type === "join" ? 0xa1 : 0xa2).str(m.channel).str(m.client).str(m.user);
+      w.u8(m.type === "join" ? 0xa1 : 0xa2).str(m.channel).str(m.client).str(m.user).bytes(m.info);
       break;
     case "unsubscribed":
       w.u8(0xa3).str(m.channel).varint(m.code).str(m.reason);
@@ -230,6 +231,13 @@ class Reader {
     const out = this.b.slice(this.i, this.i + n);
     this.i += n;
     return out;
+  }
+
+  /** Connection info: JSON text, or empty for none. */
+  info(): Uint8Array {
+    const b = this.bytes();
+    if (b.length > 0 && !isJson(b)) throw this.invalid("info is not JSON text");
+    return b;
   }
 
   str(): string {
@@ -361,7 +369,8 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
       const clients: ClientInfo[] = [];
       for (let k = 0; k < n; k++) {
         const client = r.str();
-        clients.push({ client, user: r.str() });
+        const user = r.str();
+        clients.push({ client, user, info: r.info() });
       }
       return finish(r, { type: "presenceReply", id, clients });
     }
@@ -385,7 +394,7 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
       const channel = r.str();
       const client = r.str();
       const user = r.str();
-      return finish(r, { type: t === 0xa1 ? "join" : "leave", channel, client, user });
+      return finish(r, { type: t === 0xa1 ? "join" : "leave", channel, client, user, info: r.info() });
     }
     case 0xa3: {
       const channel = r.str();

@@ -274,6 +274,8 @@ function payload(data: Uint8Array): string {
 }
 
 const pos = (p: Position): string => `{"epoch":${s(p.epoch)},"offset":${p.offset}}`;
+/** `,"info":<json>` when there is connection info (JSON text only). */
+const info = (b: Uint8Array): string => (b.length > 0 && isJson(b) ? `,"info":${fromUtf8(b)}` : "");
 const items = (list: Item[]): string => list.map((it) => `{"offset":${it.offset},${payload(it.data)}}`).join(",");
 
 function body(m: Command | ServerMessage): [number, string, string] {
@@ -324,7 +326,7 @@ function body(m: Command | ServerMessage): [number, string, string] {
     case "historyReply":
       return [m.id, "history", `"epoch":${s(m.epoch)},"offset":${m.offset},"publications":[${items(m.publications)}]`];
     case "presenceReply":
-      return [m.id, "presence", `"clients":[${m.clients.map((c) => `{"client":${s(c.client)},"user":${s(c.user)}}`).join(",")}]`];
+      return [m.id, "presence", `"clients":[${m.clients.map((c) => `{"client":${s(c.client)},"user":${s(c.user)}${info(c.info)}}`).join(",")}]`];
     case "presenceStatsReply":
       return [m.id, "presence_stats", `"clients":${m.clients},"users":${m.users}`];
     case "error":
@@ -333,7 +335,7 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [0, "pub", `"channel":${s(m.channel)},"offset":${m.offset},${payload(m.data)}`];
     case "join":
     case "leave":
-      return [0, m.type, `"channel":${s(m.channel)},"client":${s(m.client)},"user":${s(m.user)}`];
+      return [0, m.type, `"channel":${s(m.channel)},"client":${s(m.client)},"user":${s(m.user)}${info(m.info)}`];
     case "unsubscribed":
       return [0, "unsub", `"channel":${s(m.channel)},"code":${m.code},"reason":${s(m.reason)}`];
     case "disconnect":
@@ -443,6 +445,15 @@ class Fields {
     const raw = fromBase64(v.v);
     if (raw === null) throw this.invalid("bad or non-canonical base64");
     return raw;
+  }
+
+  /** Connection info: the raw JSON text of "info" (empty when absent or null). */
+  info(): Uint8Array {
+    if (!this.present("info")) return new Uint8Array(0);
+    const [start, end] = this.spans.get("info")!;
+    const raw = this.text.slice(start, end);
+    if (hasLoneSurrogate(raw)) throw this.invalid(`"info" holds a lone surrogate`);
+    return utf8(raw);
   }
 
   array(key: string, required: boolean): Value[] {
@@ -560,7 +571,7 @@ function serverFrom(text: string, root: Value): ServerMessage {
     case "presence": {
       const clients: ClientInfo[] = b.array("clients", true).map((raw) => {
         const f = new Fields(text, id, raw, "presence client");
-        return { client: f.string("client"), user: f.string("user") };
+        return { client: f.string("client"), user: f.string("user"), info: f.info() };
       });
       return { type: "presenceReply", id, clients };
     }
@@ -572,7 +583,7 @@ function serverFrom(text: string, root: Value): ServerMessage {
       return { type: "publication", channel: b.string("channel"), offset: b.uint("offset", OFFSET_MAX), data: b.data() };
     case "join":
     case "leave":
-      return { type: op, channel: b.string("channel"), client: b.string("client"), user: b.string("user") };
+      return { type: op, channel: b.string("channel"), client: b.string("client"), user: b.string("user"), info: b.info() };
     case "unsub":
       return { type: "unsubscribed", channel: b.string("channel"), code: b.uint("code", U16_MAX), reason: b.string("reason") };
     default:

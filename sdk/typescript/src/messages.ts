@@ -25,6 +25,14 @@ export interface Item {
 export interface ClientInfo {
   client: string;
   user: string;
+  /** Connection info: the `info` claim of the member's token, as JSON text
+   * (empty when there is none); {@link parseInfo} reads it. */
+  info: Uint8Array;
+}
+
+/** A member's connection info as a JSON value (undefined when there is none). */
+export function parseInfo(info: Uint8Array): unknown {
+  return info.length === 0 ? undefined : JSON.parse(new TextDecoder().decode(info));
 }
 
 // ---------------------------------------------------------------- commands
@@ -60,8 +68,8 @@ export type Reply =
 // -------------------------------------------------------------------- pushes
 
 export interface PublicationPush { type: "publication"; channel: string; offset: number; data: Uint8Array }
-export interface JoinPush { type: "join"; channel: string; client: string; user: string }
-export interface LeavePush { type: "leave"; channel: string; client: string; user: string }
+export interface JoinPush { type: "join"; channel: string; client: string; user: string; info: Uint8Array }
+export interface LeavePush { type: "leave"; channel: string; client: string; user: string; info: Uint8Array }
 export interface UnsubscribedPush { type: "unsubscribed"; channel: string; code: number; reason: string }
 export interface DisconnectPush { type: "disconnect"; code: number; reason: string }
 

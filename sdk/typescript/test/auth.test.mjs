@@ -11,7 +11,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
-import { Client, ReplyError, ErrorCode } from "../dist/index.js";
+import { Client, ReplyError, ErrorCode, parseInfo } from "../dist/index.js";
 import { Proxy, Server, waitUntil } from "./helpers.mjs";
 
 const SECRET = "typescript-sdk-test-secret-typescript-sdk-test";
@@ -41,6 +41,29 @@ const TWO_WAY = [
 ];
 
 for (const c of TWO_WAY) {
+  test(`${c.name}: the token's info claim shows in presence and join pushes`, async () => {
+    const channel = `info.${c.name.replace(/\W/g, "")}`;
+    const info = { name: "Carol \u00e9", seat: 3 };
+    const watcher = new Client(server.wsUrl, { WebSocket, transports: c.transports, encoding: c.encoding, token: userToken("watcher") });
+    const carol = new Client(server.wsUrl, { WebSocket, token: jwt({ sub: "carol", exp: now() + 3600, info }) });
+    try {
+      await watcher.connect();
+      const joins = [];
+      await watcher.subscribe(channel, { joinLeave: true, onJoin: (j) => joins.push(j) });
+      await carol.connect();
+      await carol.subscribe(channel);
+      await waitUntil(() => joins.length === 1, "carol's join");
+      assert.equal(joins[0].user, "carol");
+      assert.deepEqual(parseInfo(joins[0].info), info);
+      const members = await watcher.presence(channel);
+      const byUser = Object.fromEntries(members.map((m) => [m.user, parseInfo(m.info)]));
+      assert.deepEqual(byUser, { carol: info, watcher: undefined });
+    } finally {
+      watcher.close();
+      carol.close();
+    }
+  });
+
   const slug = c.name.replace(/\W/g, "");
   const client = (opts) => new Client(server.wsUrl, { WebSocket, reconnect: FAST, transports: c.transports, encoding: c.encoding, ...opts });
 
@@ -62,6 +85,7 @@ for (const c of TWO_WAY) {
       // Connected with a token: the server knows the user.
       await alice.subscribe(`public.${slug}`);
       assert.deepEqual((await alice.presence(`public.${slug}`)).map((m) => m.user), ["alice"]);
+      assert.deepEqual((await alice.presenceStats(`public.${slug}`)), { clients: 1, users: 1 });
 
       await assert.rejects(alice.subscribe(channel), isCode(ErrorCode.PermissionDenied));
       assert.ok(!alice.subscriptions.has(channel));

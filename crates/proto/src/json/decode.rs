@@ -316,6 +316,7 @@ struct Fields<'a> {
     version: Option<&'a RawValue>,
     ping_interval: Option<&'a RawValue>,
     clients: Option<&'a RawValue>,
+    info: Option<&'a RawValue>,
     users: Option<&'a RawValue>,
     user: Option<&'a RawValue>,
     code: Option<&'a RawValue>,
@@ -360,6 +361,7 @@ impl<'de> Visitor<'de> for FieldsVisitor {
                 "version" => &mut f.version,
                 "ping_interval" => &mut f.ping_interval,
                 "clients" => &mut f.clients,
+                "info" => &mut f.info,
                 "users" => &mut f.users,
                 "user" => &mut f.user,
                 "code" => &mut f.code,
@@ -570,10 +572,14 @@ fn items(raw: Option<&RawValue>, src: Src<'_>) -> Result<Vec<HistoryItem>, Decod
         .collect()
 }
 
-fn client_info(f: &Fields<'_>) -> Result<ClientInfo, DecodeError> {
+fn client_info(f: &Fields<'_>, src: Src<'_>) -> Result<ClientInfo, DecodeError> {
     Ok(ClientInfo {
         client: string(req(f.client, "client")?, "client")?,
         user: string(req(f.user, "user")?, "user")?,
+        // Any JSON value (`null` counts as absent).
+        info: f
+            .info
+            .map_or_else(Bytes::new, |raw| src.bytes(raw.get().as_bytes())),
     })
 }
 
@@ -612,7 +618,7 @@ fn server_msg<'a>(
             let raw = req(f.clients, "clients")?;
             let clients = list(raw, "clients")?
                 .iter()
-                .map(client_info)
+                .map(|f| client_info(f, src))
                 .collect::<Result<_, _>>()?;
             reply(Reply::Presence { clients })
         }
@@ -632,11 +638,11 @@ fn server_msg<'a>(
         })),
         "join" => Ok(ServerMsg::Push(Push::Join {
             channel: channel(&f)?,
-            info: client_info(&f)?,
+            info: client_info(&f, src)?,
         })),
         "leave" => Ok(ServerMsg::Push(Push::Leave {
             channel: channel(&f)?,
-            info: client_info(&f)?,
+            info: client_info(&f, src)?,
         })),
         "unsub" => Ok(ServerMsg::Push(Push::Unsubscribed {
             channel: channel(&f)?,

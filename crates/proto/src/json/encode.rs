@@ -174,6 +174,7 @@ fn encode_reply(reply: &Reply, out: &mut BytesMut) {
                 write_str(out, &c.client);
                 out.extend_from_slice(b",\"user\":");
                 write_str(out, &c.user);
+                write_info(out, &c.info);
                 out.put_u8(b'}');
             }
             out.put_u8(b']');
@@ -286,6 +287,15 @@ fn write_member(out: &mut BytesMut, channel: &str, info: &ClientInfo) {
     write_str(out, &info.client);
     out.extend_from_slice(b",\"user\":");
     write_str(out, &info.user);
+    write_info(out, &info.info);
+}
+
+/// `,"info":<json>` when there is connection info (JSON text only).
+fn write_info(out: &mut BytesMut, info: &[u8]) {
+    if !info.is_empty() && is_json(info) {
+        out.extend_from_slice(b",\"info\":");
+        out.extend_from_slice(info);
+    }
 }
 
 /// `"data":<json>` when the payload is JSON text, else `"b64":"..."`.

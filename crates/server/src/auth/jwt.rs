@@ -63,6 +63,10 @@ pub struct Claims {
     /// The channel a subscribe token is for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// Connection info (any JSON value) that presence and join/leave show
+    /// beside the user id: a display name, an avatar, a device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]

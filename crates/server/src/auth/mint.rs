@@ -21,6 +21,10 @@ pub struct TokenArgs {
     /// Mint a subscribe token (claim `channel`) instead of a connection token.
     #[arg(long)]
     pub subscribe: bool,
+    /// Connection info (claim `info`, any JSON value, e.g.
+    /// `'{"name":"Alice"}'`), shown in presence and join/leave.
+    #[arg(long)]
+    pub info: Option<String>,
     /// HS256 secret [default: `token_hmac_secret` of `--config`].
     #[arg(long, env = "HERALD_TOKEN_HMAC_SECRET", hide_env_values = true)]
     pub secret: Option<String>,
@@ -95,6 +99,11 @@ pub fn mint(args: &TokenArgs, now: u64) -> Result<String, MintError> {
         iat: Some(now),
         ..Claims::default()
     };
+    if let Some(text) = &args.info {
+        let value = serde_json::from_str(text)
+            .map_err(|e| MintError::Usage(format!("--info is not JSON: {e}")))?;
+        claims.info = Some(value);
+    }
     if args.subscribe {
         let [channel] = args.channel.as_slice() else {
             return Err(MintError::Usage(
@@ -119,6 +128,7 @@ mod tests {
             channel: vec!["chat:1".into()],
             ttl: "1h".into(),
             subscribe: false,
+            info: None,
             secret: Some("s".repeat(32)),
             private_key: None,
             kid: None,
@@ -133,6 +143,23 @@ mod tests {
             .verify(&t, 1001)
             .expect("verify");
         assert_eq!(c.sub, "alice");
+        assert_eq!(c.info, None);
+        let with_info = TokenArgs {
+            info: Some(r#"{"name":"Alice"}"#.into()),
+            ..args()
+        };
+        let c = Verifier::new(Some("s".repeat(32).as_bytes()), Vec::new())
+            .verify(&mint(&with_info, 1000).expect("mint"), 1001)
+            .expect("verify");
+        assert_eq!(c.info, Some(serde_json::json!({"name": "Alice"})));
+        let bad = TokenArgs {
+            info: Some("{name".into()),
+            ..args()
+        };
+        assert!(
+            matches!(mint(&bad, 1000), Err(MintError::Usage(m)) if m.contains("--info")),
+            "bad JSON refused"
+        );
         assert_eq!(c.exp, Some(4600));
         assert_eq!(c.channels, vec!["chat:1".to_string()]);
         let sub = mint(

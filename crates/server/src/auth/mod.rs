@@ -22,6 +22,7 @@ pub mod jwt;
 pub mod keys;
 pub mod mint;
 
+use bytes::Bytes;
 use herald_core::auth::{pattern_matches, unix_now};
 use herald_core::{Action, AuthError, Authenticator, Identity};
 use serde::Deserialize;
@@ -240,10 +241,18 @@ impl Authenticator for Policy {
         if claims.sub.is_empty() {
             return Err(AuthError::Invalid("the token has no sub (user id)".into()));
         }
+        let info = match claims.info {
+            None | Some(serde_json::Value::Null) => Bytes::new(),
+            Some(v) => Bytes::from(
+                serde_json::to_vec(&v)
+                    .map_err(|e| AuthError::Invalid(format!("the token's info claim: {e}")))?,
+            ),
+        };
         Ok(Arc::new(Identity {
             user: claims.sub.into(),
             expires_at: claims.exp,
             grants: claims.channels,
+            info,
         }))
     }
 
@@ -342,6 +351,7 @@ mod tests {
             user: "u".into(),
             expires_at: None,
             grants: grants.iter().map(|s| s.to_string()).collect(),
+            info: Default::default(),
         }
     }
 

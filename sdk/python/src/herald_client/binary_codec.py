@@ -10,6 +10,7 @@ every message has exactly one encoding, and report the id once it was read.
 from __future__ import annotations
 
 from .errors import DecodeError
+from .json_codec import is_json
 from .messages import (
     U16_MAX,
     U32_MAX,
@@ -160,6 +161,7 @@ def encode(m: Command | ServerMessage) -> bytes:
             for c in clients:
                 _str(out, c.client)
                 _str(out, c.user)
+                _bytes(out, c.info)
         case PresenceStatsReply(id, clients, users):
             out.append(0x88)
             _varint(out, id)
@@ -175,16 +177,18 @@ def encode(m: Command | ServerMessage) -> bytes:
             _str(out, channel)
             _varint(out, offset)
             _bytes(out, data)
-        case Join(channel, client, user):
+        case Join(channel, client, user, info):
             out.append(0xA1)
             _str(out, channel)
             _str(out, client)
             _str(out, user)
-        case Leave(channel, client, user):
+            _bytes(out, info)
+        case Leave(channel, client, user, info):
             out.append(0xA2)
             _str(out, channel)
             _str(out, client)
             _str(out, user)
+            _bytes(out, info)
         case Unsubscribed(channel, code, reason):
             out.append(0xA3)
             _str(out, channel)
@@ -263,6 +267,13 @@ class _Reader:
         b = self.buf[self.pos : self.pos + n]
         self.pos += n
         return bytes(b)
+
+    def info(self) -> bytes:
+        """Connection info: JSON text, or empty for none."""
+        b = self.blob()
+        if b and not is_json(b):
+            raise self.invalid("info is not JSON text")
+        return b
 
     def string(self) -> str:
         raw = self.blob()
@@ -359,7 +370,9 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
         elif t == 0x86:
             m = HistoryReply(id, r.string(), r.varint(), r.items())
         elif t == 0x87:
-            m = PresenceReply(id, tuple(ClientInfo(r.string(), r.string()) for _ in range(r.count())))
+            m = PresenceReply(
+                id, tuple(ClientInfo(r.string(), r.string(), r.info()) for _ in range(r.count()))
+            )
         elif t == 0x88:
             m = PresenceStatsReply(id, r.varint(), r.varint())
         else:
@@ -367,9 +380,9 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
     elif t == 0xA0:
         m = Publication(r.string(), r.varint(), r.blob())
     elif t == 0xA1:
-        m = Join(r.string(), r.string(), r.string())
+        m = Join(r.string(), r.string(), r.string(), r.info())
     elif t == 0xA2:
-        m = Leave(r.string(), r.string(), r.string())
+        m = Leave(r.string(), r.string(), r.string(), r.info())
     elif t == 0xA3:
         m = Unsubscribed(r.string(), r.bounded(U16_MAX, "code"), r.string())
     elif t == 0xA4:

@@ -249,6 +249,11 @@ def is_json(data: bytes) -> bool:
 # ------------------------------------------------------------- encoding --
 
 
+def _info(info: bytes) -> str:
+    """``,"info":<json>`` when there is connection info (JSON text only)."""
+    return f',"info":{info.decode("utf-8")}' if info and is_json(info) else ""
+
+
 def _s(v: str) -> str:
     return json.dumps(v, ensure_ascii=False)
 
@@ -329,7 +334,7 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
                 f'"epoch":{_s(epoch)},"offset":{offset},"publications":[{_items(publications)}]',
             )
         case PresenceReply(id, clients):
-            cs = ",".join(f'{{"client":{_s(c.client)},"user":{_s(c.user)}}}' for c in clients)
+            cs = ",".join(f'{{"client":{_s(c.client)},"user":{_s(c.user)}{_info(c.info)}}}' for c in clients)
             return id, "presence", f'"clients":[{cs}]'
         case PresenceStatsReply(id, clients, users):
             return id, "presence_stats", f'"clients":{clients},"users":{users}'
@@ -337,10 +342,10 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             return id, "error", f'"code":{code},"message":{_s(message)}'
         case Publication(channel, offset, data):
             return 0, "pub", f'"channel":{_s(channel)},"offset":{offset},{_payload(data)}'
-        case Join(channel, client, user):
-            return 0, "join", f'"channel":{_s(channel)},"client":{_s(client)},"user":{_s(user)}'
-        case Leave(channel, client, user):
-            return 0, "leave", f'"channel":{_s(channel)},"client":{_s(client)},"user":{_s(user)}'
+        case Join(channel, client, user, info):
+            return 0, "join", f'"channel":{_s(channel)},"client":{_s(client)},"user":{_s(user)}{_info(info)}'
+        case Leave(channel, client, user, info):
+            return 0, "leave", f'"channel":{_s(channel)},"client":{_s(client)},"user":{_s(user)}{_info(info)}'
         case Unsubscribed(channel, code, reason):
             return 0, "unsub", f'"channel":{_s(channel)},"code":{code},"reason":{_s(reason)}'
         case Disconnect(code, reason):
@@ -450,6 +455,16 @@ class _Fields:
             return None
         p = self.nested(key)
         return Position(p.string("epoch"), p.uint("offset", U64_MAX))
+
+    def info(self) -> bytes:
+        """Connection info: the raw JSON text of 'info' (empty when absent or null)."""
+        if not self.present("info"):
+            return b""
+        start, end = self.spans["info"]
+        try:
+            return self.text[start:end].encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.invalid("'info' holds a lone surrogate") from None
 
     def data(self) -> bytes:
         has_data = "data" in self.values  # null is a payload like any other
@@ -579,7 +594,7 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
         clients = []
         for raw in b.array("clients", required=True):
             f = _Fields(b.text, id, raw, "presence client")
-            clients.append(ClientInfo(f.string("client"), f.string("user")))
+            clients.append(ClientInfo(f.string("client"), f.string("user"), f.info()))
         return PresenceReply(id, tuple(clients))
     if op == "presence_stats":
         return PresenceStatsReply(id, b.uint("clients", U64_MAX), b.uint("users", U64_MAX))
@@ -589,7 +604,7 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
         return Publication(b.string("channel"), b.uint("offset", U64_MAX), b.data())
     if op in ("join", "leave"):
         cls = Join if op == "join" else Leave
-        return cls(b.string("channel"), b.string("client"), b.string("user"))
+        return cls(b.string("channel"), b.string("client"), b.string("user"), b.info())
     if op == "unsub":
         return Unsubscribed(b.string("channel"), b.uint("code", U16_MAX), b.string("reason"))
     return Disconnect(b.uint("code", U16_MAX), b.string("reason"))

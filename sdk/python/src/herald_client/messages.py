@@ -74,6 +74,13 @@ class ClientInfo:
 
     client: str
     user: str
+    info: bytes = b""
+    """Connection info: the ``info`` claim of its token as JSON text (empty:
+    none); :meth:`info_json` parses it."""
+
+    def info_json(self) -> Any:
+        """The connection info as a JSON value (None when there is none)."""
+        return json.loads(self.info) if self.info else None
 
 
 # ------------------------------------------------------------- commands --
@@ -235,6 +242,12 @@ class Join:
     channel: str
     client: str
     user: str
+    info: bytes = b""
+    """Connection info (JSON text, empty: none); see :meth:`ClientInfo.info_json`."""
+
+    def info_json(self) -> Any:
+        """The connection info as a JSON value (None when there is none)."""
+        return json.loads(self.info) if self.info else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +255,12 @@ class Leave:
     channel: str
     client: str
     user: str
+    info: bytes = b""
+    """Connection info (JSON text, empty: none); see :meth:`ClientInfo.info_json`."""
+
+    def info_json(self) -> Any:
+        """The connection info as a JSON value (None when there is none)."""
+        return json.loads(self.info) if self.info else None
 
 
 @dataclass(frozen=True, slots=True)
