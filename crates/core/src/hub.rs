@@ -343,9 +343,13 @@ impl Hub {
     /// Who is subscribed to `channel` exactly (pattern subscribers are not
     /// listed).
     pub fn presence(&self, channel: &str) -> Vec<ClientInfo> {
-        self.subscribers(channel).map_or_else(Vec::new, |s| {
-            lock(&s).subs.values().map(|c| c.info()).collect()
-        })
+        let Some(s) = self.subscribers(channel) else {
+            return Vec::new();
+        };
+        // Only the handles are taken under the channel's lock (its fan-out
+        // waits meanwhile); the entries are built after it is released.
+        let members: Vec<Arc<Client>> = lock(&s).subs.values().cloned().collect();
+        members.iter().map(|c| c.info()).collect()
     }
 
     /// How many connections, and how many distinct non-empty user ids among
