@@ -288,11 +288,12 @@ impl Session {
                     .node
                     .broker
                     .history(&channel, since.as_ref(), limit as usize);
-                self.complete(id, done, |r| {
+                let queue_bytes = self.client.outbox.max_bytes();
+                self.complete(id, done, move |r| {
                     r.map(|h| Reply::History {
                         epoch: h.top.epoch,
                         offset: h.top.offset,
-                        publications: h.publications,
+                        publications: page_in_queue(h.publications, queue_bytes),
                     })
                 });
             }
@@ -508,6 +509,27 @@ fn fit_in_queue(mut items: Vec<HistoryItem>, queue_bytes: usize) -> (Vec<History
         return (items, true);
     }
     (items.split_off(first), false)
+}
+
+/// The oldest `items` whose payloads fit in half of an outbox bound of
+/// `queue_bytes` (always at least one, so paging moves on): a `history` reply
+/// is a page, and the client asks again from its last offset until that is the
+/// top (docs/protocol.md §5b). Without the cut, a reply bigger than the bound
+/// closed the client with 3001.
+fn page_in_queue(mut items: Vec<HistoryItem>, queue_bytes: usize) -> Vec<HistoryItem> {
+    let budget = queue_bytes / 2;
+    let mut used = 0usize;
+    let mut n = 0;
+    for item in &items {
+        let cost = item.data.len().saturating_add(REPLY_ITEM_OVERHEAD);
+        if n > 0 && used.saturating_add(cost) > budget {
+            break;
+        }
+        used = used.saturating_add(cost);
+        n += 1;
+    }
+    items.truncate(n);
+    items
 }
 
 fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
@@ -840,6 +862,82 @@ mod tests {
         assert_eq!(got, vec![9, 10]);
         publish(&mut publisher, 0, "big");
         assert_eq!(pub_offsets(&drain(&sub)), vec![11], "live delivery goes on");
+    }
+
+    #[test]
+    fn history_larger_than_the_outbox_comes_in_pages() {
+        let node = Node::with_memory_broker(
+            NodeConfig {
+                client_queue_bytes: 4096,
+                ..NodeConfig::default()
+            },
+            Arc::new(|_| {}),
+        );
+        let mut publisher = session(&node);
+        for _ in 0..5 {
+            publisher.handle(Request {
+                id: 0,
+                cmd: Command::Publish {
+                    channel: "big".into(),
+                    data: Bytes::from(vec![b'7'; 900]),
+                },
+            });
+        }
+        let mut reader = session(&node);
+        let mut since = None;
+        let mut pages = Vec::new();
+        loop {
+            reader.handle(Request {
+                id: 3,
+                cmd: Command::History {
+                    channel: "big".into(),
+                    since: since.clone(),
+                    limit: 0,
+                },
+            });
+            assert!(!reader.client.outbox.is_closing(), "not a slow consumer");
+            let msgs = drain(&reader);
+            let ServerMsg::Reply {
+                reply:
+                    Reply::History {
+                        epoch,
+                        offset,
+                        publications,
+                    },
+                ..
+            } = &msgs[0]
+            else {
+                panic!("expected a history reply, got {msgs:?}");
+            };
+            let page: Vec<u64> = publications.iter().map(|p| p.offset).collect();
+            let last = *page.last().expect("a page is never empty here");
+            pages.push(page);
+            if last == *offset {
+                break;
+            }
+            since = Some(Position {
+                epoch: epoch.clone(),
+                offset: last,
+            });
+        }
+        // Two of (900 + 64) bytes fit in half of 4096; the oldest come first.
+        assert_eq!(pages, vec![vec![1, 2], vec![3, 4], vec![5]]);
+    }
+
+    #[test]
+    fn history_pages_hold_at_least_one_publication() {
+        let items: Vec<HistoryItem> = (1..=3)
+            .map(|offset| HistoryItem {
+                offset,
+                data: Bytes::from(vec![0; 500]),
+            })
+            .collect();
+        let offsets = |v: &[HistoryItem]| v.iter().map(|i| i.offset).collect::<Vec<_>>();
+        assert_eq!(offsets(&page_in_queue(items.clone(), 100)), vec![1]);
+        assert_eq!(offsets(&page_in_queue(items.clone(), 2000)), vec![1]);
+        assert_eq!(offsets(&page_in_queue(items.clone(), 2300)), vec![1, 2]);
+        assert_eq!(offsets(&page_in_queue(items, 1 << 20)), vec![1, 2, 3]);
+        assert!(page_in_queue(Vec::new(), 0).is_empty());
     }
 
     #[test]
