@@ -579,7 +579,11 @@ mod tests {
 
     fn node() -> Arc<Node> {
         // The memory broker answers at once: nothing is ever spawned.
-        Node::with_memory_broker(NodeConfig::default(), Arc::new(|_| {}))
+        node_with(NodeConfig::default())
+    }
+
+    fn node_with(config: NodeConfig) -> Arc<Node> {
+        Node::with_memory_broker(config, Arc::new(|_| {}))
     }
 
     fn session(node: &Arc<Node>) -> Session {
@@ -743,13 +747,10 @@ mod tests {
 
     #[test]
     fn patterns_count_against_the_subscription_limit() {
-        let node = Node::with_memory_broker(
-            NodeConfig {
-                max_subscriptions: 2,
-                ..NodeConfig::default()
-            },
-            Arc::new(|_| {}),
-        );
+        let node = node_with(NodeConfig {
+            max_subscriptions: 2,
+            ..NodeConfig::default()
+        });
         let mut s = session(&node);
         subscribe(&mut s, 2, "a", None);
         subscribe(&mut s, 3, "b.*", None);
@@ -827,23 +828,9 @@ mod tests {
         assert!(!subscribe_reply(&drain(&stale)[0]).1, "epoch mismatch");
     }
 
-    #[test]
-    fn recovery_larger_than_the_outbox_is_cut_not_refused() {
-        // Without the cut, a reply bigger than the outbox bound closed the
-        // connection with 3001 on every re-subscription: recovery never ended.
-        let node = Node::with_memory_broker(
-            NodeConfig {
-                client_queue_bytes: 4096,
-                ..NodeConfig::default()
-            },
-            Arc::new(|_| {}),
-        );
-        let mut publisher = session(&node);
-        let mut sub = session(&node);
-        subscribe(&mut sub, 2, "big", None);
-        let (start, _, _) = subscribe_reply(&drain(&sub)[0]);
-        drop(sub);
-        for _ in 0..10 {
+    /// Publishes `n` payloads of 900 bytes to channel `big`.
+    fn publish_big(publisher: &mut Session, n: usize) {
+        for _ in 0..n {
             publisher.handle(Request {
                 id: 0,
                 cmd: Command::Publish {
@@ -852,6 +839,22 @@ mod tests {
                 },
             });
         }
+    }
+
+    #[test]
+    fn recovery_larger_than_the_outbox_is_cut_not_refused() {
+        // Without the cut, a reply bigger than the outbox bound closed the
+        // connection with 3001 on every re-subscription: recovery never ended.
+        let node = node_with(NodeConfig {
+            client_queue_bytes: 4096,
+            ..NodeConfig::default()
+        });
+        let mut publisher = session(&node);
+        let mut sub = session(&node);
+        subscribe(&mut sub, 2, "big", None);
+        let (start, _, _) = subscribe_reply(&drain(&sub)[0]);
+        drop(sub);
+        publish_big(&mut publisher, 10);
         let mut sub = session(&node);
         subscribe(&mut sub, 2, "big", Some(start));
         assert!(!sub.client.outbox.is_closing(), "not a slow consumer");
@@ -866,23 +869,12 @@ mod tests {
 
     #[test]
     fn history_larger_than_the_outbox_comes_in_pages() {
-        let node = Node::with_memory_broker(
-            NodeConfig {
-                client_queue_bytes: 4096,
-                ..NodeConfig::default()
-            },
-            Arc::new(|_| {}),
-        );
+        let node = node_with(NodeConfig {
+            client_queue_bytes: 4096,
+            ..NodeConfig::default()
+        });
         let mut publisher = session(&node);
-        for _ in 0..5 {
-            publisher.handle(Request {
-                id: 0,
-                cmd: Command::Publish {
-                    channel: "big".into(),
-                    data: Bytes::from(vec![b'7'; 900]),
-                },
-            });
-        }
+        publish_big(&mut publisher, 5);
         let mut reader = session(&node);
         let mut since = None;
         let mut pages = Vec::new();
