@@ -30,7 +30,7 @@ from herald_client import (
 )
 from herald_client.messages import Connect, ConnectReply, Disconnect, ErrorReply
 
-RECONNECT = [1001, 3000, 3001, 3002, 3003, 3499]
+RECONNECT = [1001, 3000, 3001, 3002, 3003, 3004, 3499]
 FINAL = [1002, 1007, 1009, 3500, 3501, 3502, 3503, 3999]
 
 

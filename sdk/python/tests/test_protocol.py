@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from herald_client.codes import should_reconnect
+from herald_client.codes import DisconnectCode, should_reconnect
 from herald_client.messages import (
     ConnectReply,
     Disconnect,
@@ -51,6 +51,8 @@ from herald_client.protocol import (
         (1011, True),
         (3000, True),
         (3001, True),
+        (3004, True),
+        (3277, True),
         (3499, True),
         (3500, False),
         (3503, False),
@@ -122,6 +124,27 @@ def test_states() -> None:
     assert state_of(core) is State.CLOSED
     with pytest.raises(RuntimeError):
         core.start_connect()
+
+
+@pytest.mark.parametrize("code", [DisconnectCode.BROKER_STATE_LOST, 3277])
+def test_broker_state_lost_reconnects_and_recovers(code: int) -> None:
+    """3004 (and any unknown code of 3000–3499): reconnect, re-subscribe with
+    recovery; the recovery tells whether anything was lost."""
+    assert DisconnectCode(3004).name == "BROKER_STATE_LOST"
+    core = connected_core()
+    sub = core.add_subscription("news")
+    core.receive(SubscribeReply(core.subscribe_command(sub).id, "e", 7))
+    # Raw TCP gets the code in a disconnect push, WebSocket as its close code.
+    push = Disconnect(code, "broker state lost")
+    assert core.receive(push) == [ServerDisconnect(push)]
+    assert core.connection_lost(code) is True
+    assert state_of(core) is State.DISCONNECTED
+    core.start_connect()
+    core.receive(ConnectReply(core._connect_id, "c2", "v", 25))
+    [cmd] = core.resubscribe_commands()
+    assert cmd.recover == Position("e", 7)
+    [done] = core.receive(SubscribeReply(cmd.id, "e", 9, False))
+    assert isinstance(done, SubscribeDone) and done.subscribed.needs_resync
 
 
 def test_connect_refused() -> None:

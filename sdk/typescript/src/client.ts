@@ -15,6 +15,18 @@
  * that fails to reach the connected state is skipped at once for the next;
  * a full round of failures waits the backoff delay. After a connection that
  * worked drops, the same transport is tried first again.
+ *
+ * Several URLs (the nodes of a cluster, as in the Python SDK): each transport
+ * is tried on every URL in turn before falling back to the next transport,
+ * so the attempts go (WebSocket, A), (WebSocket, B), (SSE, A), (SSE, B), ...
+ * Why this order: a dead node fails on every transport alike, and should
+ * cost one attempt, not a fall to a slower transport; a blocked transport (a
+ * proxy that refuses WebSocket) is usually blocked towards every node, and
+ * costs one attempt per URL once, since the transport that got through is
+ * kept. A connection that drops, or a server that refuses `connect` with a
+ * "retry" error, moves the next attempt to the next URL (same transport),
+ * after the backoff delay; subscriptions recover there as on any reconnect
+ * (the nodes of a cluster share history through the broker).
  */
 
 import type { Encoding } from "./codec.js";
@@ -99,9 +111,11 @@ export interface Disconnected {
   reconnect: boolean;
 }
 
-/** The connect reply, plus the transport that carried it. */
+/** The connect reply, plus the transport that carried it and the URL (one
+ * of those given to the client, as given) it reached. */
 export interface Connected extends ConnectReply {
   transport: TransportKind;
+  url: string;
 }
 
 export interface HistoryResult {
@@ -272,6 +286,13 @@ interface Outcome {
   refused?: boolean;
 }
 
+/** One of the URLs the client was given, as given and split by {@link endpoints}. */
+interface Endpoint {
+  url: string;
+  wsUrl: string;
+  httpUrl: string;
+}
+
 /** Splits the URL the application gives (`ws://host:port/ws`,
  * `http://host:port`, `https://host/prefix`) into the WebSocket URL and the
  * HTTP base the other transports use. */
@@ -306,10 +327,14 @@ const sleep = (ms: number, cancel: { fire?: () => void }) =>
  * await client.subscribe("news", { onPublication: (p) => console.log(p.json()) });
  * await client.publish("news", { text: "hi" });
  * ```
+ *
+ * `url` may be a list (the nodes of a cluster): connection attempts go
+ * through it in turn, each transport on every URL before the next transport
+ * (see the module comment).
  */
 export class Client extends Emitter<ClientEvents> {
   private readonly core: ClientCore;
-  private readonly urls: { wsUrl: string; httpUrl: string };
+  private readonly targets: readonly Endpoint[];
   private readonly encoding: Encoding;
   private readonly kinds: TransportKind[];
   private readonly policy: ReconnectPolicy;
@@ -329,9 +354,14 @@ export class Client extends Emitter<ClientEvents> {
   private cancelSleep: { fire?: () => void } = {};
   private readonly tokenSource: TokenSource | null;
 
-  constructor(url: string, options: ClientOptions = {}) {
+  constructor(url: string | readonly string[], options: ClientOptions = {}) {
     super();
-    this.urls = endpoints(url);
+    const urls: readonly unknown[] = typeof url === "string" ? [url] : Array.isArray(url) ? url : [url];
+    if (urls.length === 0) throw new TypeError("at least one URL is needed");
+    this.targets = urls.map((u) => {
+      if (typeof u !== "string") throw new TypeError(`a URL is a string, not ${typeof u}`);
+      return { url: u, ...endpoints(u) };
+    });
     this.encoding = options.encoding ?? "json";
     this.kinds = [...(options.transports ?? ALL_TRANSPORTS)];
     if (this.kinds.length === 0) throw new TypeError("at least one transport is needed");
@@ -363,6 +393,11 @@ export class Client extends Emitter<ClientEvents> {
   /** The transport of the current (or last) connection. */
   get transportKind(): TransportKind | null {
     return this.transport?.kind ?? this.info?.transport ?? null;
+  }
+
+  /** The URL (as given) of the current (or last) connection. */
+  get url(): string | null {
+    return this.info?.url ?? null;
   }
 
   get subscriptions(): ReadonlyMap<string, Subscription> {
@@ -612,38 +647,59 @@ export class Client extends Emitter<ClientEvents> {
   private async run(): Promise<void> {
     let attempt = 0;
     let everConnected = false;
-    let index = 0;
+    // The next attempt: transport `kind` (index into this.kinds) on URL `at`
+    // (index into this.targets). Attempts that do not get through go on at
+    // once: to the next URL, and once a transport failed on every URL in a
+    // row, to the next transport; a full round (every transport on every
+    // URL) waits the backoff delay.
+    let kind = 0;
+    let at = 0;
+    const round = this.kinds.length * this.targets.length;
     let failedInRound = 0;
+    let failedOnKind = 0;
     let lastReason = "";
+    const nextUrl = () => (at = (at + 1) % this.targets.length);
     for (;;) {
-      const kind = this.kinds[index]!;
-      const outcome = (await this.refreshToken()) ?? (await this.session(kind));
+      const outcome = (await this.refreshToken()) ?? (await this.session(this.kinds[kind]!, this.targets[at]!));
       lastReason = outcome.reason;
       if (outcome.terminal !== null) return this.finish(outcome.terminal);
       if (this.core.state === "closed") return this.finish(this.closeError ?? new DisconnectedError(outcome.code, outcome.reason));
       if (outcome.connected) {
         everConnected = true;
         failedInRound = 0;
+        failedOnKind = 0;
+        // A connection that worked dropped: the same transport, on the next URL.
+        nextUrl();
         // protocol.md §7.3: only a connection that lasted `stableAfter` restarts
         // the backoff; one that ends sooner counts as a failed attempt, so a
         // server that accepts and at once closes is not hammered.
         if ((outcome.connectedFor ?? 0) >= this.policy.stableAfter) attempt = 0;
       } else if (outcome.refused) {
+        // The transport gets through; the node asked to retry later: another
+        // node may not, so the same transport on the next URL.
         failedInRound = 0;
+        failedOnKind = 0;
+        nextUrl();
       } else if (outcome.tokenFailed) {
         if (!everConnected) {
           this.core.close();
           return this.finish(new ConnectError(outcome.reason));
         }
       } else {
-        // This transport did not get through: fall back to the next one at once.
+        // Did not get through: the next URL at once, and after this
+        // transport failed on every URL, the next transport.
         failedInRound++;
-        index = (index + 1) % this.kinds.length;
-        if (failedInRound < this.kinds.length) continue;
+        nextUrl();
+        if (++failedOnKind === this.targets.length) {
+          failedOnKind = 0;
+          kind = (kind + 1) % this.kinds.length;
+        }
+        if (failedInRound < round) continue;
         failedInRound = 0;
         if (!everConnected) {
           this.core.close();
-          return this.finish(new ConnectError(`could not connect to ${this.urls.httpUrl} (${this.kinds.join(", ")}): ${lastReason}`));
+          const where = this.targets.map((e) => e.httpUrl).join(", ");
+          return this.finish(new ConnectError(`could not connect to ${where} (${this.kinds.join(", ")}): ${lastReason}`));
         }
       }
       if (this.policy.maxAttempts !== null && attempt >= this.policy.maxAttempts) {
@@ -672,7 +728,7 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   /** One connection, from opening to its end. */
-  private session(kind: TransportKind): Promise<Outcome> {
+  private session(kind: TransportKind, endpoint: Endpoint): Promise<Outcome> {
     return new Promise<Outcome>((resolveOutcome) => {
       let connected = false;
       let connectedAt = 0;
@@ -738,7 +794,7 @@ export class Client extends Emitter<ClientEvents> {
             connected = true;
             connectedAt = Date.now();
             clearTimeout(connectTimer);
-            this.info = { ...event.reply, transport: kind };
+            this.info = { ...event.reply, transport: kind, url: endpoint.url };
             this.setState();
             const waiters = this.waiters;
             this.waiters = [];
@@ -814,7 +870,8 @@ export class Client extends Emitter<ClientEvents> {
       };
 
       const options: OpenOptions = {
-        ...this.urls,
+        wsUrl: endpoint.wsUrl,
+        httpUrl: endpoint.httpUrl,
         encoding: kind === "websocket" ? this.encoding : "json",
         openTimeout: this.connectTimeout,
         WebSocket: this.WebSocketCtor,

@@ -61,6 +61,9 @@ export const DisconnectCode = {
   TokenExpired: 3002,
   /** No handshake or `connect` in time: reconnect. */
   ConnectTimeout: 3003,
+  /** The node lost its link to the broker and could not replay what it
+   * missed: reconnect and recover (the recovery tells whether anything was lost). */
+  BrokerStateLost: 3004,
   /** Do not reconnect with the same token. */
   InvalidToken: 3500,
   /** The client broke the protocol (e.g. a bad frame on raw TCP). */

@@ -1,7 +1,7 @@
 // The I/O-free state machine: states, recovery positions, duplicate removal.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ClientCore, channelMatches } from "../dist/index.js";
+import { ClientCore, DisconnectCode, channelMatches, codeName } from "../dist/index.js";
 
 function connected() {
   const core = new ClientCore("tok", null);
@@ -42,6 +42,30 @@ test("a refused reconnect ends in the closed state; close() is final", () => {
   assert.equal(core.connectionLost(3500), false);
   assert.equal(core.state, "closed");
   assert.throws(() => core.startConnect(), /closed/);
+});
+
+test("3004 broker state lost (and an unknown 3xxx code below 3500): reconnect and recover", () => {
+  assert.equal(DisconnectCode.BrokerStateLost, 3004);
+  assert.equal(codeName(3004), "BrokerStateLost");
+  for (const code of [DisconnectCode.BrokerStateLost, 3277]) {
+    const core = connected();
+    const sub = core.addSubscription("news");
+    const cmd = core.subscribeCommand(sub);
+    core.receive({ type: "subscribeReply", id: cmd.id, epoch: "e", offset: 7, recovered: false, publications: [] });
+    // SSE and long-polling get the code in a disconnect push, WebSocket as its close code.
+    const [ev] = core.receive({ type: "disconnect", code, reason: "broker state lost" });
+    assert.equal(ev.type, "serverDisconnect");
+    assert.equal(core.connectionLost(code), true, String(code));
+    assert.equal(core.state, "disconnected");
+    assert.equal(sub.active, false);
+    const c2 = core.startConnect();
+    core.receive({ type: "connectReply", id: c2.id, client: "c2", version: "v", pingInterval: 25 });
+    const [re] = core.resubscribeCommands();
+    assert.deepEqual(re.recover, { epoch: "e", offset: 7 }, "re-subscribes with recovery");
+    // The recovery says whether anything was lost: here it was.
+    const [done] = core.receive({ type: "subscribeReply", id: re.id, epoch: "e", offset: 9, recovered: false, publications: [] });
+    assert.equal(done.subscribed.needsResync, true);
+  }
 });
 
 test("an unrecovered re-subscription asks for a resync", () => {

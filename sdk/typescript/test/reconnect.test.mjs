@@ -144,21 +144,23 @@ test("a 'do not reconnect' code (3502) closes the client for good", async () => 
   }
 });
 
-test("a 'reconnect' code (3001 slow consumer) reconnects with backoff", async () => {
-  const srv = await closingServer(3001);
-  const c = new Client(srv.url, { WebSocket, reconnect: FAST, transports: ["websocket"] });
-  const disconnects = [];
-  c.on("disconnected", (d) => disconnects.push(d));
-  try {
-    await c.connect();
-    await waitUntil(() => srv.connections() >= 3, "three connections");
-    assert.equal(disconnects[0].code, 3001);
-    assert.equal(disconnects[0].reconnect, true);
-  } finally {
-    c.close();
-    await srv.close();
-  }
-});
+for (const [code, name] of [[3001, "slow consumer"], [3004, "broker state lost"]]) {
+  test(`a 'reconnect' code (${code} ${name}) reconnects with backoff`, async () => {
+    const srv = await closingServer(code);
+    const c = new Client(srv.url, { WebSocket, reconnect: FAST, transports: ["websocket"] });
+    const disconnects = [];
+    c.on("disconnected", (d) => disconnects.push(d));
+    try {
+      await c.connect();
+      await waitUntil(() => srv.connections() >= 3, "three connections");
+      assert.equal(disconnects[0].code, code);
+      assert.equal(disconnects[0].reconnect, true);
+    } finally {
+      c.close();
+      await srv.close();
+    }
+  });
+}
 
 test("stableAfter: connections that end sooner count as failed attempts; longer ones restart the count", async () => {
   // Each connection is closed with 3001 (a "reconnect" code) 20 ms after its
@@ -201,7 +203,7 @@ test("connect() rejects with ConnectError when no transport reaches the server",
 });
 
 test("shouldReconnect follows docs/protocol.md §7.2", () => {
-  for (const code of [null, 1000, 1001, 3000, 3001, 3002, 3003, 3499]) assert.equal(shouldReconnect(code), true, String(code));
+  for (const code of [null, 1000, 1001, 3000, 3001, 3002, 3003, 3004, 3499]) assert.equal(shouldReconnect(code), true, String(code));
   for (const code of [1002, 1007, 1009, 3500, 3501, 3502, 3503, 3999]) assert.equal(shouldReconnect(code), false, String(code));
 });
 

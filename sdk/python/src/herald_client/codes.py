@@ -68,6 +68,9 @@ class DisconnectCode(enum.IntEnum):
     """Refresh the token, then reconnect."""
     CONNECT_TIMEOUT = 3003
     """No handshake or ``connect`` in time: reconnect."""
+    BROKER_STATE_LOST = 3004
+    """The node lost its link to the broker and could not replay what it
+    missed: reconnect and recover (the recovery tells whether anything was lost)."""
     INVALID_TOKEN = 3500
     """Do not reconnect with the same token."""
     BAD_PROTOCOL = 3501
