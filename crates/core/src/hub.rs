@@ -96,7 +96,12 @@ impl Members {
         if self.listeners.is_empty() {
             return;
         }
-        let info = who.info();
+        self.announce_info(channel, who.info(), Some(who.id), join);
+    }
+
+    /// Queues a join or leave push about `info` for every listener but
+    /// `except`.
+    fn announce_info(&self, channel: &str, info: ClientInfo, except: Option<u64>, join: bool) {
         let push = if join {
             Push::Join {
                 channel: channel.to_string(),
@@ -111,7 +116,7 @@ impl Members {
         let msg = ServerMsg::Push(push);
         let (mut json, mut binary) = (None, None);
         for (id, listener) in &self.listeners {
-            if *id == who.id {
+            if Some(*id) == except {
                 continue;
             }
             let frame = match listener.encoding {
@@ -365,6 +370,42 @@ impl Hub {
     pub fn listener_count(&self, channel: &str) -> usize {
         self.subscribers(channel)
             .map_or(0, |s| lock(&s).listeners.len())
+    }
+
+    /// Queues a join or leave push about a member of another node for every
+    /// listener of `channel` here (cluster presence; this node's own members
+    /// are announced by [`Hub::subscribe_with`] and [`Hub::unsubscribe`]).
+    pub fn announce(&self, channel: &str, info: ClientInfo, join: bool) {
+        if let Some(s) = self.subscribers(channel) {
+            let members = lock(&s);
+            if !members.listeners.is_empty() {
+                members.announce_info(channel, info, None, join);
+            }
+        }
+    }
+
+    /// Closes every exact subscriber of `channel` with `code` (after what is
+    /// already queued for it): the node can no longer promise them an
+    /// unbroken stream, and reconnecting with recovery tells them what was
+    /// lost. Returns how many were closed.
+    pub fn close_subscribers(&self, channel: &str, code: u16) -> usize {
+        let Some(s) = self.subscribers(channel) else {
+            return 0;
+        };
+        let members: Vec<Arc<Client>> = lock(&s).subs.values().cloned().collect();
+        for c in &members {
+            c.outbox.close(code, false);
+        }
+        members.len()
+    }
+
+    /// The channels with at least one exact subscriber on this node.
+    pub fn channels(&self) -> Vec<Arc<str>> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(lock(shard).keys().cloned());
+        }
+        out
     }
 
     /// Number of channels with at least one subscriber.

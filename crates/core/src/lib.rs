@@ -12,7 +12,9 @@
 //!   [`memory`], the in-memory broker used by a single node.
 //! - [`session`]: the transport-agnostic protocol state machine of one connection:
 //!   every transport feeds it decoded messages and drains the client's outbox.
-//! - [`node`]: ties hub, broker and configuration together.
+//! - [`presence`]: the `Presence` contract (who is subscribed, on this node
+//!   or the whole cluster) and [`presence::LocalPresence`], answered by the hub.
+//! - [`node`]: ties hub, broker, presence and configuration together.
 //! - [`auth`]: the authentication and permission contract the session obeys
 //!   (implemented by the server), and token expiry tracking.
 //! - [`metrics`]: sharded counters and the fan-out histogram behind `/metrics`.
@@ -28,6 +30,7 @@ pub mod memory;
 pub mod metrics;
 pub mod node;
 pub mod outbox;
+pub mod presence;
 pub mod routing;
 pub mod session;
 pub mod shard;
@@ -39,5 +42,6 @@ pub use hub::Hub;
 pub use memory::{MemoryBroker, Retention};
 pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};
+pub use presence::{LocalPresence, Presence};
 pub use routing::Sublist;
 pub use session::Session;

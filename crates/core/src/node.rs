@@ -7,6 +7,7 @@ use crate::client::Client;
 use crate::hub::Hub;
 use crate::memory::{MemoryBroker, Retention};
 use crate::metrics::Metrics;
+use crate::presence::{LocalPresence, Presence};
 use crate::shard::Sharded;
 use herald_proto::Encoding;
 use std::collections::HashMap;
@@ -58,6 +59,10 @@ pub struct NodeConfig {
     /// Messages a connection may send in a burst above `rate_limit`: the
     /// bucket's size (default 20000; at least `rate_limit`).
     pub rate_burst: u32,
+    /// Client ids start after this (default 0). A cluster node sets a random
+    /// base in the high bits so that ids, which presence shows to every node,
+    /// stay unique across nodes.
+    pub client_id_base: u64,
 }
 
 impl Default for NodeConfig {
@@ -73,6 +78,7 @@ impl Default for NodeConfig {
             auth: Arc::new(AllowAll::default()),
             rate_limit: 10_000,
             rate_burst: 20_000,
+            client_id_base: 0,
         }
     }
 }
@@ -85,6 +91,8 @@ pub struct Node {
     pub hub: Arc<Hub>,
     /// Offsets, history, cross-node delivery.
     pub broker: Arc<dyn Broker>,
+    /// Who is subscribed where (this node's hub, or the cluster's).
+    pub presence: Arc<dyn Presence>,
     spawner: Spawner,
     next_id: AtomicU64,
     registry: Sharded<u64, Arc<Client>>,
@@ -115,22 +123,26 @@ impl Node {
             config.history_by_namespace.clone(),
             hub.clone(),
         ));
-        Node::new(config, hub, broker, spawner)
+        let presence = Arc::new(LocalPresence::new(hub.clone()));
+        Node::new(config, hub, broker, presence, spawner)
     }
 
-    /// A node over any broker that delivers into `hub`.
+    /// A node over any broker that delivers into `hub`, with `presence`
+    /// answering who is subscribed.
     pub fn new(
         config: NodeConfig,
         hub: Arc<Hub>,
         broker: Arc<dyn Broker>,
+        presence: Arc<dyn Presence>,
         spawner: Spawner,
     ) -> Arc<Node> {
         Arc::new(Node {
+            next_id: AtomicU64::new(config.client_id_base.wrapping_add(1)),
             config,
             hub,
             broker,
+            presence,
             spawner,
-            next_id: AtomicU64::new(1),
             registry: Sharded::new(REGISTRY_SHARDS),
             started: Instant::now(),
             expiries: Expiries::default(),
@@ -174,6 +186,11 @@ impl Node {
     /// Forgets a client (its connection ended).
     pub fn remove_client(&self, id: u64) {
         self.registry.lock(&id).remove(&id);
+    }
+
+    /// Whether client `id` is still connected (registered).
+    pub fn has_client(&self, id: u64) -> bool {
+        self.registry.lock(&id).contains_key(&id)
     }
 
     /// Number of connected clients.

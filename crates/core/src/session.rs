@@ -303,8 +303,8 @@ impl Session {
                 {
                     return;
                 }
-                let clients = self.node.hub.presence(&channel);
-                self.reply(id, Reply::Presence { clients });
+                let done = self.node.presence.list(&channel);
+                self.complete(id, done, |r| r.map(|clients| Reply::Presence { clients }));
             }
             Command::PresenceStats { channel } => {
                 if !self.check_concrete(id, &channel)
@@ -312,8 +312,10 @@ impl Session {
                 {
                     return;
                 }
-                let (clients, users) = self.node.hub.presence_stats(&channel);
-                self.reply(id, Reply::PresenceStats { clients, users });
+                let done = self.node.presence.stats(&channel);
+                self.complete(id, done, |r| {
+                    r.map(|(clients, users)| Reply::PresenceStats { clients, users })
+                });
             }
         }
     }
@@ -400,7 +402,7 @@ impl Session {
             self.node.hub.subscribe_pattern(&name, &self.client);
             return;
         }
-        let hub = self.node.hub.clone();
+        let node = self.node.clone();
         let client = self.client.clone();
         let asked_recovery = recover.is_some();
         let key = name.clone();
@@ -409,7 +411,19 @@ impl Session {
             recover.as_ref(),
             Box::new(move |result: Result<History, BrokerError>| match result {
                 Ok(h) => {
-                    hub.subscribe_with(&name, &client, join_leave);
+                    // A networked broker attaches later, maybe after the
+                    // session ended: its drop deregisters the client before
+                    // releasing subscriptions, so a client found gone after
+                    // joining the hub is taken out again here. `joined` goes
+                    // first so that any `left` follows it.
+                    node.presence.joined(&name, &client);
+                    node.hub.subscribe_with(&name, &client, join_leave);
+                    if !node.has_client(client.id) {
+                        if node.hub.unsubscribe(&name, client.id) {
+                            node.presence.left(&name, &client);
+                        }
+                        return;
+                    }
                     let (publications, whole) =
                         fit_in_queue(h.publications, client.outbox.max_bytes());
                     let recovered = asked_recovery && h.complete && whole;
@@ -443,7 +457,9 @@ impl Session {
         if routing::is_pattern(channel) {
             self.node.hub.unsubscribe_pattern(channel, &self.client);
         } else {
-            self.node.hub.unsubscribe(channel, self.client.id);
+            if self.node.hub.unsubscribe(channel, self.client.id) {
+                self.node.presence.left(channel, &self.client);
+            }
             self.node.broker.unsubscribe(channel);
         }
     }
@@ -554,10 +570,12 @@ fn bucket_size(node: &Node) -> u32 {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // Deregistered first: a subscribe the broker completes later sees the
+        // client gone and undoes itself (see `subscribe`).
+        self.node.remove_client(self.client.id);
         for channel in std::mem::take(&mut self.subscriptions) {
             self.release(&channel);
         }
-        self.node.remove_client(self.client.id);
         if let Some(t) = self.transport {
             let m = &self.node.metrics;
             m.closed(t);

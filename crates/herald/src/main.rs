@@ -22,8 +22,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the server (in-memory broker; every option also as HERALD_* env or TOML key).
-    Serve(ServeArgs),
+    /// Run the server (in-memory broker, or a cluster node with `--broker
+    /// redis://HOST:PORT`; every option also as HERALD_* env or TOML key).
+    Serve(Box<ServeArgs>),
     /// Run a load-generation scenario against Herald or a peer server.
     Bench(herald_bench::BenchArgs),
     /// Mint a token (HS256 with the server's secret, or RS256/ES256 with a
@@ -34,7 +35,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Bench(args) => herald_bench::run(args).context("bench failed"),
         Command::Token(args) => {
             let token = herald_server::auth::mint::mint(&args, unix_now())?;
@@ -89,7 +90,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         tracing::info!(
             %addr,
-            broker = "memory",
+            broker = if config.redis.is_some() { "redis" } else { "memory" },
             "herald listening: ws://{addr}/ws (herald.json, herald.binary), ws://{addr}/shootout; metrics at http://{addr}/metrics"
         );
         tracing::info!(auth = %config.auth_summary, "auth: {}", config.auth_summary);

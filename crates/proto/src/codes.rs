@@ -96,6 +96,11 @@ pub enum DisconnectCode {
     /// 3003: the client did not complete its handshake or `connect` in time.
     /// Reconnect.
     ConnectTimeout = 3003,
+    /// 3004: the node lost its link to the broker (Redis) and could not replay
+    /// what was published meanwhile on a channel this client subscribes to.
+    /// Reconnect (to any node) and recover: the recovery says whether
+    /// anything was lost.
+    BrokerStateLost = 3004,
     /// 3500: the token is invalid. Do not reconnect with the same token.
     InvalidToken = 3500,
     /// 3501: the client broke the protocol (e.g. a transport-level frame error
@@ -124,6 +129,7 @@ impl DisconnectCode {
             3001 => DisconnectCode::SlowConsumer,
             3002 => DisconnectCode::TokenExpired,
             3003 => DisconnectCode::ConnectTimeout,
+            3004 => DisconnectCode::BrokerStateLost,
             3500 => DisconnectCode::InvalidToken,
             3501 => DisconnectCode::BadProtocol,
             3502 => DisconnectCode::Forbidden,
@@ -149,6 +155,7 @@ impl DisconnectCode {
             DisconnectCode::SlowConsumer => "slow consumer",
             DisconnectCode::TokenExpired => "token expired",
             DisconnectCode::ConnectTimeout => "connect timeout",
+            DisconnectCode::BrokerStateLost => "broker state lost",
             DisconnectCode::InvalidToken => "invalid token",
             DisconnectCode::BadProtocol => "bad protocol",
             DisconnectCode::Forbidden => "forbidden",

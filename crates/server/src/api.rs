@@ -10,6 +10,9 @@
 //! once an `api_key` is configured, every `/api/*` request must carry
 //! `Authorization: apikey KEY` (else 401, code 101).
 //!
+//! `GET /api/nodes` lists the cluster's nodes with their stats (clients,
+//! channels, publications, uptime) as of the last heartbeat.
+//!
 //! `GET /healthz` answers 200 while the process runs; `GET /readyz` answers 200
 //! when the node can serve (broker healthy, not shutting down) and 503
 //! otherwise; `GET /metrics` is the Prometheus text format (see
@@ -128,6 +131,7 @@ pub async fn handle(
             "use POST",
         ),
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
+        (&Method::GET, "/api/nodes") => nodes(&shared),
         (&Method::GET, "/sse") => {
             crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared)
         }
@@ -151,6 +155,47 @@ pub async fn handle(
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     })
+}
+
+/// `GET /api/nodes`: the nodes of the cluster as of this node's last
+/// heartbeat, each with its stats; in memory mode, this node alone.
+fn nodes(shared: &Shared) -> Response<Body> {
+    let node = &shared.node;
+    let body = match &shared.cluster {
+        Some(c) => {
+            let nodes: Vec<serde_json::Value> = c
+                .nodes()
+                .into_iter()
+                .map(|n| {
+                    serde_json::json!({
+                        "id": n.id,
+                        "self": n.id == c.node_id(),
+                        "last_seen_ms": n.last_seen_ms,
+                        "stats": n.stats,
+                    })
+                })
+                .collect();
+            serde_json::json!({"broker": "redis", "node": c.node_id(), "nodes": nodes})
+        }
+        None => serde_json::json!({
+            "broker": "memory",
+            "node": "",
+            "nodes": [{
+                "id": "",
+                "self": true,
+                "last_seen_ms": 0,
+                "stats": {
+                    "listen": shared.config.listen.to_string(),
+                    "clients": node.client_count(),
+                    "channels": node.hub.channel_count(),
+                    "publications": node.metrics.publications.get(),
+                    "uptime_s": node.now(),
+                    "version": node.config.version,
+                },
+            }],
+        }),
+    };
+    json(StatusCode::OK, body.to_string().into_bytes())
 }
 
 #[derive(Deserialize)]

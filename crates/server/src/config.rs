@@ -112,6 +112,18 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_LOG_FORMAT")]
     pub log_format: Option<String>,
 
+    /// Where channels, history and presence live: `memory` (this process
+    /// only) or `redis://[:PASSWORD@]HOST:PORT[/DB]` (cluster mode: every
+    /// node given the same Redis shares channels, history, recovery
+    /// positions and presence) [default: memory].
+    #[arg(long, env = "HERALD_BROKER")]
+    pub broker: Option<String>,
+
+    /// Prefix of every Redis key and topic, so that several clusters can
+    /// share one Redis [default: herald].
+    #[arg(long, env = "HERALD_REDIS_PREFIX")]
+    pub redis_prefix: Option<String>,
+
     /// Publish this many synthetic rows a second (seed 002's car-sharing
     /// stream) to `demo.stream`, for the demo page at `/`; at most 10000;
     /// 0 = off [default: 0].
@@ -238,6 +250,10 @@ pub struct ServerConfig {
     pub log_format: String,
     /// Synthetic rows per second for the demo page (0 = off).
     pub demo_rate: u32,
+    /// The Redis URL in cluster mode (`None`: the in-memory broker).
+    pub redis: Option<String>,
+    /// Prefix of Redis keys and topics.
+    pub redis_prefix: String,
     /// Key the HTTP API requires, if any.
     pub api_key: Option<Secret>,
     /// Browser origins allowed (empty: any).
@@ -354,6 +370,21 @@ impl ServerConfig {
                 "demo_rate = {demo_rate} (at most 10000)"
             )));
         }
+        let redis = match a.broker.as_deref().map(str::trim) {
+            None | Some("") | Some("memory") => None,
+            Some(url) if url.starts_with("redis://") => Some(url.to_string()),
+            Some(other) => {
+                return Err(ConfigError::Invalid(format!(
+                    "broker = {other:?}: expected `memory` or a redis://HOST:PORT URL"
+                )))
+            }
+        };
+        let redis_prefix = a.redis_prefix.clone().unwrap_or_else(|| "herald".into());
+        if redis_prefix.is_empty() || redis_prefix.contains(['{', '}', ' ']) {
+            return Err(ConfigError::Invalid(format!(
+                "redis_prefix = {redis_prefix:?}: must be non-empty, without spaces or braces"
+            )));
+        }
         let policy = policy(&a)?;
         let listen = a
             .listen
@@ -413,6 +444,8 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
             log_format,
             demo_rate,
+            redis,
+            redis_prefix,
             api_key,
             allowed_origins: a
                 .allowed_origins
@@ -439,6 +472,7 @@ impl ServerConfig {
                 auth: Arc::new(policy),
                 rate_limit: a.rate_limit.unwrap_or(d.rate_limit),
                 rate_burst: a.rate_burst.unwrap_or(d.rate_burst),
+                client_id_base: d.client_id_base,
             },
         })
     }
@@ -467,6 +501,8 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
             demo_rate: self.demo_rate.or(other.demo_rate),
+            broker: self.broker.or(other.broker),
+            redis_prefix: self.redis_prefix.or(other.redis_prefix),
             token_hmac_secret: self.token_hmac_secret.or(other.token_hmac_secret),
             token_public_key: self.token_public_key.or(other.token_public_key),
             token_jwks_file: self.token_jwks_file.or(other.token_jwks_file),

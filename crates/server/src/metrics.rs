@@ -16,6 +16,9 @@
 //! | `herald_channels`, `herald_subscriptions_patterns` | gauge | — |
 //! | `herald_broker_up` | gauge | — |
 //! | `herald_token_expiries_pending` | gauge | — |
+//! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next four) |
+//! | `herald_cluster_node_clients`, `herald_cluster_node_last_seen_seconds` | gauge | `node` |
+//! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
 
 use crate::server::Shared;
 use herald_core::metrics::{Drop, Transport, DISCONNECT_CODES, FANOUT_BUCKETS};
@@ -181,5 +184,58 @@ pub fn render(shared: &Shared) -> String {
         "1 when the broker is reachable (the in-memory broker always is).",
     );
     let _ = writeln!(out, "herald_broker_up {}", u8::from(node.broker.healthy()));
+    if let Some(c) = &shared.cluster {
+        let nodes = c.nodes();
+        head(
+            &mut out,
+            "herald_cluster_nodes",
+            "gauge",
+            "Nodes in the cluster as of the last heartbeat.",
+        );
+        let _ = writeln!(out, "herald_cluster_nodes {}", nodes.len());
+        head(
+            &mut out,
+            "herald_cluster_node_clients",
+            "gauge",
+            "Connected clients of each node, as it last reported.",
+        );
+        for n in &nodes {
+            let clients = n.stats.get("clients").and_then(|v| v.as_u64()).unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "herald_cluster_node_clients{{node=\"{}\"}} {clients}",
+                n.id
+            );
+        }
+        head(
+            &mut out,
+            "herald_cluster_node_last_seen_seconds",
+            "gauge",
+            "Seconds since each node's last heartbeat.",
+        );
+        for n in &nodes {
+            let _ = writeln!(
+                out,
+                "herald_cluster_node_last_seen_seconds{{node=\"{}\"}} {}",
+                n.id,
+                n.last_seen_ms as f64 / 1000.0
+            );
+        }
+        let (lost, filled) = c.repairs();
+        head(
+            &mut out,
+            "herald_cluster_streams_lost_total",
+            "counter",
+            "Times a channel's stream could not be replayed after a Redis outage (its local subscribers were closed with 3004).",
+        );
+        let _ = writeln!(out, "herald_cluster_streams_lost_total {lost}");
+        head(
+            &mut out,
+            "herald_cluster_gaps_filled_total",
+            "counter",
+            "Times missed publications were read back from a channel's stream.",
+        );
+        let _ = writeln!(out, "herald_cluster_gaps_filled_total {filled}");
+    }
     out
 }

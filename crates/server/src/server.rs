@@ -48,6 +48,8 @@ pub struct Shared {
     pub deadlines: crate::limits::ConnectDeadlines,
     /// Cancelled when shutdown starts (`/readyz` answers 503 from then on).
     pub stopping: CancellationToken,
+    /// The Redis broker in cluster mode (node list, repairs).
+    pub cluster: Option<Arc<herald_redis::RedisBroker>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -68,6 +70,9 @@ pub enum ServerError {
     /// The TLS certificate or key could not be loaded.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The Redis URL is not one.
+    #[error(transparent)]
+    Redis(#[from] herald_redis::UrlError),
 }
 
 /// Builds the shared state for `config` on the current tokio runtime.
@@ -79,8 +84,45 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
     let spawner = Arc::new(|task: Task| {
         tokio::spawn(task);
     });
-    let node = Node::with_memory_broker(config.node.clone(), spawner);
+    let (node, cluster) = match &config.redis {
+        None => (Node::with_memory_broker(config.node.clone(), spawner), None),
+        Some(url) => {
+            let hub = Arc::new(herald_core::Hub::new());
+            let mut cfg = herald_redis::RedisConfig::new(url.clone());
+            cfg.prefix = config.redis_prefix.clone();
+            cfg.retention = herald_core::Retention {
+                size: config.node.history_size,
+                ttl: config.node.history_ttl,
+            };
+            cfg.by_namespace = config.node.history_by_namespace.clone();
+            let broker = herald_redis::RedisBroker::start(cfg, hub.clone())?;
+            let mut node_config = config.node.clone();
+            // Client ids are shown to every node (presence): a random base in
+            // the high bits keeps them unique across the cluster.
+            node_config.client_id_base = fastrand::u64(1..1 << 23) << 40;
+            let node = Node::new(node_config, hub, broker.clone(), broker.clone(), spawner);
+            let weak = Arc::downgrade(&node);
+            let listen = config.listen.to_string();
+            broker.set_stats(Box::new(move || match weak.upgrade() {
+                Some(n) => serde_json::json!({
+                    "listen": listen,
+                    "clients": n.client_count(),
+                    "channels": n.hub.channel_count(),
+                    "publications": n.metrics.publications.get(),
+                    "uptime_s": n.now(),
+                    "version": n.config.version,
+                }),
+                None => serde_json::Value::Null,
+            }));
+            tracing::info!(
+                node = broker.node_id(),
+                "cluster mode: channels, history and presence in redis"
+            );
+            (node, Some(broker))
+        }
+    };
     Ok(Arc::new(Shared {
+        cluster,
         per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),
         deadlines: crate::limits::ConnectDeadlines::default(),
         stopping: CancellationToken::new(),
@@ -142,6 +184,16 @@ pub async fn run(
     deadlines.abort();
     shared.stopping.cancel();
     drain(&shared).await;
+    if let Some(cluster) = &shared.cluster {
+        // Leave at once rather than be found dead later: the node list and
+        // presence are right again immediately.
+        let left = tokio::time::timeout(Duration::from_secs(2), cluster.leave_cluster()).await;
+        if !matches!(left, Ok(Ok(()))) {
+            tracing::warn!(
+                "could not leave the cluster cleanly; the other nodes will forget this one"
+            );
+        }
+    }
     Ok(())
 }
 

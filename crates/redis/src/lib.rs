@@ -1,0 +1,1005 @@
+//! Herald's cluster broker: many nodes, one set of channels, through Redis.
+//!
+//! Decision 0003 (docs/decisions/0003-redis-cluster.md) says why it looks like
+//! this; in short:
+//!
+//! - **Positions and history** live in Redis: per channel a meta hash (epoch,
+//!   last offset) and a stream whose entry ids *are* the offsets, bounded by
+//!   the channel's retention (`MAXLEN` by count, a time stamp per entry by
+//!   age). One Lua script assigns the offset, appends to the stream and
+//!   `PUBLISH`es the live message, atomically — so a publication is never live
+//!   before it is in history, on any node ([`lua`]).
+//! - **Live delivery**: each node holds *one* Redis subscription per channel
+//!   that has subscribers on it, however many clients it has ([`pubsub`]).
+//!   The node tracks, per channel, the last offset it delivered: duplicates
+//!   are skipped, and a gap (a lost link, a slow subscriber link) is filled
+//!   from the stream before anything newer is delivered, so a live client sees
+//!   one unbroken offset sequence. When the gap cannot be filled (the stream
+//!   was trimmed or lost, the epoch changed), the channel's local subscribers
+//!   are closed with 3004 and their recovery says what was lost.
+//! - **Attaching a subscriber** (the [`Broker::subscribe`] contract): read the
+//!   stream after the client's position, then, under the channel's lock,
+//!   keep only what the node has already delivered and register the client,
+//!   so live delivery continues exactly after the history: no gap, no
+//!   duplicate. A read older than what the node delivered is read again.
+//! - **Commands** go through one pipelined connection ([`conn`]): everything
+//!   queued while a write is in progress goes out in the next write.
+//! - **Presence** is cluster-wide: a hash of members and a hash of per-user
+//!   counts per channel (so `presence_stats` is two `HLEN`s), joins and leaves
+//!   published on the channel's topic for other nodes' listeners, and a set
+//!   per node so that the members of a dead node are removed (and announced
+//!   as leaves) by whichever node notices first.
+//! - **Nodes** heartbeat every second into a sorted set; one silent for
+//!   [`RedisConfig::dead_after`] is forgotten. The list, with each node's
+//!   stats, is `GET /api/nodes` and `/metrics`.
+//!
+//! Redis slow or down: publishes, history and presence queries fail at once
+//! with [`BrokerError::Unavailable`] (error 114 to clients); clients stay
+//! connected; when Redis returns, the node resubscribes every channel, fills
+//! gaps from the streams, re-registers its presence members, and closes with
+//! 3004 the subscribers of channels whose stream did not survive.
+//!
+//! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
+//! members, `P:{C}:u` user counts, topic `P:c:C`; `P:nodes:seen` (zset),
+//! `P:nodes` (stats), `P:node:ID:members` (set). The `{C}` hash tag keeps one
+//! channel's keys in one slot; the node-wide scripts assume a single Redis
+//! (or a primary with replicas), not Redis Cluster.
+
+pub mod conn;
+pub mod lua;
+pub mod member;
+pub mod pubsub;
+pub mod resp;
+pub mod testing;
+
+use bytes::Bytes;
+use conn::{Link, Target};
+use herald_core::broker::{Attach, History};
+use herald_core::memory::Retention;
+use herald_core::{Broker, BrokerError, Client, Completion, Deliver, Hub, Presence, Publication};
+use herald_proto::{ClientInfo, DisconnectCode, HistoryItem, Position};
+use member::Message;
+use pubsub::{PubSub, Sink};
+use resp::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub use conn::UrlError;
+
+/// Publications buffered per channel while the node catches up with its
+/// stream; beyond this the buffer is dropped and read again from the stream.
+const BUFFER_MAX: usize = 10_000;
+/// Reads an attach may make before giving up on a channel that keeps moving.
+const ATTACH_ATTEMPTS: usize = 50;
+/// How long an attach waits for its channel to be in sync.
+const ATTACH_WAIT: Duration = Duration::from_secs(5);
+
+/// Cluster settings.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// Prefix of every key and topic (default `herald`): several clusters can
+    /// share one Redis.
+    pub prefix: String,
+    /// Retention of channels whose namespace has none of its own.
+    pub retention: Retention,
+    /// Retention by namespace.
+    pub by_namespace: HashMap<String, Retention>,
+    /// Time between two heartbeats of this node (default 1 s).
+    pub heartbeat: Duration,
+    /// A node silent this long is forgotten with its presence (default 5 s).
+    pub dead_after: Duration,
+}
+
+impl RedisConfig {
+    /// Settings for `url` with the defaults.
+    pub fn new(url: impl Into<String>) -> RedisConfig {
+        RedisConfig {
+            url: url.into(),
+            prefix: "herald".into(),
+            retention: Retention {
+                size: 100,
+                ttl: Duration::from_secs(300),
+            },
+            by_namespace: HashMap::new(),
+            heartbeat: Duration::from_secs(1),
+            dead_after: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One node as the cluster sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    /// Its id.
+    pub id: String,
+    /// Milliseconds since its last heartbeat.
+    pub last_seen_ms: u64,
+    /// What it reported (clients, channels, uptime, ...).
+    pub stats: serde_json::Value,
+}
+
+/// Reports a node's stats for its heartbeat.
+pub type StatsFn = Box<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// One channel's link on this node.
+struct Chan {
+    name: Arc<str>,
+    topic: Bytes,
+    /// Subscribers attached (or attaching) through this node.
+    attached: usize,
+    /// Set when `attached` reached 0 and the link left the map.
+    removed: bool,
+    /// The channel's epoch and the last offset delivered to the hub.
+    known: Option<(Bytes, u64)>,
+    /// Publications are delivered as they arrive (else buffered).
+    live: bool,
+    /// A sync task runs.
+    syncing: bool,
+    /// The sync must (re)subscribe first.
+    resubscribe: bool,
+    buffer: Vec<(Bytes, u64, Bytes)>,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+type ChanRef = Arc<Mutex<Chan>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unavailable(why: impl Into<String>) -> BrokerError {
+    BrokerError::Unavailable(why.into())
+}
+
+/// The Redis broker (and cluster presence). Create with [`RedisBroker::start`].
+pub struct RedisBroker {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBroker")
+            .field("node", &self.inner.node_id)
+            .field("prefix", &self.inner.cfg.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// Itself, for the tasks the subscriber link's callbacks start.
+    me: Weak<Inner>,
+    cfg: RedisConfig,
+    node_id: String,
+    link: Arc<Link>,
+    pubsub: OnceLock<Arc<PubSub>>,
+    hub: Arc<Hub>,
+    chans: Mutex<HashMap<Arc<str>, ChanRef>>,
+    nodes: Mutex<Vec<NodeInfo>>,
+    stats: OnceLock<StatsFn>,
+    /// Channels whose local subscribers were closed with 3004.
+    lost: AtomicU64,
+    /// Gaps filled from a stream.
+    filled: AtomicU64,
+}
+
+fn random_id(n: usize) -> String {
+    (0..n).map(|_| fastrand::alphanumeric()).collect()
+}
+
+impl RedisBroker {
+    /// Starts the broker: connects in the background (the node serves while
+    /// Redis is unreachable, with publishes failing) and delivers into `hub`.
+    /// Must be called within a tokio runtime.
+    pub fn start(cfg: RedisConfig, hub: Arc<Hub>) -> Result<Arc<RedisBroker>, UrlError> {
+        let target = Target::parse(&cfg.url)?;
+        let link = Link::start(target.clone(), lua::setup());
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
+            node_id: random_id(12),
+            cfg,
+            link,
+            pubsub: OnceLock::new(),
+            hub,
+            chans: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(Vec::new()),
+            stats: OnceLock::new(),
+            lost: AtomicU64::new(0),
+            filled: AtomicU64::new(0),
+        });
+        let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
+        let _ = inner.pubsub.set(PubSub::start(target, sink));
+        tokio::spawn(heartbeats(Arc::downgrade(&inner)));
+        Ok(Arc::new(RedisBroker { inner }))
+    }
+
+    /// This node's id in the cluster.
+    pub fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    /// Sets what this node reports in its heartbeats (once).
+    pub fn set_stats(&self, stats: StatsFn) {
+        let _ = self.inner.stats.set(stats);
+    }
+
+    /// The live nodes as of the last heartbeat (this one included once it has
+    /// sent one).
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        lock(&self.inner.nodes).clone()
+    }
+
+    /// Channels whose local subscribers had to be closed with 3004, and gaps
+    /// filled from a stream, since start.
+    pub fn repairs(&self) -> (u64, u64) {
+        (
+            self.inner.lost.load(Ordering::Relaxed),
+            self.inner.filled.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Leaves the cluster now (on shutdown): removes this node and its
+    /// presence members, announcing them as leaves.
+    pub async fn leave_cluster(&self) -> Result<(), BrokerError> {
+        self.inner
+            .forget(&self.inner.node_id, true)
+            .await
+            .map(|_| ())
+    }
+}
+
+impl Inner {
+    fn me(&self) -> Option<Arc<Inner>> {
+        self.me.upgrade()
+    }
+
+    fn pubsub(&self) -> Option<&Arc<PubSub>> {
+        self.pubsub.get()
+    }
+
+    fn key(&self, channel: &str, kind: &str) -> String {
+        format!("{}:{{{channel}}}:{kind}", self.cfg.prefix)
+    }
+
+    fn topic(&self, channel: &str) -> Bytes {
+        Bytes::from(format!("{}:c:{channel}", self.cfg.prefix))
+    }
+
+    fn members_key(&self, node: &str) -> String {
+        format!("{}:node:{node}:members", self.cfg.prefix)
+    }
+
+    fn retention(&self, channel: &str) -> Retention {
+        *self
+            .cfg
+            .by_namespace
+            .get(herald_core::channel::namespace(channel))
+            .unwrap_or(&self.cfg.retention)
+    }
+
+    fn ttl_ms(&self, channel: &str) -> String {
+        self.retention(channel).ttl.as_millis().to_string()
+    }
+
+    /// Runs `read.lua`: the position and, with `since`, the publications after it.
+    async fn read(
+        &self,
+        channel: &str,
+        create: bool,
+        since: Option<&Position>,
+        entries: bool,
+        limit: usize,
+    ) -> Result<(Bytes, u64, Vec<HistoryItem>), BrokerError> {
+        let (se, so) = match since {
+            Some(p) => (p.epoch.clone(), p.offset.to_string()),
+            None => (String::new(), String::new()),
+        };
+        let v = self
+            .link
+            .call(&[
+                b"EVALSHA".as_slice(),
+                lua::READ.sha().as_bytes(),
+                b"2",
+                self.key(channel, "m").as_bytes(),
+                self.key(channel, "s").as_bytes(),
+                if create { b"1" } else { b"0" },
+                random_id(16).as_bytes(),
+                if entries { b"1" } else { b"0" },
+                se.as_bytes(),
+                so.as_bytes(),
+                limit.to_string().as_bytes(),
+                self.ttl_ms(channel).as_bytes(),
+            ])
+            .await?;
+        let items = v.items();
+        let bad = || unavailable("redis: unexpected reply to read");
+        let epoch = items
+            .first()
+            .and_then(Value::bytes)
+            .cloned()
+            .ok_or_else(bad)?;
+        let top = items.get(1).and_then(Value::int).ok_or_else(bad)?;
+        let mut pubs = Vec::with_capacity(items.len().saturating_sub(2) / 2);
+        for pair in items[2..].chunks(2) {
+            let [o, d] = pair else { return Err(bad()) };
+            let offset = o
+                .int()
+                .and_then(|o| u64::try_from(o).ok())
+                .ok_or_else(bad)?;
+            let data = d.bytes().cloned().ok_or_else(bad)?;
+            pubs.push(HistoryItem { offset, data });
+        }
+        Ok((epoch, u64::try_from(top).unwrap_or(0), pubs))
+    }
+
+    fn chan(&self, channel: &str) -> Option<ChanRef> {
+        lock(&self.chans).get(channel).cloned()
+    }
+
+    /// Delivers a publication to the hub and records it.
+    fn deliver(&self, c: &mut Chan, offset: u64, data: Bytes) {
+        self.hub.deliver(&Publication {
+            channel: c.name.clone(),
+            offset,
+            data,
+        });
+        if let Some((_, last)) = &mut c.known {
+            *last = offset;
+        }
+    }
+
+    /// The channel's stream is not the one its subscribers have been
+    /// following: close them so they reconnect and learn what was lost.
+    fn lose(&self, c: &mut Chan, epoch: Bytes, top: u64) {
+        let n = self
+            .hub
+            .close_subscribers(&c.name, DisconnectCode::BrokerStateLost.code());
+        self.lost.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(channel = %c.name, closed = n, "channel stream lost or out of retention; subscribers closed with 3004");
+        c.known = Some((epoch, top));
+    }
+
+    /// Starts the channel's sync task unless one runs.
+    fn start_sync(self: &Arc<Self>, c: &mut Chan, chan: &ChanRef) {
+        c.live = false;
+        if c.syncing {
+            return;
+        }
+        c.syncing = true;
+        tokio::spawn(sync(self.clone(), chan.clone()));
+    }
+
+    async fn forget(&self, node: &str, force: bool) -> Result<i64, BrokerError> {
+        let seen = format!("{}:nodes:seen", self.cfg.prefix);
+        let stats = format!("{}:nodes", self.cfg.prefix);
+        let v = self
+            .link
+            .call(&[
+                b"EVALSHA".as_slice(),
+                lua::FORGET.sha().as_bytes(),
+                b"3",
+                seen.as_bytes(),
+                stats.as_bytes(),
+                self.members_key(node).as_bytes(),
+                node.as_bytes(),
+                self.cfg.prefix.as_bytes(),
+                if force { b"1" } else { b"0" },
+            ])
+            .await?;
+        Ok(v.int().unwrap_or(0))
+    }
+
+    /// Records `client` as a member of `channel` in Redis (announcing it only
+    /// if it was not there: repairs after an outage are silent).
+    fn join(&self, channel: &str, info: &ClientInfo) {
+        let member = member::encode(info);
+        let msg = member::presence_message(true, &self.node_id, &member);
+        let _ = self.link.fire(&[
+            b"EVALSHA".as_slice(),
+            lua::JOIN.sha().as_bytes(),
+            b"3",
+            self.key(channel, "p").as_bytes(),
+            self.key(channel, "u").as_bytes(),
+            self.members_key(&self.node_id).as_bytes(),
+            info.client.as_bytes(),
+            &member,
+            info.user.as_bytes(),
+            &self.topic(channel),
+            &msg,
+            &member::set_entry(channel, &info.client),
+        ]);
+    }
+
+    /// Registers every local member again (after Redis came back, or after
+    /// this node was taken for dead).
+    fn repair_presence(&self) {
+        for channel in self.hub.channels() {
+            for info in self.hub.presence(&channel) {
+                self.join(&channel, &info);
+            }
+        }
+    }
+}
+
+/// Brings a channel's link in sync with its stream: (re)subscribes if needed,
+/// reads what it missed, delivers it in order, then goes live.
+async fn sync(inner: Arc<Inner>, chan: ChanRef) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let (name, topic, resubscribe, since) = {
+            let mut c = lock(&chan);
+            if c.removed {
+                c.syncing = false;
+                return;
+            }
+            let r = c.resubscribe;
+            c.resubscribe = false;
+            let since = c.known.as_ref().map(|(e, o)| Position {
+                epoch: String::from_utf8_lossy(e).into_owned(),
+                offset: *o,
+            });
+            (c.name.clone(), c.topic.clone(), r, since)
+        };
+        if resubscribe {
+            let Some(ps) = inner.pubsub() else { return };
+            if ps.subscribe(topic).await.is_err() {
+                // The subscriber link is down; `reconnected` starts us again.
+                let mut c = lock(&chan);
+                c.resubscribe = true;
+                c.syncing = false;
+                return;
+            }
+        }
+        let read = inner
+            .read(&name, true, since.as_ref(), since.is_some(), 0)
+            .await;
+        let (epoch, top, pubs) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(channel = %name, error = %e, "sync: cannot read the stream; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        let mut c = lock(&chan);
+        if c.removed {
+            c.syncing = false;
+            return;
+        }
+        match c.known.clone() {
+            None => c.known = Some((epoch.clone(), top)),
+            Some((known, last)) if known != epoch => {
+                let _ = last;
+                inner.lose(&mut c, epoch.clone(), top)
+            }
+            Some((_, last)) => {
+                if top > last {
+                    if pubs.first().map(|p| p.offset) != Some(last + 1) {
+                        inner.lose(&mut c, epoch.clone(), top);
+                    } else {
+                        inner.filled.fetch_add(1, Ordering::Relaxed);
+                        for p in pubs {
+                            if p.offset > last {
+                                inner.deliver(&mut c, p.offset, p.data);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Then what arrived meanwhile, as long as it continues the sequence.
+        let buffered = std::mem::take(&mut c.buffer);
+        let mut gap = false;
+        for (e, offset, data) in buffered {
+            let Some((known, last)) = c.known.clone() else {
+                break;
+            };
+            if gap {
+                c.buffer.push((e, offset, data));
+                continue;
+            }
+            if e != known || offset <= last {
+                continue; // another epoch's, or already delivered
+            }
+            if offset == last + 1 {
+                inner.deliver(&mut c, offset, data);
+            } else {
+                gap = true;
+                c.buffer.push((e, offset, data));
+            }
+        }
+        if gap {
+            drop(c);
+            continue; // read again from the last delivered offset
+        }
+        c.live = true;
+        c.syncing = false;
+        for w in c.waiters.drain(..) {
+            let _ = w.send(());
+        }
+        return;
+    }
+}
+
+/// Attaches one subscriber (see the module docs).
+async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attach: Attach) {
+    let name = lock(&chan).name.clone();
+    for _ in 0..ATTACH_ATTEMPTS {
+        let wait = {
+            let mut c = lock(&chan);
+            if c.removed {
+                drop(c);
+                return attach(Err(unavailable(
+                    "unsubscribed before the subscription completed",
+                )));
+            }
+            if c.live {
+                None
+            } else {
+                let (tx, rx) = oneshot::channel();
+                c.waiters.push(tx);
+                Some(rx)
+            }
+        };
+        if let Some(rx) = wait {
+            match tokio::time::timeout(ATTACH_WAIT, rx).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    if !inner.link.is_up() {
+                        return attach(Err(unavailable("redis: not connected")));
+                    }
+                    continue;
+                }
+            }
+        }
+        let (epoch, top, pubs) = match inner
+            .read(&name, true, since.as_ref(), since.is_some(), 0)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return attach(Err(e)),
+        };
+        let mut c = lock(&chan);
+        if c.removed {
+            drop(c);
+            return attach(Err(unavailable(
+                "unsubscribed before the subscription completed",
+            )));
+        }
+        if !c.live {
+            continue;
+        }
+        let Some((known, last)) = c.known.clone() else {
+            continue;
+        };
+        if known != epoch {
+            // The stream changed under the link: let it find out first.
+            let chan2 = chan.clone();
+            inner.start_sync(&mut c, &chan2);
+            continue;
+        }
+        if top < last {
+            continue; // read before the node's latest delivery: read again
+        }
+        // Only what the node has delivered: the rest arrives live.
+        let epoch = String::from_utf8_lossy(&epoch).into_owned();
+        let complete = match &since {
+            None => true,
+            Some(p) => {
+                p.epoch == epoch
+                    && p.offset <= last
+                    && (p.offset == last || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
+            }
+        };
+        let publications: Vec<HistoryItem> =
+            pubs.into_iter().filter(|p| p.offset <= last).collect();
+        // Under the channel's lock: no publication is delivered between the
+        // read's cut and the hub registration `attach` performs.
+        attach(Ok(History {
+            top: Position {
+                epoch,
+                offset: last,
+            },
+            publications,
+            complete,
+        }));
+        return;
+    }
+    attach(Err(unavailable("channel too busy to attach; retry")))
+}
+
+impl Sink for Inner {
+    fn message(&self, topic: &[u8], payload: Bytes) {
+        let prefix = self.cfg.prefix.len() + 3;
+        let Some(name) = topic
+            .get(prefix..)
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
+            return;
+        };
+        let Some(chan) = self.chan(name) else { return };
+        let Some(msg) = member::parse(&payload) else {
+            tracing::debug!(channel = name, "malformed message on a channel topic");
+            return;
+        };
+        let mut c = lock(&chan);
+        match msg {
+            Message::Presence { join, node, info } => {
+                if node != self.node_id.as_bytes() {
+                    self.hub.announce(&c.name, info, join);
+                }
+            }
+            Message::Publication {
+                epoch,
+                offset,
+                data,
+            } => {
+                if !c.live {
+                    if c.buffer.len() >= BUFFER_MAX {
+                        c.buffer.clear(); // read from the stream instead
+                    }
+                    c.buffer.push((epoch, offset, data));
+                    return;
+                }
+                let Some((known, last)) = c.known.clone() else {
+                    return;
+                };
+                if epoch == known && offset == last + 1 {
+                    self.deliver(&mut c, offset, data);
+                } else if epoch == known && offset <= last {
+                    // Already delivered (from the stream).
+                } else {
+                    c.buffer.push((epoch, offset, data));
+                    // A gap or another epoch: the sync decides which.
+                    if let Some(me) = self.me() {
+                        me.start_sync(&mut c, &chan);
+                    }
+                }
+            }
+        }
+    }
+
+    fn reconnected(&self) {
+        let chans: Vec<ChanRef> = lock(&self.chans).values().cloned().collect();
+        let Some(me) = self.me() else { return };
+        for chan in chans {
+            let mut c = lock(&chan);
+            c.resubscribe = true;
+            me.start_sync(&mut c, &chan);
+        }
+        self.repair_presence();
+    }
+
+    fn disconnected(&self) {
+        for chan in lock(&self.chans).values() {
+            let mut c = lock(chan);
+            c.live = false;
+            c.resubscribe = true;
+        }
+    }
+}
+
+impl Broker for RedisBroker {
+    fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+        let inner = &self.inner;
+        let r = inner.retention(channel);
+        // Queued now, so two publishes of one connection keep their order.
+        let call = inner.link.call_later(&[
+            b"EVALSHA".as_slice(),
+            lua::PUBLISH.sha().as_bytes(),
+            b"2",
+            inner.key(channel, "m").as_bytes(),
+            inner.key(channel, "s").as_bytes(),
+            &data,
+            random_id(16).as_bytes(),
+            r.size.to_string().as_bytes(),
+            r.ttl.as_millis().to_string().as_bytes(),
+            &inner.topic(channel),
+        ]);
+        Completion::Pending(Box::pin(async move {
+            let v = call?.await?;
+            let items = v.items();
+            match (
+                items.first().and_then(Value::bytes),
+                items.get(1).and_then(Value::int),
+            ) {
+                (Some(e), Some(o)) => Ok(Position {
+                    epoch: String::from_utf8_lossy(e).into_owned(),
+                    offset: u64::try_from(o).unwrap_or(0),
+                }),
+                _ => Err(unavailable("redis: unexpected reply to publish")),
+            }
+        }))
+    }
+
+    fn subscribe(&self, channel: &str, since: Option<&Position>, on_attach: Attach) {
+        let inner = &self.inner;
+        let chan = {
+            let mut chans = lock(&inner.chans);
+            let chan = chans
+                .entry(Arc::from(channel))
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(Chan {
+                        name: Arc::from(channel),
+                        topic: inner.topic(channel),
+                        attached: 0,
+                        removed: false,
+                        known: None,
+                        live: false,
+                        syncing: false,
+                        resubscribe: true,
+                        buffer: Vec::new(),
+                        waiters: Vec::new(),
+                    }))
+                })
+                .clone();
+            let mut c = lock(&chan);
+            c.attached += 1;
+            if c.known.is_none() && !c.syncing {
+                inner.start_sync(&mut c, &chan);
+            }
+            drop(c);
+            chan
+        };
+        tokio::spawn(attach(inner.clone(), chan, since.cloned(), on_attach));
+    }
+
+    fn unsubscribe(&self, channel: &str) {
+        let inner = &self.inner;
+        let mut chans = lock(&inner.chans);
+        let Some(chan) = chans.get(channel).cloned() else {
+            return;
+        };
+        let mut c = lock(&chan);
+        c.attached = c.attached.saturating_sub(1);
+        if c.attached == 0 {
+            c.removed = true;
+            c.waiters.clear();
+            chans.remove(channel);
+            if let Some(ps) = inner.pubsub() {
+                ps.unsubscribe(c.topic.clone());
+            }
+        }
+    }
+
+    fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>> {
+        let inner = self.inner.clone();
+        let channel = channel.to_string();
+        Completion::Pending(Box::pin(async move {
+            let (epoch, top, _) = inner.read(&channel, false, None, false, 0).await?;
+            Ok(Position {
+                epoch: String::from_utf8_lossy(&epoch).into_owned(),
+                offset: top,
+            })
+        }))
+    }
+
+    fn history(
+        &self,
+        channel: &str,
+        since: Option<&Position>,
+        limit: usize,
+    ) -> Completion<Result<History, BrokerError>> {
+        let inner = self.inner.clone();
+        let channel = channel.to_string();
+        let since = since.cloned();
+        Completion::Pending(Box::pin(async move {
+            let (epoch, top, pubs) = inner
+                .read(&channel, false, since.as_ref(), true, limit)
+                .await?;
+            let epoch = String::from_utf8_lossy(&epoch).into_owned();
+            let complete = match &since {
+                None => true,
+                Some(p) => {
+                    !epoch.is_empty()
+                        && p.epoch == epoch
+                        && p.offset <= top
+                        && (p.offset == top || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
+                }
+            };
+            Ok(History {
+                top: Position { epoch, offset: top },
+                publications: pubs,
+                complete,
+            })
+        }))
+    }
+
+    fn healthy(&self) -> bool {
+        self.inner.link.is_up() && self.inner.pubsub().is_some_and(|p| p.is_up())
+    }
+}
+
+impl Presence for RedisBroker {
+    fn joined(&self, channel: &str, client: &Client) {
+        self.inner.join(channel, &client.info());
+    }
+
+    fn left(&self, channel: &str, client: &Client) {
+        let inner = &self.inner;
+        let info = client.info();
+        let member = member::encode(&info);
+        let msg = member::presence_message(false, &inner.node_id, &member);
+        let _ = inner.link.fire(&[
+            b"EVALSHA".as_slice(),
+            lua::LEAVE.sha().as_bytes(),
+            b"3",
+            inner.key(channel, "p").as_bytes(),
+            inner.key(channel, "u").as_bytes(),
+            inner.members_key(&inner.node_id).as_bytes(),
+            info.client.as_bytes(),
+            info.user.as_bytes(),
+            &inner.topic(channel),
+            &msg,
+            &member::set_entry(channel, &info.client),
+        ]);
+    }
+
+    fn list(&self, channel: &str) -> Completion<Result<Vec<ClientInfo>, BrokerError>> {
+        let inner = self.inner.clone();
+        let key = inner.key(channel, "p");
+        Completion::Pending(Box::pin(async move {
+            let v = inner
+                .link
+                .call(&[b"HGETALL".as_slice(), key.as_bytes()])
+                .await?;
+            Ok(v.items()
+                .chunks(2)
+                .filter_map(|kv| kv.get(1).and_then(Value::bytes).and_then(member::decode))
+                .collect())
+        }))
+    }
+
+    fn stats(&self, channel: &str) -> Completion<Result<(u64, u64), BrokerError>> {
+        let inner = self.inner.clone();
+        let (p, u) = (inner.key(channel, "p"), inner.key(channel, "u"));
+        Completion::Pending(Box::pin(async move {
+            let a = inner.link.call_later(&[b"HLEN".as_slice(), p.as_bytes()])?;
+            let b = inner.link.call_later(&[b"HLEN".as_slice(), u.as_bytes()])?;
+            let (a, b) = tokio::join!(a, b);
+            let n = |v: Value| u64::try_from(v.int().unwrap_or(0)).unwrap_or(0);
+            Ok((n(a?), n(b?)))
+        }))
+    }
+}
+
+/// Heartbeats, the node list, dead nodes, and keeping followed channels'
+/// metadata from expiring.
+async fn heartbeats(me: Weak<Inner>) {
+    let Some(period) = me.upgrade().map(|i| i.cfg.heartbeat) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut beats: u64 = 0;
+    loop {
+        tick.tick().await;
+        let Some(inner) = me.upgrade() else { return };
+        if !inner.link.is_up() {
+            continue;
+        }
+        beats += 1;
+        if let Err(e) = beat(&inner, beats).await {
+            tracing::debug!(error = %e, "heartbeat failed");
+        }
+    }
+}
+
+async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
+    let stats = inner
+        .stats
+        .get()
+        .map(|f| f())
+        .unwrap_or(serde_json::Value::Null);
+    let seen = format!("{}:nodes:seen", inner.cfg.prefix);
+    let hash = format!("{}:nodes", inner.cfg.prefix);
+    let v = inner
+        .link
+        .call(&[
+            b"EVALSHA".as_slice(),
+            lua::HEARTBEAT.sha().as_bytes(),
+            b"2",
+            seen.as_bytes(),
+            hash.as_bytes(),
+            inner.node_id.as_bytes(),
+            stats.to_string().as_bytes(),
+            inner.cfg.dead_after.as_millis().to_string().as_bytes(),
+        ])
+        .await?;
+    let items = v.items();
+    if items.first().and_then(Value::int) == Some(1) && beats > 1 {
+        // We were taken for dead (and our members removed): register again.
+        tracing::warn!(node = %inner.node_id, "this node was taken for dead by the cluster; re-registering its presence");
+        inner.repair_presence();
+    }
+    for dead in items.iter().skip(1).filter_map(Value::bytes) {
+        let id = String::from_utf8_lossy(dead).into_owned();
+        if id != inner.node_id {
+            let n = inner.forget(&id, false).await?;
+            tracing::info!(node = %id, members = n, "forgot a silent node and its presence");
+        }
+    }
+    // The node list, with the Redis clock's view of who is alive.
+    let list = inner.link.call_later(&[
+        b"ZRANGE".as_slice(),
+        seen.as_bytes(),
+        b"0",
+        b"-1",
+        b"WITHSCORES",
+    ])?;
+    let all = inner
+        .link
+        .call_later(&[b"HGETALL".as_slice(), hash.as_bytes()])?;
+    let now = inner.link.call_later(&[b"TIME"])?;
+    let (list, all, now) = tokio::join!(list, all, now);
+    let (list, all, now) = (list?, all?, now?);
+    let now_ms = now.items().first().and_then(Value::int).unwrap_or(0) * 1000
+        + now.items().get(1).and_then(Value::int).unwrap_or(0) / 1000;
+    let stats: HashMap<Bytes, serde_json::Value> = all
+        .items()
+        .chunks(2)
+        .filter_map(|kv| {
+            let k = kv.first()?.bytes()?.clone();
+            let v = serde_json::from_slice(kv.get(1)?.bytes()?).ok()?;
+            Some((k, v))
+        })
+        .collect();
+    let nodes = list
+        .items()
+        .chunks(2)
+        .filter_map(|kv| {
+            let id = kv.first()?.bytes()?;
+            let at = kv.get(1)?.int().or_else(|| {
+                std::str::from_utf8(kv.get(1)?.bytes()?)
+                    .ok()?
+                    .parse::<f64>()
+                    .ok()
+                    .map(|f| f as i64)
+            })?;
+            Some(NodeInfo {
+                id: String::from_utf8_lossy(id).into_owned(),
+                last_seen_ms: u64::try_from(now_ms - at).unwrap_or(0),
+                stats: stats.get(id).cloned().unwrap_or(serde_json::Value::Null),
+            })
+        })
+        .collect();
+    *lock(&inner.nodes) = nodes;
+    // Channels followed here keep their epoch while anyone follows them.
+    let every = refresh_every(inner);
+    if every > 0 && beats.is_multiple_of(every) {
+        let chans: Vec<Arc<str>> = lock(&inner.chans).keys().cloned().collect();
+        for name in chans {
+            let ttl = inner.ttl_ms(&name);
+            if ttl != "0" {
+                let _ = inner.link.fire(&[
+                    b"PEXPIRE".as_slice(),
+                    inner.key(&name, "m").as_bytes(),
+                    ttl.as_bytes(),
+                ]);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Heartbeats between two refreshes of followed channels' expiry: a third of
+/// the shortest retention time (0: nothing expires).
+fn refresh_every(inner: &Inner) -> u64 {
+    let shortest = std::iter::once(&inner.cfg.retention)
+        .chain(inner.cfg.by_namespace.values())
+        .map(|r| r.ttl)
+        .filter(|t| !t.is_zero())
+        .min();
+    match shortest {
+        None => 0,
+        Some(t) => {
+            let beat = inner.cfg.heartbeat.as_millis().max(1);
+            u64::try_from((t.as_millis() / 3 / beat).max(1)).unwrap_or(1)
+        }
+    }
+}

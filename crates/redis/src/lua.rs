@@ -1,0 +1,65 @@
+//! The Lua scripts Herald runs in Redis, each atomic there. They are loaded
+//! (`SCRIPT LOAD`) on every new connection and called by SHA-1 (`EVALSHA`),
+//! so a restarted Redis gets them again before any call.
+
+use sha1::{Digest, Sha1};
+use std::sync::OnceLock;
+
+/// One script: its text and, computed once, its SHA-1.
+#[derive(Debug)]
+pub struct Script {
+    /// The Lua source.
+    pub text: &'static str,
+    sha: OnceLock<String>,
+}
+
+impl Script {
+    const fn new(text: &'static str) -> Script {
+        Script {
+            text,
+            sha: OnceLock::new(),
+        }
+    }
+
+    /// Hex SHA-1 of the text, as `EVALSHA` wants it.
+    pub fn sha(&self) -> &str {
+        self.sha.get_or_init(|| {
+            Sha1::digest(self.text.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        })
+    }
+}
+
+/// Publish: offset, stream, live message.
+pub static PUBLISH: Script = Script::new(include_str!("lua/publish.lua"));
+/// Position and history (and the epoch of a channel first subscribed to).
+pub static READ: Script = Script::new(include_str!("lua/read.lua"));
+/// A presence member joins.
+pub static JOIN: Script = Script::new(include_str!("lua/join.lua"));
+/// A presence member leaves.
+pub static LEAVE: Script = Script::new(include_str!("lua/leave.lua"));
+/// A node's heartbeat.
+pub static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
+/// Forgetting a dead node.
+pub static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
+
+/// Every script.
+pub fn all() -> [&'static Script; 6] {
+    [&PUBLISH, &READ, &JOIN, &LEAVE, &HEARTBEAT, &FORGET]
+}
+
+/// The `SCRIPT LOAD` commands run on each new connection.
+pub fn setup() -> Vec<Vec<Vec<u8>>> {
+    all()
+        .iter()
+        .map(|s| {
+            vec![
+                b"SCRIPT".to_vec(),
+                b"LOAD".to_vec(),
+                s.text.as_bytes().to_vec(),
+            ]
+        })
+        .collect()
+}

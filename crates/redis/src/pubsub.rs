@@ -1,0 +1,239 @@
+//! The subscriber link: one connection in Redis's subscribe mode, shared by
+//! every channel of the node (one Redis subscription per channel per node,
+//! however many clients subscribe to it).
+//!
+//! `SUBSCRIBE` and `UNSUBSCRIBE` each name one topic, so Redis confirms each
+//! with exactly one reply, in order: a FIFO of the commands sent matches every
+//! confirmation to its command, and a subscribe is reported confirmed only by
+//! its own confirmation (not by an older one for the same topic). Messages are
+//! handed to the [`Sink`] on the reader task, in the order Redis sent them.
+//!
+//! When the connection fails the link reconnects (capped backoff) and calls
+//! [`Sink::reconnected`]; the sink re-subscribes what it needs and fills the
+//! gap from the streams. Pending confirmations of the old connection are
+//! dropped, which their waiters see as an error.
+
+use crate::conn::{connect, Target, CONNECT_TIMEOUT, MAX_BACKOFF};
+use crate::resp::{self, Value};
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+/// Subscribe/unsubscribe commands that may wait for the writer.
+const QUEUE: usize = 65_536;
+
+/// Receives what the subscriber link reads.
+pub trait Sink: Send + Sync + 'static {
+    /// A message published to `topic`.
+    fn message(&self, topic: &[u8], payload: Bytes);
+    /// The link (re)connected with no subscriptions: subscribe again.
+    fn reconnected(&self);
+    /// The link went down: messages may be missed until `reconnected`.
+    fn disconnected(&self);
+}
+
+enum Cmd {
+    Subscribe(Bytes, oneshot::Sender<()>),
+    Unsubscribe(Bytes),
+}
+
+/// The subscriber link.
+pub struct PubSub {
+    tx: mpsc::Sender<Cmd>,
+    up: AtomicBool,
+}
+
+impl std::fmt::Debug for PubSub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PubSub")
+            .field("up", &self.is_up())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a subscribe did not take effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the redis subscriber link is down")]
+pub struct Down;
+
+impl PubSub {
+    /// Starts the link; `sink` receives its messages.
+    pub fn start(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let link = Arc::new(PubSub {
+            tx,
+            up: AtomicBool::new(false),
+        });
+        tokio::spawn(run(Arc::downgrade(&link), target, sink, rx));
+        link
+    }
+
+    /// Whether the connection is up.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    /// Subscribes to `topic`; the receiver completes when Redis confirmed it
+    /// (messages published after that reach the sink), or fails if the link
+    /// went down first.
+    pub fn subscribe(&self, topic: Bytes) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.is_up() {
+            // A full queue drops `tx`: the caller sees the error.
+            let _ = self.tx.try_send(Cmd::Subscribe(topic, tx));
+        }
+        rx
+    }
+
+    /// Unsubscribes from `topic` (best effort: a lost link has none anyway).
+    pub fn unsubscribe(&self, topic: Bytes) {
+        if self.is_up() {
+            let _ = self.tx.try_send(Cmd::Unsubscribe(topic));
+        }
+    }
+}
+
+async fn run(
+    link: Weak<PubSub>,
+    target: Target,
+    sink: Weak<dyn Sink>,
+    mut rx: mpsc::Receiver<Cmd>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let stream = match connect(&target, &[]).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "redis subscriber link: cannot connect");
+                tokio::time::sleep(backoff.min(CONNECT_TIMEOUT)).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                if link.strong_count() == 0 {
+                    return;
+                }
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        // Commands queued for the old connection mean nothing on this one.
+        while rx.try_recv().is_ok() {}
+        let Some(l) = link.upgrade() else { return };
+        l.up.store(true, Ordering::Release);
+        drop(l);
+        if let Some(s) = sink.upgrade() {
+            s.reconnected();
+        }
+        let stop = serve(stream, &mut rx, &sink).await;
+        if let Some(l) = link.upgrade() {
+            l.up.store(false, Ordering::Release);
+        }
+        if let Some(s) = sink.upgrade() {
+            s.disconnected();
+        }
+        if stop {
+            return;
+        }
+        tracing::warn!(addr = %target.addr, "lost the redis subscriber link; reconnecting");
+    }
+}
+
+/// Serves one connection; true when the link was dropped (stop for good).
+async fn serve(
+    stream: tokio::net::TcpStream,
+    rx: &mut mpsc::Receiver<Cmd>,
+    sink: &Weak<dyn Sink>,
+) -> bool {
+    let (mut read, mut write) = stream.into_split();
+    let mut pending: VecDeque<Option<oneshot::Sender<()>>> = VecDeque::new();
+    let mut inbuf = BytesMut::with_capacity(64 * 1024);
+    let mut out = BytesMut::new();
+    let mut batch = Vec::with_capacity(64);
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, 512) => {
+                if n == 0 {
+                    return true;
+                }
+                out.clear();
+                for cmd in batch.drain(..) {
+                    match cmd {
+                        Cmd::Subscribe(topic, done) => {
+                            resp::encode(&[&b"SUBSCRIBE"[..], &topic], &mut out);
+                            pending.push_back(Some(done));
+                        }
+                        Cmd::Unsubscribe(topic) => {
+                            resp::encode(&[&b"UNSUBSCRIBE"[..], &topic], &mut out);
+                            pending.push_back(None);
+                        }
+                    }
+                }
+                if write.write_all(&out).await.is_err() {
+                    return false;
+                }
+            }
+            r = read.read_buf(&mut inbuf) => {
+                if !matches!(r, Ok(n) if n > 0) {
+                    return false;
+                }
+                let Some(sink) = sink.upgrade() else { return true };
+                loop {
+                    match resp::decode(&mut inbuf) {
+                        Ok(Some(v)) => {
+                            if !dispatch(v, &mut pending, &*sink) {
+                                return false;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "redis subscriber link");
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Handles one value read in subscribe mode; false if it makes no sense.
+fn dispatch(
+    v: Value,
+    pending: &mut VecDeque<Option<oneshot::Sender<()>>>,
+    sink: &dyn Sink,
+) -> bool {
+    let Value::Array(Some(mut items)) = v else {
+        tracing::warn!("redis subscriber link: unexpected reply");
+        return false;
+    };
+    let kind = items.first().and_then(|k| k.bytes().cloned());
+    match kind.as_deref() {
+        Some(b"message") if items.len() == 3 => {
+            let payload = items
+                .pop()
+                .and_then(|p| p.bytes().cloned())
+                .unwrap_or_default();
+            if let Some(topic) = items.get(1).and_then(|t| t.bytes()) {
+                sink.message(topic, payload);
+            }
+            true
+        }
+        Some(b"subscribe") | Some(b"unsubscribe") => match pending.pop_front() {
+            Some(Some(done)) => {
+                let _ = done.send(());
+                true
+            }
+            Some(None) => true,
+            None => {
+                tracing::warn!("redis subscriber link: a confirmation nobody asked for");
+                false
+            }
+        },
+        _ => {
+            tracing::warn!("redis subscriber link: unexpected message");
+            false
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! A real `redis-server` for tests (Debian's `redis-server` package): started
+//! on a free 127.0.0.1 port with no persistence, killed when dropped, and
+//! restartable on the same port to test outages.
+//!
+//! When `redis-server` is not installed, [`RedisServer::start`] returns `None`
+//! so a developer without it sees the cluster tests skip with a message;
+//! under CI (`CI` set) it panics instead, because `scripts/test.sh` installs
+//! it there and a skip would hide a broken install.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server`.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+impl RedisServer {
+    /// Starts one, or `None` (outside CI) when `redis-server` is missing.
+    pub fn start() -> Option<RedisServer> {
+        let installed = Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "redis-server is not installed (scripts/test.sh installs it with apt)"
+            );
+            eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
+            return None;
+        }
+        let mut s = RedisServer {
+            child: None,
+            port: free_port(),
+        };
+        s.restart();
+        Some(s)
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills it (SIGKILL: no goodbye to its clients; with no persistence,
+    /// everything it held is gone).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it (again) on the same port, empty, and waits until it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(child) = child else {
+            panic!("cannot start redis-server");
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

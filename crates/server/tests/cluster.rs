@@ -1,0 +1,485 @@
+//! Cluster mode: several nodes joined by a real `redis-server` (started per
+//! test on a free port). Each node runs on its own runtime, so a test can kill
+//! one abruptly (its runtime is dropped: sockets close, no goodbye to Redis)
+//! as a crash would.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use common::{close_code, http, json_client, recv_json, send_json, Ws, WAIT};
+use herald_redis::testing::RedisServer;
+use herald_server::{Listeners, ServeArgs, ServerConfig};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// One node on its own runtime thread.
+struct Node {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    kill: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Node {
+    fn start(redis: &RedisServer) -> Node {
+        Node::start_with(ServeArgs {
+            broker: Some(redis.url()),
+            ..ServeArgs::default()
+        })
+    }
+
+    fn start_with(args: ServeArgs) -> Node {
+        let config = ServerConfig::resolve(args).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let (kill, killed) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.spawn(async move {
+                let l = tokio::net::TcpListener::from_std(listener).unwrap();
+                herald_server::run(Listeners::from(l), config, token)
+                    .await
+                    .unwrap();
+            });
+            // Until killed (or the test ends): then everything stops at once.
+            let _ = killed.recv();
+            rt.shutdown_background();
+        });
+        Node {
+            addr,
+            shutdown,
+            kill: Some(kill),
+        }
+    }
+
+    /// Stops the node abruptly, like a crash.
+    fn kill(&mut self) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        // Give the graceful path a moment, then stop the runtime regardless.
+        let kill = self.kill.take();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(3));
+            if let Some(k) = kill {
+                let _ = k.send(());
+            }
+        });
+    }
+}
+
+async fn request(ws: &mut Ws, v: Value) -> Value {
+    let id = v["id"].clone();
+    send_json(ws, v).await;
+    loop {
+        let m = recv_json(ws).await;
+        if m["id"] == id {
+            return m;
+        }
+    }
+}
+
+/// Waits until `ready` is a clean subscribe reply; the broker may need a
+/// moment to reach Redis after a node starts.
+async fn subscribe(ws: &mut Ws, id: u32, sub: Value) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = request(ws, json!({"id": id, "subscribe": sub.clone()})).await;
+        if r["subscribe"].is_object() || Instant::now() > deadline {
+            assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn publish(ws: &mut Ws, id: u32, channel: &str, data: Value) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = request(
+            ws,
+            json!({"id": id, "publish": {"channel": channel, "data": data.clone()}}),
+        )
+        .await;
+        if r["publish"].is_object() || Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The next `n` publications pushed on `ws` (offset, data), skipping others.
+async fn pubs(ws: &mut Ws, channel: &str, n: usize) -> Vec<(u64, Value)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let m = recv_json(ws).await;
+        if m["pub"]["channel"] == channel {
+            out.push((
+                m["pub"]["offset"].as_u64().unwrap(),
+                m["pub"]["data"].clone(),
+            ));
+        }
+    }
+    out
+}
+
+/// A subscribe reply's `recovered` (absent in JSON means false).
+fn recovered(r: &Value) -> bool {
+    r["subscribe"]["recovered"].as_bool().unwrap_or(false)
+}
+
+async fn push_of(ws: &mut Ws, kind: &str) -> Value {
+    loop {
+        let m = recv_json(ws).await;
+        if m[kind].is_object() {
+            return m[kind].clone();
+        }
+    }
+}
+
+#[tokio::test]
+async fn publications_reach_subscribers_on_every_node_in_order() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b, c) = (
+        Node::start(&redis),
+        Node::start(&redis),
+        Node::start(&redis),
+    );
+    let mut on_a = json_client(a.addr).await;
+    let mut on_b = json_client(b.addr).await;
+    let mut publisher = json_client(c.addr).await;
+    let sa = subscribe(&mut on_a, 2, json!({"channel": "chat"})).await;
+    let sb = subscribe(&mut on_b, 2, json!({"channel": "chat"})).await;
+    let epoch = sa["subscribe"]["epoch"].clone();
+    assert!(epoch.as_str().is_some_and(|e| !e.is_empty()), "{sa}");
+    assert_eq!(sb["subscribe"]["epoch"], epoch, "one stream for every node");
+    for i in 1..=20u64 {
+        let r = publish(&mut publisher, 10 + i as u32, "chat", json!({"n": i})).await;
+        assert_eq!(r["publish"]["epoch"], epoch, "{r}");
+        assert_eq!(r["publish"]["offset"], i, "{r}");
+    }
+    for ws in [&mut on_a, &mut on_b] {
+        let got = pubs(ws, "chat", 20).await;
+        let want: Vec<(u64, Value)> = (1..=20).map(|i| (i, json!({"n": i}))).collect();
+        assert_eq!(got, want);
+    }
+    // The HTTP publish API works on any node.
+    let (status, _, body) = http(
+        b.addr,
+        "POST",
+        "/api/publish",
+        &[("content-type", "application/json")],
+        r#"{"channel":"chat","data":{"n":21}}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        pubs(&mut on_a, "chat", 1).await,
+        vec![(21, json!({"n": 21}))]
+    );
+}
+
+#[tokio::test]
+async fn a_client_recovers_on_another_node_what_it_missed() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut publisher = json_client(a.addr).await;
+    let mut sub = json_client(a.addr).await;
+    let r = subscribe(&mut sub, 2, json!({"channel": "news"})).await;
+    let epoch = r["subscribe"]["epoch"].clone();
+    for i in 1..=2u64 {
+        publish(&mut publisher, i as u32 + 10, "news", json!(i)).await;
+    }
+    assert_eq!(pubs(&mut sub, "news", 2).await.last().map(|p| p.0), Some(2));
+    drop(sub);
+    for i in 3..=5u64 {
+        publish(&mut publisher, i as u32 + 10, "news", json!(i)).await;
+    }
+    // Back, on the other node, from offset 2.
+    let mut again = json_client(b.addr).await;
+    let r = subscribe(
+        &mut again,
+        3,
+        json!({"channel": "news", "recover": {"epoch": epoch, "offset": 2}}),
+    )
+    .await;
+    let s = &r["subscribe"];
+    assert!(recovered(&r), "{r}");
+    assert_eq!(s["epoch"], epoch);
+    assert_eq!(s["offset"], 5);
+    let offsets: Vec<u64> = s["publications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, vec![3, 4, 5]);
+    // Then live, with no gap and no duplicate.
+    publish(&mut publisher, 20, "news", json!(6)).await;
+    assert_eq!(pubs(&mut again, "news", 1).await, vec![(6, json!(6))]);
+    // A position from another epoch is not recovered.
+    let mut stale = json_client(b.addr).await;
+    let r = subscribe(
+        &mut stale,
+        2,
+        json!({"channel": "news", "recover": {"epoch": "nope", "offset": 2}}),
+    )
+    .await;
+    assert!(!recovered(&r), "{r}");
+}
+
+#[tokio::test]
+async fn publishing_races_with_recovery_across_nodes() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut first = json_client(b.addr).await;
+    let r = subscribe(&mut first, 2, json!({"channel": "race"})).await;
+    let epoch = r["subscribe"]["epoch"].clone();
+    // A publisher on node A publishes without pause while clients attach on
+    // node B with recovery from offset 0: each must see 1..=N exactly once.
+    let addr = a.addr;
+    let publisher = tokio::spawn(async move {
+        let mut p = json_client(addr).await;
+        for i in 1..=300u64 {
+            send_json(
+                &mut p,
+                json!({"id": 0, "publish": {"channel": "race", "data": i}}),
+            )
+            .await;
+        }
+        // A final acknowledged publish: everything before it is in.
+        publish(&mut p, 1, "race", json!(301)).await
+    });
+    let mut joiners = Vec::new();
+    for k in 0..5 {
+        tokio::time::sleep(Duration::from_millis(5 * k)).await;
+        let mut ws = json_client(b.addr).await;
+        let r = subscribe(
+            &mut ws,
+            2,
+            json!({"channel": "race", "recover": {"epoch": epoch, "offset": 0}}),
+        )
+        .await;
+        joiners.push((ws, r));
+    }
+    let last = publisher.await.unwrap();
+    assert_eq!(last["publish"]["offset"], 301, "{last}");
+    for (mut ws, r) in joiners {
+        let s = &r["subscribe"];
+        let mut seen: Vec<u64> = s["publications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["offset"].as_u64().unwrap())
+            .collect();
+        let top = s["offset"].as_u64().unwrap();
+        assert_eq!(seen.last().copied().unwrap_or(0), top, "{r}");
+        let live = pubs(&mut ws, "race", (301 - top) as usize).await;
+        seen.extend(live.iter().map(|p| p.0));
+        // Recovery retains the last 100 only: what it gave plus what came live
+        // is one unbroken run ending at 301.
+        let start = seen[0];
+        assert_eq!(seen, (start..=301).collect::<Vec<u64>>());
+        assert_eq!(recovered(&r), start == 1, "{r}");
+    }
+}
+
+#[tokio::test]
+async fn presence_and_join_leave_span_the_cluster() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut listener = json_client(a.addr).await;
+    subscribe(
+        &mut listener,
+        2,
+        json!({"channel": "room", "join_leave": true}),
+    )
+    .await;
+    let mut other = json_client(b.addr).await;
+    let me = request(&mut other, json!({"id": 5, "ping": {}})).await;
+    assert!(me["ping"].is_object());
+    subscribe(&mut other, 2, json!({"channel": "room"})).await;
+    let join = push_of(&mut listener, "join").await;
+    assert_eq!(join["channel"], "room");
+    let joined = join["client"].clone();
+    let r = request(
+        &mut other,
+        json!({"id": 3, "presence": {"channel": "room"}}),
+    )
+    .await;
+    let mut clients: Vec<String> = r["presence"]["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["client"].as_str().unwrap().to_string())
+        .collect();
+    clients.sort();
+    assert_eq!(clients.len(), 2, "{r}");
+    assert!(clients.contains(&joined.as_str().unwrap().to_string()));
+    assert_ne!(clients[0], clients[1], "client ids are unique across nodes");
+    let r = request(
+        &mut listener,
+        json!({"id": 4, "presence_stats": {"channel": "room"}}),
+    )
+    .await;
+    assert_eq!(
+        r["presence_stats"],
+        json!({"clients": 2, "users": 0}),
+        "{r}"
+    );
+    request(
+        &mut other,
+        json!({"id": 6, "unsubscribe": {"channel": "room"}}),
+    )
+    .await;
+    let leave = push_of(&mut listener, "leave").await;
+    assert_eq!(leave["client"], joined);
+    let r = request(
+        &mut listener,
+        json!({"id": 7, "presence_stats": {"channel": "room"}}),
+    )
+    .await;
+    assert_eq!(r["presence_stats"]["clients"], 1, "{r}");
+}
+
+#[tokio::test]
+async fn a_dead_nodes_members_leave_and_the_node_list_follows() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    let mut b = Node::start(&redis);
+    let mut listener = json_client(a.addr).await;
+    subscribe(
+        &mut listener,
+        2,
+        json!({"channel": "room", "join_leave": true}),
+    )
+    .await;
+    let mut doomed = json_client(b.addr).await;
+    subscribe(&mut doomed, 2, json!({"channel": "room"})).await;
+    let join = push_of(&mut listener, "join").await;
+    let nodes = wait_for_nodes(a.addr, 2).await;
+    assert_eq!(nodes["broker"], "redis");
+    b.kill();
+    // Within the dead-after time (5 s) plus a heartbeat or two.
+    let leave = tokio::time::timeout(Duration::from_secs(15), push_of(&mut listener, "leave"))
+        .await
+        .expect("no leave for the dead node's member");
+    assert_eq!(leave["client"], join["client"]);
+    let r = request(
+        &mut listener,
+        json!({"id": 3, "presence": {"channel": "room"}}),
+    )
+    .await;
+    assert_eq!(r["presence"]["clients"].as_array().unwrap().len(), 1, "{r}");
+    wait_for_nodes(a.addr, 1).await;
+    drop(doomed);
+}
+
+/// Polls `GET /api/nodes` until it lists `n` nodes.
+async fn wait_for_nodes(addr: SocketAddr, n: usize) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (status, _, body) = http(addr, "GET", "/api/nodes", &[], "").await;
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if v["nodes"].as_array().map(Vec::len) == Some(n) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "never {n} nodes: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn redis_down_then_back_without_its_data() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    let mut sub = json_client(a.addr).await;
+    let r = subscribe(&mut sub, 2, json!({"channel": "feed"})).await;
+    let epoch = r["subscribe"]["epoch"].clone();
+    let mut publisher = json_client(a.addr).await;
+    publish(&mut publisher, 3, "feed", json!(1)).await;
+    assert_eq!(pubs(&mut sub, "feed", 1).await, vec![(1, json!(1))]);
+
+    redis.kill();
+    // Publishing fails with a clear error; clients stay connected.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = request(
+            &mut publisher,
+            json!({"id": 4, "publish": {"channel": "feed", "data": 2}}),
+        )
+        .await;
+        if r["error"]["code"] == 114 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "publish did not fail: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, _) = http(a.addr, "GET", "/readyz", &[], "").await;
+    assert_eq!(status, 503);
+    let pong = request(&mut sub, json!({"id": 5, "ping": {}})).await;
+    assert!(pong["ping"].is_object(), "{pong}");
+
+    // Back, empty: the channel's stream is gone, so its subscriber is told to
+    // reconnect, and its recovery says that something may have been lost.
+    redis.restart();
+    assert_eq!(close_code(&mut sub).await, 3004);
+    let mut again = json_client(a.addr).await;
+    let r = subscribe(
+        &mut again,
+        2,
+        json!({"channel": "feed", "recover": {"epoch": epoch, "offset": 1}}),
+    )
+    .await;
+    assert!(!recovered(&r), "{r}");
+    let r = publish(&mut publisher, 6, "feed", json!(3)).await;
+    assert!(r["publish"].is_object(), "{r}");
+    assert_eq!(pubs(&mut again, "feed", 1).await.len(), 1);
+    let (status, _, _) = http(a.addr, "GET", "/readyz", &[], "").await;
+    assert_eq!(status, 200);
+    let (_, _, metrics) = http(a.addr, "GET", "/metrics", &[], "").await;
+    assert!(
+        metrics.contains("herald_cluster_streams_lost_total 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_broker_url_is_refused_at_start() {
+    for bad in ["redis://", "redis://h:notaport", "nats://x:1"] {
+        let r = ServerConfig::resolve(ServeArgs {
+            broker: Some(bad.into()),
+            ..ServeArgs::default()
+        })
+        .map(herald_server::server::shared);
+        assert!(!matches!(r, Ok(Ok(_))), "{bad} was accepted");
+    }
+}
