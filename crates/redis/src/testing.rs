@@ -49,6 +49,38 @@ impl RedisServer {
         Some(s)
     }
 
+    /// Makes Redis unresponsive for `seconds` (`DEBUG SLEEP`): a slow Redis.
+    /// Returns once the command is sent.
+    pub fn stall(&self, seconds: f64) {
+        use std::io::Write;
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+            let _ = write!(s, "DEBUG SLEEP {seconds}\r\n");
+            // Keep the connection open while it sleeps; Redis answers later.
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut buf = [0u8; 64];
+                let _ = s.read(&mut buf);
+            });
+        }
+    }
+
+    /// Runs one command and returns the first line of its reply (e.g.
+    /// `:1`), or an empty string if Redis could not be reached.
+    pub fn command(&self, args: &[&str]) -> String {
+        use std::io::{BufRead, Write};
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return String::new();
+        };
+        let mut out = bytes::BytesMut::new();
+        crate::resp::encode(args, &mut out);
+        if s.write_all(&out).is_err() {
+            return String::new();
+        }
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(s).read_line(&mut line);
+        line.trim_end().to_string()
+    }
+
     /// `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
@@ -69,6 +101,7 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local"])
             .args(["--dir", &std::env::temp_dir().to_string_lossy()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -32,6 +32,7 @@ pub mod rewind;
 pub mod server;
 pub mod sse;
 pub mod tcp;
+pub mod testing;
 pub mod tls;
 pub mod ws;
 

@@ -1,6 +1,6 @@
 //! Cluster mode: several nodes joined by a real `redis-server` (started per
-//! test on a free port). Each node runs on its own runtime, so a test can kill
-//! one abruptly (its runtime is dropped: sockets close, no goodbye to Redis)
+//! test on a free port). Each node runs on its own runtime
+//! (`herald_server::testing::NodeHandle`), so a test can kill one abruptly,
 //! as a crash would.
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -9,77 +9,21 @@ mod common;
 
 use common::{close_code, http, json_client, recv_json, send_json, Ws, WAIT};
 use herald_redis::testing::RedisServer;
-use herald_server::{Listeners, ServeArgs, ServerConfig};
+use herald_server::testing::NodeHandle;
+use herald_server::{ServeArgs, ServerConfig};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
-/// One node on its own runtime thread.
-struct Node {
-    addr: SocketAddr,
-    shutdown: CancellationToken,
-    kill: Option<std::sync::mpsc::Sender<()>>,
-}
+/// A cluster node on its own runtime (see `herald_server::testing`).
+struct Node;
 
 impl Node {
-    fn start(redis: &RedisServer) -> Node {
-        Node::start_with(ServeArgs {
+    fn start(redis: &RedisServer) -> NodeHandle {
+        NodeHandle::start(ServeArgs {
             broker: Some(redis.url()),
             ..ServeArgs::default()
         })
-    }
-
-    fn start_with(args: ServeArgs) -> Node {
-        let config = ServerConfig::resolve(args).unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let shutdown = CancellationToken::new();
-        let token = shutdown.clone();
-        let (kill, killed) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.spawn(async move {
-                let l = tokio::net::TcpListener::from_std(listener).unwrap();
-                herald_server::run(Listeners::from(l), config, token)
-                    .await
-                    .unwrap();
-            });
-            // Until killed (or the test ends): then everything stops at once.
-            let _ = killed.recv();
-            rt.shutdown_background();
-        });
-        Node {
-            addr,
-            shutdown,
-            kill: Some(kill),
-        }
-    }
-
-    /// Stops the node abruptly, like a crash.
-    fn kill(&mut self) {
-        if let Some(k) = self.kill.take() {
-            let _ = k.send(());
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-        // Give the graceful path a moment, then stop the runtime regardless.
-        let kill = self.kill.take();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(3));
-            if let Some(k) = kill {
-                let _ = k.send(());
-            }
-        });
     }
 }
 
@@ -470,6 +414,69 @@ async fn redis_down_then_back_without_its_data() {
         metrics.contains("herald_cluster_streams_lost_total 1"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn a_lost_subscriber_link_is_filled_from_the_stream() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut sub = json_client(a.addr).await;
+    subscribe(&mut sub, 2, json!({"channel": "gap"})).await;
+    let mut publisher = json_client(b.addr).await;
+    publish(&mut publisher, 3, "gap", json!(1)).await;
+    assert_eq!(pubs(&mut sub, "gap", 1).await.len(), 1);
+    // Cut every node's subscriber link while publishing goes on: node A
+    // misses live messages, then reads them back from the stream.
+    let mut killed = 0;
+    for i in 2..=40u64 {
+        if i == 5 {
+            let r = redis.command(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+            killed = r.trim_start_matches(':').parse::<u32>().unwrap_or(0);
+        }
+        publish(&mut publisher, i as u32 + 10, "gap", json!(i)).await;
+    }
+    assert!(killed >= 1, "no subscriber link was cut");
+    let got = pubs(&mut sub, "gap", 39).await;
+    assert_eq!(
+        got.iter().map(|p| p.0).collect::<Vec<_>>(),
+        (2..=40).collect::<Vec<u64>>()
+    );
+    let (_, _, metrics) = http(a.addr, "GET", "/metrics", &[], "").await;
+    assert!(
+        metrics.contains("herald_cluster_streams_lost_total 0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_redis_delays_publishes_but_not_the_connection() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    let mut sub = json_client(a.addr).await;
+    subscribe(&mut sub, 2, json!({"channel": "slow"})).await;
+    let mut publisher = json_client(a.addr).await;
+    publish(&mut publisher, 3, "slow", json!(1)).await;
+    redis.stall(1.0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A publish waits for Redis; the connection's other commands do not wait
+    // for it: the ping is answered first.
+    send_json(
+        &mut publisher,
+        json!({"id": 10, "publish": {"channel": "slow", "data": 2}}),
+    )
+    .await;
+    send_json(&mut publisher, json!({"id": 11, "ping": {}})).await;
+    let first = recv_json(&mut publisher).await;
+    assert_eq!(first["id"], 11, "{first}");
+    let second = recv_json(&mut publisher).await;
+    assert_eq!(second["id"], 10, "{second}");
+    assert_eq!(second["publish"]["offset"], 2, "{second}");
+    let got = pubs(&mut sub, "slow", 2).await;
+    assert_eq!(got.iter().map(|p| p.0).collect::<Vec<_>>(), vec![1, 2]);
 }
 
 #[tokio::test]

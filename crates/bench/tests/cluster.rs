@@ -1,0 +1,71 @@
+//! Fail-over across a cluster (seed 003's dual-server test): three nodes on one
+//! Redis, subscribers spread over two of them, publishers on the third; one
+//! subscriber node is killed mid-run. Its subscribers reconnect to the other
+//! node and recover from their positions: `--verify` must find nothing lost,
+//! duplicated or out of order.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use common::{fanout_args, read_json, temp_path};
+use herald_bench::fanout;
+use herald_redis::testing::RedisServer;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use std::time::Duration;
+
+fn node(redis: &RedisServer) -> NodeHandle {
+    NodeHandle::start(ServeArgs {
+        broker: Some(redis.url()),
+        ..ServeArgs::default()
+    })
+}
+
+#[test]
+fn killing_a_node_loses_nothing_for_its_subscribers() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (mut a, b, c) = (node(&redis), node(&redis), node(&redis));
+    // Let the nodes reach Redis before the run starts.
+    std::thread::sleep(Duration::from_millis(300));
+    let urls = format!("{},{}", a.ws_url(), b.ws_url());
+    let publish = c.ws_url();
+    let out = temp_path("cluster-failover.json");
+    let out_s = out.to_str().unwrap().to_owned();
+    let args = fanout_args(&[
+        "fanout",
+        &urls,
+        "--publish-url",
+        &publish,
+        "-p",
+        "2",
+        "-n",
+        "20",
+        "-C",
+        "4",
+        "-r",
+        "400",
+        "--duration",
+        "4s",
+        "--payload",
+        "64",
+        "--verify",
+        "--out",
+        &out_s,
+    ]);
+    let run = std::thread::spawn(move || fanout::run(&args));
+    std::thread::sleep(Duration::from_millis(1500));
+    a.kill();
+    let s = run.join().unwrap().unwrap();
+    assert_eq!(s.sent, 1600, "{s:?}");
+    assert_eq!(s.expected, 1600 * 5, "{s:?}");
+    assert_eq!((s.lost, s.duplicated, s.out_of_order), (0, 0, 0), "{s:?}");
+    assert_eq!(s.delivered, s.expected, "{s:?}");
+    assert!(s.reconnects.failovers >= 1, "nobody failed over: {s:?}");
+    assert!(s.recovered >= 1, "{s:?}");
+    let v = read_json(&out);
+    assert_eq!(v["params"]["urls"].as_array().unwrap().len(), 2);
+    drop((b, c));
+}
