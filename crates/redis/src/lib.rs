@@ -246,7 +246,7 @@ impl RedisBroker {
     /// presence members, announcing them as leaves.
     pub async fn leave_cluster(&self) -> Result<(), BrokerError> {
         self.inner
-            .forget(&self.inner.node_id, true)
+            .forget(&self.inner.node_id, "leave")
             .await
             .map(|_| ())
     }
@@ -373,29 +373,31 @@ impl Inner {
         tokio::spawn(sync(self.clone(), chan.clone()));
     }
 
-    async fn forget(&self, node: &str, force: bool) -> Result<i64, BrokerError> {
-        let seen = format!("{}:nodes:seen", self.cfg.prefix);
-        let stats = format!("{}:nodes", self.cfg.prefix);
-        let v = self
-            .link
-            .call(&[
-                b"EVALSHA".as_slice(),
-                lua::FORGET.sha().as_bytes(),
-                b"3",
-                seen.as_bytes(),
-                stats.as_bytes(),
-                self.members_key(node).as_bytes(),
-                node.as_bytes(),
-                self.cfg.prefix.as_bytes(),
-                if force { b"1" } else { b"0" },
-            ])
-            .await?;
+    /// `forget.lua` for `node` in `mode` (`dead`, `leave` or `repair`).
+    fn forget_args(&self, node: &str, mode: &str) -> Vec<Vec<u8>> {
+        vec![
+            b"EVALSHA".to_vec(),
+            lua::FORGET.sha().as_bytes().to_vec(),
+            b"3".to_vec(),
+            format!("{}:nodes:seen", self.cfg.prefix).into_bytes(),
+            format!("{}:nodes", self.cfg.prefix).into_bytes(),
+            self.members_key(node).into_bytes(),
+            node.as_bytes().to_vec(),
+            self.cfg.prefix.as_bytes().to_vec(),
+            mode.as_bytes().to_vec(),
+        ]
+    }
+
+    /// Removes `node` (`dead` or `leave`) and its presence members, announcing
+    /// them as leaves; returns how many were removed.
+    async fn forget(&self, node: &str, mode: &str) -> Result<i64, BrokerError> {
+        let v = self.link.call(&self.forget_args(node, mode)).await?;
         Ok(v.int().unwrap_or(0))
     }
 
-    /// Records `client` as a member of `channel` in Redis (announcing it only
-    /// if it was not there: repairs after an outage are silent).
-    fn join(&self, channel: &str, info: &ClientInfo) {
+    /// Records `client` as a member of `channel` in Redis, announcing it to
+    /// other nodes' listeners if `announce` and it was not there yet.
+    fn join(&self, channel: &str, info: &ClientInfo, announce: bool) {
         let member = member::encode(info);
         let msg = member::presence_message(true, &self.node_id, &member);
         let _ = self.link.fire(&[
@@ -411,15 +413,21 @@ impl Inner {
             &self.topic(channel),
             &msg,
             &member::set_entry(channel, &info.client),
+            if announce { b"1" } else { b"0" },
         ]);
     }
 
-    /// Registers every local member again (after Redis came back, or after
-    /// this node was taken for dead).
+    /// Replaces this node's presence members in Redis with the hub's (after
+    /// the command link reconnected, when joins and leaves may have been
+    /// lost, or after this node was taken for dead). Silent: listeners are
+    /// not told about the repair; `presence` is right again once it is done.
+    /// The commands are queued in order on the one link, so joins made after
+    /// this call land after the wipe.
     fn repair_presence(&self) {
+        let _ = self.link.fire(&self.forget_args(&self.node_id, "repair"));
         for channel in self.hub.channels() {
             for info in self.hub.presence(&channel) {
-                self.join(&channel, &info);
+                self.join(&channel, &info, false);
             }
         }
     }
@@ -672,7 +680,6 @@ impl Sink for Inner {
             c.resubscribe = true;
             me.start_sync(&mut c, &chan);
         }
-        self.repair_presence();
     }
 
     fn disconnected(&self) {
@@ -817,7 +824,7 @@ impl Broker for RedisBroker {
 
 impl Presence for RedisBroker {
     fn joined(&self, channel: &str, client: &Client) {
-        self.inner.join(channel, &client.info());
+        self.inner.join(channel, &client.info(), true);
     }
 
     fn left(&self, channel: &str, client: &Client) {
@@ -877,11 +884,19 @@ async fn heartbeats(me: Weak<Inner>) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut beats: u64 = 0;
+    let mut generation = 0;
     loop {
         tick.tick().await;
         let Some(inner) = me.upgrade() else { return };
         if !inner.link.is_up() {
             continue;
+        }
+        let now = *inner.link.generations().borrow();
+        if now != generation {
+            if generation != 0 {
+                inner.repair_presence();
+            }
+            generation = now;
         }
         beats += 1;
         if let Err(e) = beat(&inner, beats).await {
@@ -920,7 +935,7 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
     for dead in items.iter().skip(1).filter_map(Value::bytes) {
         let id = String::from_utf8_lossy(dead).into_owned();
         if id != inner.node_id {
-            let n = inner.forget(&id, false).await?;
+            let n = inner.forget(&id, "dead").await?;
             tracing::info!(node = %id, members = n, "forgot a silent node and its presence");
         }
     }

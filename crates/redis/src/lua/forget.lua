@@ -1,9 +1,15 @@
--- Removes a node (dead, or stopping) and every presence entry it left,
--- announcing each as a leave. Whoever removes it from the zset does the work.
+-- Removes a node's presence members (and, unless repairing, the node).
 -- KEYS[1] zset of nodes, KEYS[2] hash of node stats, KEYS[3] its member set
--- ARGV[1] node id, ARGV[2] key prefix, ARGV[3] '1' = even if not in the zset
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 and ARGV[3] ~= '1' then return 0 end
-redis.call('HDEL', KEYS[2], ARGV[1])
+-- ARGV[1] node id, ARGV[2] key prefix, ARGV[3] mode:
+--   'dead'   a silent node: whoever removes it from the zset does the work
+--            (the others return 0), and each member is announced as a leave
+--   'leave'  a node stopping: removed, members announced as leaves
+--   'repair' a node re-registering its members: stays registered, silent
+local mode = ARGV[3]
+if mode ~= 'repair' then
+  if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 and mode == 'dead' then return 0 end
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
 local n = 0
 for _, entry in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   -- entry: <channel length>:<channel><client id>
@@ -23,7 +29,9 @@ for _, entry in ipairs(redis.call('SMEMBERS', KEYS[3])) do
       if user ~= '' and redis.call('HINCRBY', base .. ':u', user, -1) <= 0 then
         redis.call('HDEL', base .. ':u', user)
       end
-      redis.call('PUBLISH', ARGV[2] .. ':c:' .. channel, 'l:' .. ARGV[1] .. ':' .. member)
+      if mode ~= 'repair' then
+        redis.call('PUBLISH', ARGV[2] .. ':c:' .. channel, 'l:' .. ARGV[1] .. ':' .. member)
+      end
       n = n + 1
     end
   end
