@@ -16,6 +16,9 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Its port on 127.0.0.1.
     pub port: u16,
+    /// With persistence: its append-only file's directory (kept across
+    /// restarts, removed on drop).
+    aof_dir: Option<std::path::PathBuf>,
 }
 
 fn free_port() -> u16 {
@@ -28,6 +31,16 @@ fn free_port() -> u16 {
 impl RedisServer {
     /// Starts one, or `None` (outside CI) when `redis-server` is missing.
     pub fn start() -> Option<RedisServer> {
+        RedisServer::start_with(false)
+    }
+
+    /// Starts one that keeps its data across [`RedisServer::restart`] (an
+    /// append-only file, fsynced on every write).
+    pub fn start_persistent() -> Option<RedisServer> {
+        RedisServer::start_with(true)
+    }
+
+    fn start_with(persistent: bool) -> Option<RedisServer> {
         let installed = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -41,9 +54,17 @@ impl RedisServer {
             eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
             return None;
         }
+        let port = free_port();
+        let aof_dir = persistent.then(|| {
+            let d =
+                std::env::temp_dir().join(format!("herald-redis-{}-{port}", std::process::id()));
+            let _ = std::fs::create_dir_all(&d);
+            d
+        });
         let mut s = RedisServer {
             child: None,
-            port: free_port(),
+            port,
+            aof_dir,
         };
         s.restart();
         Some(s)
@@ -98,14 +119,19 @@ impl RedisServer {
     /// Starts it (again) on the same port, empty, and waits until it answers.
     pub fn restart(&mut self) {
         self.kill();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--enable-debug-command", "local"])
-            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", ""])
+            .args(["--enable-debug-command", "local"]);
+        match &self.aof_dir {
+            Some(d) => cmd
+                .args(["--appendonly", "yes", "--appendfsync", "always"])
+                .args(["--dir", &d.to_string_lossy()]),
+            None => cmd
+                .args(["--appendonly", "no"])
+                .args(["--dir", &std::env::temp_dir().to_string_lossy()]),
+        };
+        let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         let Ok(child) = child else {
             panic!("cannot start redis-server");
         };
@@ -125,5 +151,8 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        if let Some(d) = &self.aof_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }

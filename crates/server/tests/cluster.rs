@@ -517,6 +517,33 @@ async fn a_slow_redis_delays_publishes_but_not_the_connection() {
 }
 
 #[tokio::test]
+async fn a_persistent_redis_restarts_without_disturbing_subscribers() {
+    let Some(mut redis) = RedisServer::start_persistent() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    let mut sub = json_client(a.addr).await;
+    let r = subscribe(&mut sub, 2, json!({"channel": "kept"})).await;
+    let epoch = r["subscribe"]["epoch"].clone();
+    let mut publisher = json_client(a.addr).await;
+    publish(&mut publisher, 3, "kept", json!(1)).await;
+    assert_eq!(pubs(&mut sub, "kept", 1).await, vec![(1, json!(1))]);
+    redis.kill();
+    redis.restart();
+    // Publishing resumes on the same stream; the subscriber was never closed
+    // and sees the next offset.
+    let r = publish(&mut publisher, 4, "kept", json!(2)).await;
+    assert_eq!(r["publish"]["epoch"], epoch, "{r}");
+    assert_eq!(r["publish"]["offset"], 2, "{r}");
+    assert_eq!(pubs(&mut sub, "kept", 1).await, vec![(2, json!(2))]);
+    let (_, _, metrics) = http(a.addr, "GET", "/metrics", &[], "").await;
+    assert!(
+        metrics.contains("herald_cluster_streams_lost_total 0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn a_bad_broker_url_is_refused_at_start() {
     for bad in ["redis://", "redis://h:notaport", "nats://x:1"] {
         let r = ServerConfig::resolve(ServeArgs {
