@@ -136,6 +136,16 @@ pub trait Broker: Send + Sync + 'static {
         limit: usize,
     ) -> Completion<Result<History, BrokerError>>;
 
+    /// A wildcard subscription to `pattern` was added on this node (the hub
+    /// matches publications against it). A broker that delivers only the
+    /// channels a node asked for must from now on also deliver those the
+    /// pattern matches; one that delivers everything (the in-memory broker)
+    /// does nothing. Live only: patterns have no positions.
+    fn subscribe_pattern(&self, _pattern: &str) {}
+
+    /// Undoes one [`Broker::subscribe_pattern`].
+    fn unsubscribe_pattern(&self, _pattern: &str) {}
+
     /// Whether the broker can serve right now (`/readyz`, `herald_broker_up`).
     /// The in-memory broker always can; a networked one reports its link.
     fn healthy(&self) -> bool {

@@ -400,6 +400,7 @@ impl Session {
                 },
             );
             self.node.hub.subscribe_pattern(&name, &self.client);
+            self.node.broker.subscribe_pattern(&name);
             return;
         }
         let node = self.node.clone();
@@ -455,7 +456,9 @@ impl Session {
     /// Removes one subscription (exact or pattern) from the hub.
     fn release(&self, channel: &str) {
         if routing::is_pattern(channel) {
-            self.node.hub.unsubscribe_pattern(channel, &self.client);
+            if self.node.hub.unsubscribe_pattern(channel, &self.client) {
+                self.node.broker.unsubscribe_pattern(channel);
+            }
         } else {
             if self.node.hub.unsubscribe(channel, self.client.id) {
                 self.node.presence.left(channel, &self.client);

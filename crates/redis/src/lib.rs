@@ -24,6 +24,10 @@
 //!   duplicate. A read older than what the node delivered is read again.
 //! - **Commands** go through one pipelined connection ([`conn`]): everything
 //!   queued while a write is in progress goes out in the next write.
+//! - **Wildcard subscriptions** (`news.*`, `news.>`) add one `PSUBSCRIBE` per
+//!   distinct pattern per node; publications of channels the node does not
+//!   follow for exact subscribers arrive through it (live only, as patterns
+//!   have no positions), the others through their channel's link.
 //! - **Presence** is cluster-wide: a hash of members and a hash of per-user
 //!   counts per channel (so `presence_stats` is two `HLEN`s), joins and leaves
 //!   published on the channel's topic for other nodes' listeners, and a set
@@ -179,6 +183,8 @@ struct Inner {
     pubsub: OnceLock<Arc<PubSub>>,
     hub: Arc<Hub>,
     chans: Mutex<HashMap<Arc<str>, ChanRef>>,
+    /// Wildcard subscriptions on this node, counted, by their Redis glob.
+    patterns: Mutex<HashMap<Bytes, usize>>,
     nodes: Mutex<Vec<NodeInfo>>,
     stats: OnceLock<StatsFn>,
     /// Channels whose local subscribers were closed with 3004.
@@ -206,6 +212,7 @@ impl RedisBroker {
             pubsub: OnceLock::new(),
             hub,
             chans: Mutex::new(HashMap::new()),
+            patterns: Mutex::new(HashMap::new()),
             nodes: Mutex::new(Vec::new()),
             stats: OnceLock::new(),
             lost: AtomicU64::new(0),
@@ -431,6 +438,27 @@ impl Inner {
             }
         }
     }
+}
+
+/// The Redis glob that receives every channel `pattern` matches (and some
+/// more: Redis's `*` also crosses `.`; the hub's trie does the exact
+/// matching). Channel names cannot hold glob characters; the prefix is
+/// escaped.
+fn glob(prefix: &str, pattern: &str) -> Bytes {
+    let mut g = String::with_capacity(prefix.len() + pattern.len() + 4);
+    for ch in prefix.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            g.push('\\');
+        }
+        g.push(ch);
+    }
+    g.push_str(":c:");
+    let tokens: Vec<&str> = pattern
+        .split('.')
+        .map(|t| if t == ">" { "*" } else { t })
+        .collect();
+    g.push_str(&tokens.join("."));
+    Bytes::from(g)
 }
 
 /// Brings a channel's link in sync with its stream: (re)subscribes if needed,
@@ -672,7 +700,34 @@ impl Sink for Inner {
         }
     }
 
+    fn pattern_message(&self, topic: &[u8], payload: Bytes) {
+        let prefix = self.cfg.prefix.len() + 3;
+        let Some(name) = topic
+            .get(prefix..)
+            .and_then(|n| std::str::from_utf8(n).ok())
+        else {
+            return;
+        };
+        // A channel followed here arrives as a plain message too, and its
+        // link delivers it to pattern subscribers as well, in order.
+        if self.chan(name).is_some() {
+            return;
+        }
+        if let Some(Message::Publication { offset, data, .. }) = member::parse(&payload) {
+            self.hub.deliver(&Publication {
+                channel: Arc::from(name),
+                offset,
+                data,
+            });
+        }
+    }
+
     fn reconnected(&self) {
+        if let Some(ps) = self.pubsub() {
+            for glob in lock(&self.patterns).keys() {
+                ps.psubscribe(glob.clone());
+            }
+        }
         let chans: Vec<ChanRef> = lock(&self.chans).values().cloned().collect();
         let Some(me) = self.me() else { return };
         for chan in chans {
@@ -817,6 +872,32 @@ impl Broker for RedisBroker {
         }))
     }
 
+    fn subscribe_pattern(&self, pattern: &str) {
+        let glob = glob(&self.inner.cfg.prefix, pattern);
+        let mut patterns = lock(&self.inner.patterns);
+        let n = patterns.entry(glob.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            if let Some(ps) = self.inner.pubsub() {
+                ps.psubscribe(glob);
+            }
+        }
+    }
+
+    fn unsubscribe_pattern(&self, pattern: &str) {
+        let glob = glob(&self.inner.cfg.prefix, pattern);
+        let mut patterns = lock(&self.inner.patterns);
+        if let Some(n) = patterns.get_mut(&glob) {
+            *n -= 1;
+            if *n == 0 {
+                patterns.remove(&glob);
+                if let Some(ps) = self.inner.pubsub() {
+                    ps.punsubscribe(glob);
+                }
+            }
+        }
+    }
+
     fn healthy(&self) -> bool {
         self.inner.link.is_up() && self.inner.pubsub().is_some_and(|p| p.is_up())
     }
@@ -893,7 +974,9 @@ async fn heartbeats(me: Weak<Inner>) {
         }
         let now = *inner.link.generations().borrow();
         if now != generation {
-            if generation != 0 {
+            // Generation 1 is the first connection; any later one is a
+            // reconnection (perhaps several since the last tick).
+            if now > 1 {
                 inner.repair_presence();
             }
             generation = now;
@@ -1016,5 +1099,17 @@ fn refresh_every(inner: &Inner) -> u64 {
             let beat = inner.cfg.heartbeat.as_millis().max(1);
             u64::try_from((t.as_millis() / 3 / beat).max(1)).unwrap_or(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_become_globs_that_match_at_least_as_much() {
+        assert_eq!(&glob("h*x", "news.*")[..], br"h\*x:c:news.*");
+        assert_eq!(&glob("herald", "news.>")[..], b"herald:c:news.*");
+        assert_eq!(&glob("herald", "a.*.c")[..], b"herald:c:a.*.c");
     }
 }

@@ -2,7 +2,7 @@
 //! every channel of the node (one Redis subscription per channel per node,
 //! however many clients subscribe to it).
 //!
-//! `SUBSCRIBE` and `UNSUBSCRIBE` each name one topic, so Redis confirms each
+//! `SUBSCRIBE`, `UNSUBSCRIBE` (and their pattern forms) each name one topic, so Redis confirms each
 //! with exactly one reply, in order: a FIFO of the commands sent matches every
 //! confirmation to its command, and a subscribe is reported confirmed only by
 //! its own confirmation (not by an older one for the same topic). Messages are
@@ -30,6 +30,9 @@ const QUEUE: usize = 65_536;
 pub trait Sink: Send + Sync + 'static {
     /// A message published to `topic`.
     fn message(&self, topic: &[u8], payload: Bytes);
+    /// A message published to `topic`, received through a pattern
+    /// subscription.
+    fn pattern_message(&self, topic: &[u8], payload: Bytes);
     /// The link (re)connected with no subscriptions: subscribe again.
     fn reconnected(&self);
     /// The link went down: messages may be missed until `reconnected`.
@@ -39,6 +42,8 @@ pub trait Sink: Send + Sync + 'static {
 enum Cmd {
     Subscribe(Bytes, oneshot::Sender<()>),
     Unsubscribe(Bytes),
+    PSubscribe(Bytes),
+    PUnsubscribe(Bytes),
 }
 
 /// The subscriber link.
@@ -93,6 +98,21 @@ impl PubSub {
     pub fn unsubscribe(&self, topic: Bytes) {
         if self.is_up() {
             let _ = self.tx.try_send(Cmd::Unsubscribe(topic));
+        }
+    }
+
+    /// Subscribes to the Redis glob `glob` (`PSUBSCRIBE`), best effort: after
+    /// a reconnect the sink subscribes again.
+    pub fn psubscribe(&self, glob: Bytes) {
+        if self.is_up() {
+            let _ = self.tx.try_send(Cmd::PSubscribe(glob));
+        }
+    }
+
+    /// Undoes [`PubSub::psubscribe`].
+    pub fn punsubscribe(&self, glob: Bytes) {
+        if self.is_up() {
+            let _ = self.tx.try_send(Cmd::PUnsubscribe(glob));
         }
     }
 }
@@ -168,6 +188,14 @@ async fn serve(
                             resp::encode(&[&b"UNSUBSCRIBE"[..], &topic], &mut out);
                             pending.push_back(None);
                         }
+                        Cmd::PSubscribe(glob) => {
+                            resp::encode(&[&b"PSUBSCRIBE"[..], &glob], &mut out);
+                            pending.push_back(None);
+                        }
+                        Cmd::PUnsubscribe(glob) => {
+                            resp::encode(&[&b"PUNSUBSCRIBE"[..], &glob], &mut out);
+                            pending.push_back(None);
+                        }
                     }
                 }
                 if write.write_all(&out).await.is_err() {
@@ -220,17 +248,29 @@ fn dispatch(
             }
             true
         }
-        Some(b"subscribe") | Some(b"unsubscribe") => match pending.pop_front() {
-            Some(Some(done)) => {
-                let _ = done.send(());
-                true
+        Some(b"pmessage") if items.len() == 4 => {
+            let payload = items
+                .pop()
+                .and_then(|p| p.bytes().cloned())
+                .unwrap_or_default();
+            if let Some(topic) = items.get(2).and_then(|t| t.bytes()) {
+                sink.pattern_message(topic, payload);
             }
-            Some(None) => true,
-            None => {
-                tracing::warn!("redis subscriber link: a confirmation nobody asked for");
-                false
+            true
+        }
+        Some(b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe") => {
+            match pending.pop_front() {
+                Some(Some(done)) => {
+                    let _ = done.send(());
+                    true
+                }
+                Some(None) => true,
+                None => {
+                    tracing::warn!("redis subscriber link: a confirmation nobody asked for");
+                    false
+                }
             }
-        },
+        }
         _ => {
             tracing::warn!("redis subscriber link: unexpected message");
             false

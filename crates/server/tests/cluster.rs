@@ -544,6 +544,73 @@ async fn a_persistent_redis_restarts_without_disturbing_subscribers() {
 }
 
 #[tokio::test]
+async fn wildcard_subscribers_receive_every_nodes_publications() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut pattern = json_client(a.addr).await;
+    subscribe(&mut pattern, 2, json!({"channel": "news.>"})).await;
+    // An exact subscriber of one matching channel on the same node: the
+    // pattern subscriber must still get that channel's publications once.
+    let mut exact = json_client(a.addr).await;
+    subscribe(&mut exact, 2, json!({"channel": "news.sport"})).await;
+    let mut one_level = json_client(a.addr).await;
+    subscribe(&mut one_level, 2, json!({"channel": "news.*"})).await;
+    // Publishes on node B; Redis's subscriptions take effect asynchronously,
+    // so publish until the first arrives, then the real sequence.
+    let mut publisher = json_client(b.addr).await;
+    let deadline = Instant::now() + WAIT;
+    let mut id = 100;
+    loop {
+        publish(&mut publisher, id, "news.warmup", json!("w")).await;
+        id += 1;
+        let got = tokio::time::timeout(Duration::from_millis(200), recv_json(&mut pattern)).await;
+        if got.is_ok_and(|m| m["pub"]["channel"] == "news.warmup") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pattern delivery across nodes"
+        );
+    }
+    for (i, ch) in ["news.sport", "news.tennis.uk", "weather.uk", "news.sport"]
+        .iter()
+        .enumerate()
+    {
+        publish(&mut publisher, i as u32 + 10, ch, json!(i)).await;
+    }
+    publish(&mut publisher, 20, "news.end", json!("end")).await;
+    let mut got = Vec::new();
+    loop {
+        let m = recv_json(&mut pattern).await;
+        let ch = m["pub"]["channel"].as_str().unwrap_or_default().to_string();
+        if ch == "news.end" {
+            break;
+        }
+        if ch != "news.warmup" {
+            got.push((ch, m["pub"]["offset"].as_u64().unwrap()));
+        }
+    }
+    let want = [("news.sport", 1), ("news.tennis.uk", 1), ("news.sport", 2)];
+    assert_eq!(got, want.map(|(c, o)| (c.to_string(), o)).to_vec());
+    // `news.*` is one level: not news.tennis.uk.
+    let mut one = Vec::new();
+    loop {
+        let m = recv_json(&mut one_level).await;
+        let ch = m["pub"]["channel"].as_str().unwrap_or_default().to_string();
+        if ch == "news.end" {
+            break;
+        }
+        if ch != "news.warmup" {
+            one.push(ch);
+        }
+    }
+    assert_eq!(one, vec!["news.sport", "news.sport"]);
+    assert_eq!(pubs(&mut exact, "news.sport", 2).await.len(), 2);
+}
+
+#[tokio::test]
 async fn a_bad_broker_url_is_refused_at_start() {
     for bad in ["redis://", "redis://h:notaport", "nats://x:1"] {
         let r = ServerConfig::resolve(ServeArgs {
