@@ -4,6 +4,7 @@
 # Redis"). Bounded: each run is --duration long with a fixed client count.
 #
 #   bench/cluster.sh [RATE...]          (default rates: 500 2000)
+#   FAILOVER=1 bench/cluster.sh         (also: seed 003's fail-over run)
 #
 # Needs target/release/herald (cargo build --release) and redis-server.
 # Servers and Redis share core 0, the load generator runs on core 1, as in
@@ -49,3 +50,17 @@ for r in "${RATES[@]}"; do
     --publish-url ws://127.0.0.1:18400/ws --server-pid "${pids[1]}"
   stop_all
 done
+
+if [ "${FAILOVER:-0}" = 1 ]; then
+  # Seed 003's dual-server fail-over: subscribers on two nodes, publishers on
+  # a third; node 1 is killed (SIGKILL) 8 s into a 20 s run. Its subscribers
+  # reconnect to node 2 and recover; --verify counts what was lost.
+  redis
+  for port in 18400 18401 18402; do node $port redis://127.0.0.1:$REDIS_PORT; done
+  victim=${pids[1]}
+  ( sleep 8; kill -9 "$victim" ) &
+  taskset -c 1 $H bench fanout ws://127.0.0.1:18400/ws,ws://127.0.0.1:18401/ws -p 2 -n 1000 -C 50 -r 2000 \
+    --duration 20s --verify --publish-url ws://127.0.0.1:18402/ws --out bench/results/cluster-failover.json
+  wait
+  stop_all
+fi
