@@ -5,6 +5,7 @@
 #
 #   bench/cluster.sh [RATE...]          (default rates: 500 2000)
 #   FAILOVER=1 bench/cluster.sh         (also: seed 003's fail-over run)
+#   REP=2 bench/cluster.sh              (a repetition: files get a -r2 suffix)
 #
 # Needs target/release/herald (cargo build --release) and redis-server.
 # Servers and Redis share core 0, the load generator runs on core 1, as in
@@ -36,7 +37,7 @@ node() { # node PORT [broker]
 bench() { # bench NAME URLS RATE [more args]
   local name=$1 urls=$2 rate=$3; shift 3
   taskset -c 1 $H bench fanout "$urls" -p $P -n $N -C $C -r "$rate" -s $S --duration $D --verify \
-    "$@" --out "bench/results/cluster-$name-$rate.json"
+    "$@" --out "bench/results/cluster-$name-$rate${REP:+-r$REP}.json"
 }
 
 for r in "${RATES[@]}"; do
@@ -59,8 +60,9 @@ if [ "${FAILOVER:-0}" = 1 ]; then
   for port in 18400 18401 18402; do node $port redis://127.0.0.1:$REDIS_PORT; done
   victim=${pids[1]}
   ( sleep 8; kill -9 "$victim" ) &
+  killer=$!
   taskset -c 1 $H bench fanout ws://127.0.0.1:18400/ws,ws://127.0.0.1:18401/ws -p 2 -n 1000 -C 50 -r 2000 \
     --duration 20s --verify --publish-url ws://127.0.0.1:18402/ws --out bench/results/cluster-failover.json
-  wait
+  wait "$killer"
   stop_all
 fi
