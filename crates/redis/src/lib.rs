@@ -402,18 +402,19 @@ impl Inner {
         Ok(v.int().unwrap_or(0))
     }
 
-    /// Records `client` as a member of `channel` in Redis, announcing it to
-    /// other nodes' listeners if `announce` and it was not there yet.
-    fn join(&self, channel: &str, info: &ClientInfo, announce: bool) {
+    /// Records that `info` joined (or left) `channel` in Redis, announcing
+    /// it to other nodes' listeners if `announce` and it changed anything.
+    fn member(&self, join: bool, channel: &str, info: &ClientInfo, announce: bool) {
         let member = member::encode(info);
-        let msg = member::presence_message(true, &self.node_id, &member);
+        let msg = member::presence_message(join, &self.node_id, &member);
         let _ = self.link.fire(&[
             b"EVALSHA".as_slice(),
-            lua::JOIN.sha().as_bytes(),
+            lua::MEMBER.sha().as_bytes(),
             b"3",
             self.key(channel, "p").as_bytes(),
             self.key(channel, "u").as_bytes(),
             self.members_key(&self.node_id).as_bytes(),
+            if join { b"join" } else { b"leave" },
             info.client.as_bytes(),
             &member,
             info.user.as_bytes(),
@@ -434,7 +435,7 @@ impl Inner {
         let _ = self.link.fire(&self.forget_args(&self.node_id, "repair"));
         for channel in self.hub.channels() {
             for info in self.hub.presence(&channel) {
-                self.join(&channel, &info, false);
+                self.member(true, &channel, &info, false);
             }
         }
     }
@@ -562,6 +563,17 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
     }
 }
 
+/// Whether `pubs` (read from the stream after `since`, oldest first) are
+/// every publication after `since` up to `top` in `epoch`: the
+/// [`History::complete`] of the contract. No position asks for nothing.
+fn complete(since: Option<&Position>, epoch: &str, top: u64, pubs: &[HistoryItem]) -> bool {
+    let Some(p) = since else { return true };
+    !epoch.is_empty()
+        && p.epoch == epoch
+        && p.offset <= top
+        && (p.offset == top || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
+}
+
 /// Attaches one subscriber (see the module docs).
 async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attach: Attach) {
     let name = lock(&chan).name.clone();
@@ -624,14 +636,7 @@ async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attac
         }
         // Only what the node has delivered: the rest arrives live.
         let epoch = String::from_utf8_lossy(&epoch).into_owned();
-        let complete = match &since {
-            None => true,
-            Some(p) => {
-                p.epoch == epoch
-                    && p.offset <= last
-                    && (p.offset == last || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
-            }
-        };
+        let complete = complete(since.as_ref(), &epoch, last, &pubs);
         let publications: Vec<HistoryItem> =
             pubs.into_iter().filter(|p| p.offset <= last).collect();
         // Under the channel's lock: no publication is delivered between the
@@ -855,15 +860,7 @@ impl Broker for RedisBroker {
                 .read(&channel, false, since.as_ref(), true, limit)
                 .await?;
             let epoch = String::from_utf8_lossy(&epoch).into_owned();
-            let complete = match &since {
-                None => true,
-                Some(p) => {
-                    !epoch.is_empty()
-                        && p.epoch == epoch
-                        && p.offset <= top
-                        && (p.offset == top || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
-                }
-            };
+            let complete = complete(since.as_ref(), &epoch, top, &pubs);
             Ok(History {
                 top: Position { epoch, offset: top },
                 publications: pubs,
@@ -905,27 +902,11 @@ impl Broker for RedisBroker {
 
 impl Presence for RedisBroker {
     fn joined(&self, channel: &str, client: &Client) {
-        self.inner.join(channel, &client.info(), true);
+        self.inner.member(true, channel, &client.info(), true);
     }
 
     fn left(&self, channel: &str, client: &Client) {
-        let inner = &self.inner;
-        let info = client.info();
-        let member = member::encode(&info);
-        let msg = member::presence_message(false, &inner.node_id, &member);
-        let _ = inner.link.fire(&[
-            b"EVALSHA".as_slice(),
-            lua::LEAVE.sha().as_bytes(),
-            b"3",
-            inner.key(channel, "p").as_bytes(),
-            inner.key(channel, "u").as_bytes(),
-            inner.members_key(&inner.node_id).as_bytes(),
-            info.client.as_bytes(),
-            info.user.as_bytes(),
-            &inner.topic(channel),
-            &msg,
-            &member::set_entry(channel, &info.client),
-        ]);
+        self.inner.member(false, channel, &client.info(), true);
     }
 
     fn list(&self, channel: &str) -> Completion<Result<Vec<ClientInfo>, BrokerError>> {

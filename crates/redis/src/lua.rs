@@ -36,18 +36,16 @@ impl Script {
 pub static PUBLISH: Script = Script::new(include_str!("lua/publish.lua"));
 /// Position and history (and the epoch of a channel first subscribed to).
 pub static READ: Script = Script::new(include_str!("lua/read.lua"));
-/// A presence member joins.
-pub static JOIN: Script = Script::new(include_str!("lua/join.lua"));
-/// A presence member leaves.
-pub static LEAVE: Script = Script::new(include_str!("lua/leave.lua"));
+/// A presence member joins or leaves.
+pub static MEMBER: Script = Script::new(include_str!("lua/member.lua"));
 /// A node's heartbeat.
 pub static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
 /// Forgetting a dead node.
 pub static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
 
 /// Every script.
-pub fn all() -> [&'static Script; 6] {
-    [&PUBLISH, &READ, &JOIN, &LEAVE, &HEARTBEAT, &FORGET]
+pub fn all() -> [&'static Script; 5] {
+    [&PUBLISH, &READ, &MEMBER, &HEARTBEAT, &FORGET]
 }
 
 /// The `SCRIPT LOAD` commands run on each new connection.

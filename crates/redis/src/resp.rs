@@ -87,19 +87,9 @@ pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
 }
 
 fn put_decimal(out: &mut BytesMut, n: usize) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.put_slice(&buf[i..]);
-    out.put_slice(b"\r\n");
+    use std::fmt::Write;
+    // Writing to a BytesMut cannot fail.
+    let _ = write!(out, "{n}\r\n");
 }
 
 /// Decodes one complete value from the front of `buf`, consuming it; `None`
