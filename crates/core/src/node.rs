@@ -188,11 +188,6 @@ impl Node {
         self.registry.lock(&id).remove(&id);
     }
 
-    /// Whether client `id` is still connected (registered).
-    pub fn has_client(&self, id: u64) -> bool {
-        self.registry.lock(&id).contains_key(&id)
-    }
-
     /// Number of connected clients.
     pub fn client_count(&self) -> usize {
         self.registry.len()

@@ -406,40 +406,47 @@ impl Session {
         let node = self.node.clone();
         let client = self.client.clone();
         let asked_recovery = recover.is_some();
-        let key = name.clone();
+        // The closure holds the name weakly: while the subscription lives,
+        // the session's list holds it too. A networked broker attaches
+        // later, maybe after the client unsubscribed or left (both drop the
+        // list's reference before releasing the subscription), and must
+        // then not attach.
+        let held = Arc::downgrade(&name);
         self.node.broker.subscribe(
-            &key,
+            &name,
             recover.as_ref(),
-            Box::new(move |result: Result<History, BrokerError>| match result {
-                Ok(h) => {
-                    // A networked broker attaches later, maybe after the
-                    // session ended: its drop deregisters the client before
-                    // releasing subscriptions, so a client found gone after
-                    // joining the hub is taken out again here. `joined` goes
-                    // first so that any `left` follows it.
-                    node.presence.joined(&name, &client);
-                    node.hub.subscribe_with(&name, &client, join_leave);
-                    if !node.has_client(client.id) {
-                        if node.hub.unsubscribe(&name, client.id) {
-                            node.presence.left(&name, &client);
+            Box::new(move |result: Result<History, BrokerError>| {
+                let h = match (result, held.upgrade()) {
+                    (Err(e), _) => return send(&client, id, Err(e)),
+                    (Ok(_), None) => return cancelled(&client, id),
+                    (Ok(h), Some(name)) => {
+                        // `joined` before the hub, so that any `left` follows it.
+                        node.presence.joined(&name, &client);
+                        node.hub.subscribe_with(&name, &client, join_leave);
+                        // Ours is one reference; none other means the session
+                        // let go meanwhile, and its release may have run
+                        // before our registration: undo it.
+                        if Arc::strong_count(&name) < 2 {
+                            if node.hub.unsubscribe(&name, client.id) {
+                                node.presence.left(&name, &client);
+                            }
+                            return cancelled(&client, id);
                         }
-                        return;
+                        h
                     }
-                    let (publications, whole) =
-                        fit_in_queue(h.publications, client.outbox.max_bytes());
-                    let recovered = asked_recovery && h.complete && whole;
-                    send(
-                        &client,
-                        id,
-                        Ok(Reply::Subscribe {
-                            epoch: h.top.epoch,
-                            offset: h.top.offset,
-                            recovered,
-                            publications,
-                        }),
-                    );
-                }
-                Err(e) => send(&client, id, Err(e)),
+                };
+                let (publications, whole) = fit_in_queue(h.publications, client.outbox.max_bytes());
+                let recovered = asked_recovery && h.complete && whole;
+                send(
+                    &client,
+                    id,
+                    Ok(Reply::Subscribe {
+                        epoch: h.top.epoch,
+                        offset: h.top.offset,
+                        recovered,
+                        publications,
+                    }),
+                );
             }),
         );
     }
@@ -551,6 +558,17 @@ fn page_in_queue(mut items: Vec<HistoryItem>, queue_bytes: usize) -> Vec<History
     items
 }
 
+/// Answers a subscribe that the client unsubscribed (or left) before the
+/// broker completed it.
+fn cancelled(client: &Client, id: u32) {
+    let msg = ServerMsg::Error {
+        id,
+        code: ErrorCode::NotSubscribed.code(),
+        message: "unsubscribed before the subscription completed".to_string(),
+    };
+    client.send(client.encoding.encode_server_bytes(&msg));
+}
+
 fn send(client: &Client, id: u32, result: Result<Reply, BrokerError>) {
     let msg = match result {
         Ok(_) if id == 0 => return,
@@ -573,11 +591,14 @@ fn bucket_size(node: &Node) -> u32 {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Deregistered first: a subscribe the broker completes later sees the
-        // client gone and undoes itself (see `subscribe`).
         self.node.remove_client(self.client.id);
         for channel in std::mem::take(&mut self.subscriptions) {
-            self.release(&channel);
+            // The list's reference goes before the release: a subscribe the
+            // broker completes later sees it gone and undoes itself (see
+            // `subscribe`).
+            let name = channel.to_string();
+            drop(channel);
+            self.release(&name);
         }
         if let Some(t) = self.transport {
             let m = &self.node.metrics;

@@ -8,12 +8,14 @@
 mod common;
 
 use common::{close_code, http, json_client, recv_json, send_json, Ws, WAIT};
+use futures_util::SinkExt;
 use herald_redis::testing::RedisServer;
 use herald_server::testing::NodeHandle;
 use herald_server::{ServeArgs, ServerConfig};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
 
 /// A cluster node on its own runtime (see `herald_server::testing`).
 struct Node;
@@ -608,6 +610,54 @@ async fn wildcard_subscribers_receive_every_nodes_publications() {
     }
     assert_eq!(one, vec!["news.sport", "news.sport"]);
     assert_eq!(pubs(&mut exact, "news.sport", 2).await.len(), 2);
+}
+
+#[tokio::test]
+async fn unsubscribing_before_the_subscribe_completes_cancels_it() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    // Someone else keeps the channel followed on this node.
+    let mut other = json_client(a.addr).await;
+    subscribe(&mut other, 2, json!({"channel": "c"})).await;
+    let mut fickle = json_client(a.addr).await;
+    // Subscribe and unsubscribe in one write: the unsubscribe is handled
+    // while the subscribe still waits for Redis.
+    for m in [
+        json!({"id": 2, "subscribe": {"channel": "c"}}),
+        json!({"id": 3, "unsubscribe": {"channel": "c"}}),
+    ] {
+        fickle.feed(Message::text(m.to_string())).await.unwrap();
+    }
+    fickle.flush().await.unwrap();
+    let first = recv_json(&mut fickle).await;
+    let second = recv_json(&mut fickle).await;
+    let (unsub, sub) = if first["id"] == 3 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert!(unsub["unsubscribe"].is_object(), "{unsub}");
+    if sub["error"].is_object() {
+        assert_eq!(sub["error"]["code"], 106, "{sub}");
+    } else {
+        // The subscribe won the race: then it was undone by the unsubscribe.
+        assert!(sub["subscribe"].is_object(), "{sub}");
+    }
+    let mut publisher = json_client(a.addr).await;
+    publish(&mut publisher, 4, "c", json!(1)).await;
+    assert_eq!(pubs(&mut other, "c", 1).await.len(), 1);
+    // Nothing for the client that unsubscribed; a ping proves the queue is empty.
+    send_json(&mut fickle, json!({"id": 5, "ping": {}})).await;
+    let pong = recv_json(&mut fickle).await;
+    assert_eq!(pong["id"], 5, "{pong}");
+    let r = request(
+        &mut other,
+        json!({"id": 6, "presence_stats": {"channel": "c"}}),
+    )
+    .await;
+    assert_eq!(r["presence_stats"]["clients"], 1, "{r}");
 }
 
 #[tokio::test]
