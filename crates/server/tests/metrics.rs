@@ -5,47 +5,6 @@ mod common;
 use common::*;
 use herald_server::ServeArgs;
 use serde_json::json;
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-/// Runs `promtool check metrics` on `text`. Without promtool the check is
-/// skipped loudly, except under CI, where scripts/test.sh installs it.
-fn promtool_check(text: &str) {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "promtool is required under CI (apt-get install prometheus): {e}"
-            );
-            eprintln!("\n!!!!! promtool not found ({e}): SKIPPING `promtool check metrics`; install Debian's `prometheus` package !!!!!\n");
-            return;
-        }
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("promtool");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "promtool: {report}\n{text}");
-    assert!(
-        report.trim().is_empty(),
-        "promtool lint findings: {report}\n{text}"
-    );
-}
 
 fn value(text: &str, series: &str) -> f64 {
     text.lines()

@@ -6,6 +6,7 @@
 use futures_util::{SinkExt, StreamExt};
 use herald_server::{ServeArgs, ServerConfig};
 use serde_json::Value;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -360,4 +361,43 @@ pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).expect("write temp file");
     path
+}
+
+/// Runs `promtool check metrics` on `text`. Without promtool the check is
+/// skipped loudly, except under CI, where scripts/test.sh installs it.
+pub fn promtool_check(text: &str) {
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool is required under CI (apt-get install prometheus): {e}"
+            );
+            eprintln!("\n!!!!! promtool not found ({e}): SKIPPING `promtool check metrics`; install Debian's `prometheus` package !!!!!\n");
+            return;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool: {report}\n{text}");
+    assert!(
+        report.trim().is_empty(),
+        "promtool lint findings: {report}\n{text}"
+    );
 }
