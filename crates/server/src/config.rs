@@ -577,6 +577,43 @@ mod tests {
     }
 
     #[test]
+    fn the_broker_comes_from_the_toml_file_too() {
+        let dir = std::env::temp_dir().join(format!("herald-broker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(
+            &path,
+            "broker = \"redis://127.0.0.1:6390/2\"\nredis_prefix = \"blue\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(c.redis.as_deref(), Some("redis://127.0.0.1:6390/2"));
+        assert_eq!(c.redis_prefix, "blue");
+        assert_eq!(ServerConfig::default().redis, None, "memory by default");
+        for (bad, why) in [("nats://x:1", "expected `memory`"), ("", "")] {
+            std::fs::write(&path, format!("broker = \"{bad}\"\n")).unwrap();
+            let r = ServerConfig::load(ServeArgs {
+                config: Some(path.clone()),
+                ..ServeArgs::default()
+            });
+            match why {
+                "" => assert_eq!(r.unwrap().redis, None, "empty means memory"),
+                why => assert!(r.unwrap_err().to_string().contains(why)),
+            }
+        }
+        std::fs::write(&path, "redis_prefix = \"a{b}\"\n").unwrap();
+        assert!(ServerConfig::load(ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        })
+        .is_err());
+    }
+
+    #[test]
     fn history_is_on_by_default() {
         let c = ServerConfig::default();
         assert_eq!(c.node.history_size, 100);
