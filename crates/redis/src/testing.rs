@@ -85,21 +85,26 @@ impl RedisServer {
         }
     }
 
-    /// Runs one command and returns the first line of its reply (e.g.
-    /// `:1`), or an empty string if Redis could not be reached.
-    pub fn command(&self, args: &[&str]) -> String {
-        use std::io::{BufRead, Write};
-        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return String::new();
-        };
+    /// Runs one command and returns its reply (`None` if Redis could not be
+    /// reached or answered nothing readable).
+    pub fn command(&self, args: &[&str]) -> Option<crate::resp::Value> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         let mut out = bytes::BytesMut::new();
         crate::resp::encode(args, &mut out);
-        if s.write_all(&out).is_err() {
-            return String::new();
+        s.write_all(&out).ok()?;
+        let mut buf = bytes::BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(v) = crate::resp::decode(&mut buf).ok()? {
+                return Some(v);
+            }
+            let n = s.read(&mut chunk).ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
         }
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(s).read_line(&mut line);
-        line.trim_end().to_string()
     }
 
     /// `redis://127.0.0.1:PORT`.
