@@ -14,63 +14,32 @@ use std::net::SocketAddr;
 
 use common::{fanout_args, parse, read_json, temp_path};
 use herald_bench::{fanout, BenchError, Scenario};
-use herald_server::{Listeners, ServeArgs, ServerConfig};
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
 use tokio_util::sync::CancellationToken;
 
 /// A real server: HTTP/WebSocket and raw TCP listeners on port 0. Stops
 /// when dropped.
-struct Server {
-    http: SocketAddr,
-    tcp: SocketAddr,
-    shutdown: CancellationToken,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
+/// A real server on its own runtime (two workers), shut down when dropped.
+struct Server(NodeHandle);
 
 impl Server {
     fn ws(&self) -> String {
-        format!("ws://{}/ws", self.http)
+        self.0.ws_url()
     }
     fn http(&self) -> String {
-        format!("http://{}", self.http)
+        format!("http://{}", self.0.addr)
     }
     fn tcp(&self) -> String {
-        format!("tcp://{}", self.tcp)
+        format!("tcp://{}", self.0.tcp_addr)
     }
 }
 
 fn start(args: ServeArgs) -> Server {
-    let config = ServerConfig::resolve(args).unwrap();
-    let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let (http_addr, tcp_addr) = (http.local_addr().unwrap(), tcp.local_addr().unwrap());
-    http.set_nonblocking(true).unwrap();
-    tcp.set_nonblocking(true).unwrap();
-    let shutdown = CancellationToken::new();
-    let token = shutdown.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listeners = Listeners {
-                http: tokio::net::TcpListener::from_std(http).unwrap(),
-                tcp: Some(tokio::net::TcpListener::from_std(tcp).unwrap()),
-            };
-            herald_server::run(listeners, config, token).await.unwrap();
-        });
-    });
-    Server {
-        http: http_addr,
-        tcp: tcp_addr,
-        shutdown,
-    }
+    Server(NodeHandle::start(ServeArgs {
+        workers: args.workers.or(Some(2)),
+        ..args
+    }))
 }
 
 fn start_default() -> Server {
@@ -508,7 +477,7 @@ fn subscribers_fail_over_mid_run_and_recover() {
         // hangs 700 ms into the run and dies 300 ms later; they move to
         // the next URL (the server itself) and recover from its history
         // what the hung node swallowed.
-        let node = proxy(server.http);
+        let node = proxy(server.0.addr);
         let scheme = if transport == "ws-binary" {
             "ws"
         } else {
@@ -517,9 +486,9 @@ fn subscribers_fail_over_mid_run_and_recover() {
         let path = if transport == "ws-binary" { "/ws" } else { "" };
         let urls = format!(
             "{scheme}://{}{path},{scheme}://{}{path}",
-            node.addr, server.http
+            node.addr, server.0.addr
         );
-        let publish = format!("ws://{}/ws", server.http);
+        let publish = format!("ws://{}/ws", server.0.addr);
         let via = if transport == "ws-binary" {
             "ws-binary"
         } else {

@@ -28,6 +28,8 @@ impl NodeHandle {
     #[allow(clippy::expect_used)]
     pub fn start(args: ServeArgs) -> NodeHandle {
         let config = ServerConfig::resolve(args).expect("valid test config");
+        // `workers` from the arguments, else one: tests run many servers.
+        let workers = config.workers.max(1);
         let bind = || {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
             l.set_nonblocking(true).expect("nonblocking");
@@ -41,7 +43,7 @@ impl NodeHandle {
         let (kill, killed) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
+                .worker_threads(workers)
                 .enable_all()
                 .build()
                 .expect("runtime");
