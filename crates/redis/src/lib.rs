@@ -276,6 +276,12 @@ impl Inner {
         Bytes::from(format!("{}:c:{channel}", self.cfg.prefix))
     }
 
+    /// The channel a topic is for (the inverse of [`Inner::topic`]).
+    fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
+        let name = topic.get(self.cfg.prefix.len() + 3..)?;
+        std::str::from_utf8(name).ok()
+    }
+
     fn members_key(&self, node: &str) -> String {
         format!("{}:node:{node}:members", self.cfg.prefix)
     }
@@ -656,11 +662,7 @@ async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attac
 
 impl Sink for Inner {
     fn message(&self, topic: &[u8], payload: Bytes) {
-        let prefix = self.cfg.prefix.len() + 3;
-        let Some(name) = topic
-            .get(prefix..)
-            .and_then(|n| std::str::from_utf8(n).ok())
-        else {
+        let Some(name) = self.channel_of(topic) else {
             return;
         };
         let Some(chan) = self.chan(name) else { return };
@@ -706,11 +708,7 @@ impl Sink for Inner {
     }
 
     fn pattern_message(&self, topic: &[u8], payload: Bytes) {
-        let prefix = self.cfg.prefix.len() + 3;
-        let Some(name) = topic
-            .get(prefix..)
-            .and_then(|n| std::str::from_utf8(n).ok())
-        else {
+        let Some(name) = self.channel_of(topic) else {
             return;
         };
         // A channel followed here arrives as a plain message too, and its
