@@ -102,9 +102,14 @@ struct Request {
 
 type Inflight = Arc<Mutex<VecDeque<Option<oneshot::Sender<Result<Value, BrokerError>>>>>>;
 
+/// How long a command may wait for its reply by default; beyond it the call
+/// fails (the reply, if it ever comes, is discarded).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The command link. Cheap to share (`Arc`).
 pub struct Link {
     tx: mpsc::Sender<Request>,
+    timeout: Duration,
     up: AtomicBool,
     /// Bumped each time the link comes up; watchers resynchronise then.
     generation: watch::Sender<u64>,
@@ -132,10 +137,15 @@ impl Link {
     /// Starts a link to `target` that runs `setup` (commands whose replies
     /// must not be errors) on every new connection. Must be called within a
     /// tokio runtime; the link lives until the last `Arc` is dropped.
-    pub fn start(target: Target, setup: Vec<Vec<Vec<u8>>>) -> Arc<Link> {
+    ///
+    /// A call not answered within `timeout` fails with
+    /// [`BrokerError::Unavailable`]: a slow Redis delays callers that long
+    /// at most.
+    pub fn start(target: Target, setup: Vec<Vec<Vec<u8>>>, timeout: Duration) -> Arc<Link> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let link = Arc::new(Link {
             tx,
+            timeout,
             up: AtomicBool::new(false),
             generation: watch::channel(0).0,
             failures: AtomicU64::new(0),
@@ -171,14 +181,16 @@ impl Link {
         BrokerError,
     > {
         let rx = self.send(args, true)?;
+        let timeout = self.timeout;
         Ok(async move {
-            match rx {
-                Some(rx) => match rx.await {
-                    Ok(Ok(Value::Error(e))) => Err(unavailable(String::from_utf8_lossy(&e))),
-                    Ok(r) => r,
-                    Err(_) => Err(unavailable("connection lost")),
-                },
-                None => Err(unavailable("no reply channel")),
+            let Some(rx) = rx else {
+                return Err(unavailable("no reply channel"));
+            };
+            match tokio::time::timeout(timeout, rx).await {
+                Ok(Ok(Ok(Value::Error(e)))) => Err(unavailable(String::from_utf8_lossy(&e))),
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err(unavailable("connection lost")),
+                Err(_) => Err(unavailable(format!("no reply within {timeout:?}"))),
             }
         })
     }

@@ -97,6 +97,9 @@ pub struct RedisConfig {
     pub heartbeat: Duration,
     /// A node silent this long is forgotten with its presence (default 5 s).
     pub dead_after: Duration,
+    /// A Redis command not answered this long fails with error 114 (default
+    /// 5 s): a stalled Redis delays publishes at most that long.
+    pub command_timeout: Duration,
 }
 
 impl RedisConfig {
@@ -112,6 +115,7 @@ impl RedisConfig {
             by_namespace: HashMap::new(),
             heartbeat: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
+            command_timeout: conn::CALL_TIMEOUT,
         }
     }
 }
@@ -203,7 +207,7 @@ impl RedisBroker {
     /// Must be called within a tokio runtime.
     pub fn start(cfg: RedisConfig, hub: Arc<Hub>) -> Result<Arc<RedisBroker>, UrlError> {
         let target = Target::parse(&cfg.url)?;
-        let link = Link::start(target.clone(), lua::setup());
+        let link = Link::start(target.clone(), lua::setup(), cfg.command_timeout);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             node_id: random_id(12),
