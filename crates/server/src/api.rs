@@ -133,7 +133,7 @@ pub async fn handle(
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
         (&Method::GET, "/api/nodes") => nodes(&shared),
         (&Method::GET, "/sse") => {
-            crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared)
+            crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared).await
         }
         (_, p) if p == "/poll" || p.starts_with("/poll/") => {
             crate::poll::handle(req, &shared).await

@@ -42,6 +42,10 @@
 //! nothing for `ping_interval` seconds, which keeps proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
 //!
+//! The response is sent once every subscription of the stream is attached
+//! (immediately with the in-memory broker, after a round trip to Redis in
+//! cluster mode), so the stream is live when the client sees it open.
+//!
 //! The stream is an ordinary session whose client receives publications
 //! unrendered ([`Frame::Publication`]), because each stream renders its own ids;
 //! all queued events are rendered into one chunk per write.
@@ -71,15 +75,15 @@ const FIRST_SUB: u32 = 2;
 
 /// Opens an event stream for the request's `channel` parameters, resuming
 /// from its `lastEventId` parameter if any.
-pub fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
-    open_resuming(query, None, None, shared)
+pub async fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
+    open_resuming(query, None, None, shared).await
 }
 
 /// Opens an event stream like [`open`], resuming from the request's
 /// `Last-Event-ID` header if it has one (else from `lastEventId=`), with the
 /// connection token of its `Authorization: Bearer` header if it has one (else
 /// of a `token=` parameter: `EventSource` cannot set headers).
-pub fn open_with_headers(
+pub async fn open_with_headers(
     query: Option<&str>,
     headers: &http::HeaderMap,
     shared: &Arc<Shared>,
@@ -89,7 +93,7 @@ pub fn open_with_headers(
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    open_resuming(query, last, bearer, shared)
+    open_resuming(query, last, bearer, shared).await
 }
 
 /// The HTTP answer to a refused token or permission.
@@ -105,7 +109,7 @@ fn refused(e: &AuthError) -> Response<Body> {
 /// the query's `lastEventId`; authenticated with `bearer`, else the query's
 /// `token`. A refused token answers 401 (code 101, or 112 when expired), a
 /// channel the client may not subscribe to 403 (code 104).
-pub fn open_resuming(
+pub async fn open_resuming(
     query: Option<&str>,
     last_event_id: Option<&str>,
     bearer: Option<&str>,
@@ -187,6 +191,7 @@ pub fn open_resuming(
             },
         });
     }
+    subscribed(&session, streams.len(), shared.config.handshake_timeout).await;
     let stream = SseStream {
         session,
         streams,
@@ -206,6 +211,33 @@ pub fn open_resuming(
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     *r.status_mut() = StatusCode::OK;
     r
+}
+
+/// Waits until each of the stream's `n` subscribes has its answer queued (a
+/// reply or an error), at most `limit`. The in-memory broker answers at once;
+/// the Redis broker (cluster mode) after a round trip. Without the wait the
+/// response could reach the client before its subscriptions are live, and
+/// publications made in between would be missed — with it, as on one node,
+/// the stream is live when its response arrives.
+async fn subscribed(session: &Session, n: usize, limit: std::time::Duration) {
+    let client = session.client().clone();
+    let answered = std::future::poll_fn(|cx| {
+        client.outbox.with_queue(|q| {
+            let answers = q
+                .frames
+                .iter()
+                .filter(|f| matches!(f, Frame::Text(_)))
+                .count();
+            if answers >= n || q.closing().is_some() {
+                Poll::Ready(())
+            } else {
+                q.set_waker(cx.waker());
+                Poll::Pending
+            }
+        })
+    });
+    // Late answers are rendered by the stream as they come.
+    let _ = tokio::time::timeout(limit, answered).await;
 }
 
 /// Parses an event id, `epoch:offset[,epoch:offset...]`, into one position per

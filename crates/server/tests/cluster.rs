@@ -644,6 +644,37 @@ async fn wildcard_subscribers_receive_every_nodes_publications() {
 }
 
 #[tokio::test]
+async fn an_sse_stream_resumes_on_another_node() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (Node::start(&redis), Node::start(&redis));
+    let mut publisher = json_client(b.addr).await;
+    // Make sure the broker is reachable before the stream opens.
+    publish(&mut publisher, 1, "warm", json!(0)).await;
+    let mut events = common::sse(a.addr, "channel=news", None).await;
+    for n in 1..=3u32 {
+        publish(&mut publisher, n + 1, "news", json!(n)).await;
+    }
+    let got = common::read_events(&mut events, 3).await;
+    let last_id = got[2].1.clone();
+    assert!(last_id.ends_with(":3"), "{last_id}");
+    drop(events);
+    for n in 4..=6u32 {
+        publish(&mut publisher, n + 1, "news", json!(n)).await;
+    }
+    // The browser reconnects to node B with Last-Event-ID: the missed
+    // publications come first, then live ones.
+    let mut events = common::sse(b.addr, "channel=news", Some(&last_id)).await;
+    let missed = common::read_events(&mut events, 3).await;
+    publish(&mut publisher, 10, "news", json!(7)).await;
+    let live = common::read_events(&mut events, 1).await;
+    let data: Vec<&str> = missed.iter().chain(&live).map(|e| e.0.as_str()).collect();
+    assert_eq!(data, ["4", "5", "6", "7"]);
+    assert!(live[0].1.ends_with(":7"), "{live:?}");
+}
+
+#[tokio::test]
 async fn unsubscribing_before_the_subscribe_completes_cancels_it() {
     let Some(redis) = RedisServer::start() else {
         return;

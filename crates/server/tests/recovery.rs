@@ -10,7 +10,7 @@ use common::*;
 use futures_util::SinkExt;
 use herald_proto::{Command, Encoding, Position, Push, Reply, Request, ServerMsg};
 use herald_server::ServeArgs;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
@@ -588,84 +588,10 @@ async fn publishing_races_with_recovery() {
 
 // ---------------------------------------------------------------- SSE resume
 
-/// Reads an event stream, splitting it into events (lists of field lines);
-/// the retry hint and comments are skipped, id-only events are not.
-struct Events {
-    body: hyper::body::Incoming,
-    buf: String,
-}
-
-impl Events {
-    async fn next(&mut self) -> Vec<String> {
-        loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let event: Vec<String> = self.buf[..end].lines().map(str::to_string).collect();
-                self.buf.drain(..end + 2);
-                if event
-                    .iter()
-                    .all(|l| l.starts_with(':') || l.starts_with("retry:"))
-                {
-                    continue;
-                }
-                return event;
-            }
-            let frame = tokio::time::timeout(WAIT, self.body.frame())
-                .await
-                .expect("timed out waiting for an event")
-                .expect("stream ended")
-                .expect("body error");
-            if let Ok(data) = frame.into_data() {
-                self.buf.push_str(&String::from_utf8_lossy(&data));
-            }
-        }
-    }
-}
-
-/// The value of `field` in an event.
-fn field<'a>(event: &'a [String], name: &str) -> Option<&'a str> {
-    let prefix = format!("{name}: ");
-    event.iter().find_map(|l| l.strip_prefix(prefix.as_str()))
-}
-
-async fn sse(addr: SocketAddr, query: &str, last_event_id: Option<&str>) -> Events {
-    let io = TokioIo::new(TcpStream::connect(addr).await.expect("connect"));
-    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.expect("h1");
-    tokio::spawn(conn);
-    let mut req = http::Request::builder()
-        .uri(format!("http://{addr}/sse?{query}"))
-        .header("host", "localhost");
-    if let Some(id) = last_event_id {
-        req = req.header("last-event-id", id);
-    }
-    let resp = send
-        .send_request(req.body(Empty::<Bytes>::new()).expect("request"))
-        .await
-        .expect("send");
-    assert_eq!(resp.status(), 200);
-    Events {
-        body: resp.into_body(),
-        buf: String::new(),
-    }
-}
-
 /// Publishes `n` to `channel` once the stream's subscription exists: the
 /// stream subscribes before its response is returned, so this is immediate.
 async fn sse_publish(p: &mut Publisher, channel: &str, n: u64) {
     p.publish(channel, n).await;
-}
-
-/// Reads `n` publication events; returns (data, id) pairs.
-async fn read_events(events: &mut Events, n: usize) -> Vec<(String, String)> {
-    let mut got = Vec::new();
-    for _ in 0..n {
-        let e = events.next().await;
-        assert!(field(&e, "event") != Some("herald"), "{e:?}");
-        got.push((
-            field(&e, "data").expect("data").to_string(),
-            field(&e, "id").expect("id").to_string(),
-        ));
-    }
-    got
 }
 
 fn percent_encode(s: &str) -> String {

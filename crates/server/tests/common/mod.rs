@@ -401,3 +401,82 @@ pub fn promtool_check(text: &str) {
         "promtool lint findings: {report}\n{text}"
     );
 }
+
+// ---------------------------------------------------------------- SSE
+
+/// Reads an event stream, splitting it into events (lists of field lines);
+/// the retry hint and comments are skipped, id-only events are not.
+pub struct Events {
+    body: hyper::body::Incoming,
+    buf: String,
+}
+
+impl Events {
+    pub async fn next(&mut self) -> Vec<String> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let event: Vec<String> = self.buf[..end].lines().map(str::to_string).collect();
+                self.buf.drain(..end + 2);
+                if event
+                    .iter()
+                    .all(|l| l.starts_with(':') || l.starts_with("retry:"))
+                {
+                    continue;
+                }
+                return event;
+            }
+            let frame = tokio::time::timeout(WAIT, self.body.frame())
+                .await
+                .expect("timed out waiting for an event")
+                .expect("stream ended")
+                .expect("body error");
+            if let Ok(data) = frame.into_data() {
+                self.buf.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+    }
+}
+
+/// The value of `field` in an event.
+pub fn field<'a>(event: &'a [String], name: &str) -> Option<&'a str> {
+    let prefix = format!("{name}: ");
+    event.iter().find_map(|l| l.strip_prefix(prefix.as_str()))
+}
+
+pub async fn sse(addr: SocketAddr, query: &str, last_event_id: Option<&str>) -> Events {
+    use http_body_util::Empty;
+    use hyper_util::rt::TokioIo;
+    let io = TokioIo::new(TcpStream::connect(addr).await.expect("connect"));
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.expect("h1");
+    tokio::spawn(conn);
+    let mut req = http::Request::builder()
+        .uri(format!("http://{addr}/sse?{query}"))
+        .header("host", "localhost");
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let resp = send
+        .send_request(req.body(Empty::<bytes::Bytes>::new()).expect("request"))
+        .await
+        .expect("send");
+    assert_eq!(resp.status(), 200);
+    Events {
+        body: resp.into_body(),
+        buf: String::new(),
+    }
+}
+
+/// Reads `n` publication events; returns (data, id) pairs.
+pub async fn read_events(events: &mut Events, n: usize) -> Vec<(String, String)> {
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let e = events.next().await;
+        assert!(field(&e, "event") != Some("herald"), "{e:?}");
+        got.push((
+            field(&e, "data").expect("data").to_string(),
+            field(&e, "id").expect("id").to_string(),
+        ));
+    }
+    got
+}
