@@ -520,10 +520,7 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
         }
         match c.known.clone() {
             None => c.known = Some((epoch.clone(), top)),
-            Some((known, last)) if known != epoch => {
-                let _ = last;
-                inner.lose(&mut c, epoch.clone(), top)
-            }
+            Some((known, _)) if known != epoch => inner.lose(&mut c, epoch.clone(), top),
             Some((_, last)) => {
                 if top > last {
                     if pubs.first().map(|p| p.offset) != Some(last + 1) {
