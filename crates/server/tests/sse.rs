@@ -9,38 +9,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use std::net::SocketAddr;
 
-/// Reads an event stream and splits it into events (lists of field lines).
-struct Events {
-    body: hyper::body::Incoming,
-    buf: String,
-}
-
-impl Events {
-    async fn next(&mut self) -> Vec<String> {
-        loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let event: Vec<String> = self.buf[..end].lines().map(str::to_string).collect();
-                self.buf.drain(..end + 2);
-                if event
-                    .iter()
-                    .all(|l| l.starts_with(':') || l.starts_with("retry:"))
-                {
-                    continue; // comments and the retry hint
-                }
-                return event;
-            }
-            let frame = tokio::time::timeout(WAIT, self.body.frame())
-                .await
-                .expect("timed out waiting for an event")
-                .expect("stream ended")
-                .expect("body error");
-            if let Ok(data) = frame.into_data() {
-                self.buf.push_str(&String::from_utf8_lossy(&data));
-            }
-        }
-    }
-}
-
 async fn open(addr: SocketAddr, query: &str, h2: bool) -> (u16, Option<Events>, String) {
     let io = TokioIo::new(tokio::net::TcpStream::connect(addr).await.expect("connect"));
     let req = http::Request::builder()

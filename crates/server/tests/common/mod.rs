@@ -407,8 +407,8 @@ pub fn promtool_check(text: &str) {
 /// Reads an event stream, splitting it into events (lists of field lines);
 /// the retry hint and comments are skipped, id-only events are not.
 pub struct Events {
-    body: hyper::body::Incoming,
-    buf: String,
+    pub body: hyper::body::Incoming,
+    pub buf: String,
 }
 
 impl Events {
