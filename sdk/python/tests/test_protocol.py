@@ -28,6 +28,7 @@ from herald_client.protocol import (
     JoinLeave,
     ReconnectPolicy,
     ReplyReceived,
+    Rotation,
     ServerDisconnect,
     StaleSubscription,
     State,
@@ -71,6 +72,59 @@ def test_backoff_is_full_jitter_and_bounded() -> None:
     assert p.delay(10_000, lambda: 1.0) == 8.0  # no overflow
     for n in range(20):
         assert 0.0 <= p.delay(n) <= min(8.0, 0.5 * 2**n)
+
+
+def one() -> float:
+    """A "random" draw at the top: the delay is its upper bound."""
+    return 1.0
+
+
+def test_rotation_skips_unreachable_urls_and_backs_off_per_round() -> None:
+    """Several URLs: an attempt that does not get through goes to the next URL
+    at once; a whole round of them waits the backoff delay, the n-th
+    consecutive failed round the n-th delay (the same rule as TypeScript)."""
+    r = Rotation(3, ReconnectPolicy(initial_delay=5.0, max_delay=40.0, max_attempts=3))
+    urls = [r.url]
+    # The first connect: URL 0 and 1 dead, 2 connects — no wait.
+    assert r.after(connected=False) is False
+    urls.append(r.url)
+    assert r.after(connected=False) is False
+    urls.append(r.url)
+    assert urls == [0, 1, 2] and r.attempt == 0
+    # Connected on 2 for a moment (less than stable_after), then dropped: wait,
+    # then the next URL (0).
+    assert r.after(connected=True, connected_for=0.1) is True
+    assert (r.url, r.delay(one), r.attempt) == (0, 5.0, 1)
+    # A whole round fails: the next URL at once twice, then the next delay.
+    rounds = []
+    for _ in range(2):
+        waits = [r.after(connected=False) for _ in range(3)]
+        assert waits == [False, False, True]
+        assert not r.exhausted()
+        rounds.append(r.delay(one))
+    assert rounds == [10.0, 20.0] and r.url == 0
+    # max_attempts (3) failed rounds: give up after the next round.
+    assert [r.after(connected=False) for _ in range(3)] == [False, False, True]
+    assert r.exhausted()
+
+
+def test_rotation_refusals_and_stable_connections() -> None:
+    r = Rotation(2, ReconnectPolicy(initial_delay=1.0, stable_after=5.0))
+    # A server reached that refused connect with a "retry" code waits the
+    # delay (it is up; another node may not refuse) and starts a new round.
+    assert r.after(connected=False) is False  # URL 0 dead
+    assert r.after(connected=False, refused=True) is True  # URL 1 refused
+    assert (r.url, r.delay(one)) == (0, 1.0)
+    assert r.after(connected=False) is False, "a new round after the refusal"
+    # A connection that lasted stable_after restarts the count.
+    assert r.after(connected=True, connected_for=5.0) is True
+    assert (r.attempt, r.delay(one)) == (0, 1.0)
+    # One URL: every failure is a whole round.
+    single = Rotation(1, ReconnectPolicy(initial_delay=1.0))
+    assert [single.after(connected=False) for _ in range(3)] == [True, True, True]
+    assert single.url == 0
+    with pytest.raises(ValueError):
+        Rotation(0, ReconnectPolicy())
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,15 @@ over a transport, reconnecting as the protocol says.
 
 How it is built: one background task per client (``_run``) opens a transport,
 sends ``connect``, re-subscribes, then reads messages and applies them to the
-core until the connection ends; it then waits a backoff delay and tries the
-next URL. Commands are matched to replies by id with futures. Each
-subscription has its own bounded inbox and dispatcher task, so its
-publications and events reach the application in order (recovered ones before
-live ones) and a slow callback does not hold up other subscriptions until its
-inbox is full; then the reader waits (backpressure to the server, whose
-slow-consumer policy applies), but never for a subscription that has ended.
+core until the connection ends; it then tries the next URL: at once if the
+attempt did not get through, after a backoff delay once every URL failed in a
+row or after a connection that worked (:class:`~.protocol.Rotation`).
+Commands are matched to replies by id with futures. Each subscription has its
+own bounded inbox and dispatcher task, so its publications and events reach
+the application in order (recovered ones before live ones) and a slow
+callback does not hold up other subscriptions until its inbox is full; then
+the reader waits (backpressure to the server, whose slow-consumer policy
+applies), but never for a subscription that has ended.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ from .protocol import (
     JoinLeave,
     ReconnectPolicy,
     ReplyReceived,
+    Rotation,
     ServerDisconnect,
     StaleSubscription,
     State,
@@ -325,6 +328,10 @@ class Subscription:
         return f"<Subscription {self.channel!r} position={self.position}>"
 
 
+class _Refused(TransportClosed):
+    """Raised inside a connection: the server refused ``connect`` with a "retry" code."""
+
+
 class _Terminal(Exception):
     """Raised inside a connection to end the client for good with ``error``."""
 
@@ -342,6 +349,8 @@ class _Outcome:
     terminal: HeraldError | None = None
     opened: bool = False
     """A transport was opened: a server was reached (it may have refused ``connect``)."""
+    refused: bool = False
+    """The server refused ``connect`` with a "retry" code (100/108/114, or 112 with a token function)."""
     connected_for: float = 0.0
     """Seconds from the ``connect`` reply to the end of the connection."""
 
@@ -350,7 +359,10 @@ class Client:
     """A Herald client over WebSocket (``ws://host:port/ws``) or raw TCP
     (``tcp://host:port``, binary encoding only).
 
-    ``url`` may be a list: connection attempts go through it in turn.
+    ``url`` may be a list: connection attempts go through it in turn; one that
+    does not get through moves on to the next URL at once, and the backoff
+    delay is waited once every URL failed in a row, or after a connection that
+    worked ended.
     ``encoding`` is ``"json"`` or ``"binary"``. ``token`` and ``name`` are sent
     in ``connect``; ``token`` may also be a function (plain or async) called
     before every connection attempt, so that an expired token (error 112,
@@ -747,20 +759,17 @@ class Client:
     # ----------------------------------------------------------- runner --
 
     async def _run(self) -> None:
-        attempt = 0
+        rotation = Rotation(len(self._urls), self._policy)
         tried = 0
         ever_connected = False
         reached = False
         try:
             while True:
-                url = self._urls[tried % len(self._urls)]
+                url = self._urls[rotation.url]
                 tried += 1
                 outcome = await self._session(url)
                 reached = reached or outcome.opened
-                if outcome.connected:
-                    ever_connected = True
-                    if outcome.connected_for >= self._policy.stable_after:
-                        attempt = 0
+                ever_connected = ever_connected or outcome.connected
                 if outcome.terminal is not None:
                     self._finish(outcome.terminal)
                     return
@@ -777,13 +786,19 @@ class Client:
                     self._core.close()
                     self._finish(err)
                     return
-                limit = self._policy.max_attempts
-                if limit is not None and attempt >= limit:
+                wait = rotation.after(
+                    connected=outcome.connected, refused=outcome.refused, connected_for=outcome.connected_for
+                )
+                if not wait:
+                    # Did not get through, and not every URL failed yet in
+                    # this round: the next URL at once.
+                    log.debug("herald_client: %s failed (%s); trying the next URL", url, outcome.reason)
+                    continue
+                if rotation.exhausted():
                     self._core.close()
-                    self._finish(ConnectionLostError(f"gave up after {attempt} attempts"))
+                    self._finish(ConnectionLostError(f"gave up after {rotation.attempt} attempts"))
                     return
-                delay = self._policy.delay(attempt)
-                attempt += 1
+                delay = rotation.delay()
                 log.debug("herald_client: reconnecting in %.3fs (%s)", delay, outcome.reason)
                 await asyncio.sleep(delay)
         except asyncio.CancelledError:
@@ -829,6 +844,7 @@ class Client:
         code: int | None = None
         reason = ""
         terminal: HeraldError | None = None
+        refused = False
         recv: asyncio.Task[str | bytes] | None = None
         try:
             await transport.send(encode(self._core.start_connect(), self._encoding))
@@ -873,6 +889,7 @@ class Client:
                     await self._handle(event)
         except TransportClosed as e:
             code, reason = e.code, e.reason
+            refused = isinstance(e, _Refused)
         except _Terminal as t:
             terminal = t.error
         finally:
@@ -904,7 +921,9 @@ class Client:
         if connected and self._on_disconnected is not None:
             self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
         connected_for = loop.time() - connected_at if connected else 0.0
-        return _Outcome(connected, code, reason, None, terminal, opened=True, connected_for=connected_for)
+        return _Outcome(
+            connected, code, reason, None, terminal, opened=True, refused=refused, connected_for=connected_for
+        )
 
     async def _handle(self, event: Event) -> None:
         if isinstance(event, Deliver):
@@ -963,7 +982,7 @@ class Client:
                 event.error.code == ErrorCode.TOKEN_EXPIRED and self._token_source is not None
             )
             if retry:
-                raise TransportClosed(None, f"connect refused: {error}")
+                raise _Refused(None, f"connect refused: {error}")
             raise _Terminal(error)
 
     def _sub_of(self, core: SubscriptionCore) -> Subscription | None:

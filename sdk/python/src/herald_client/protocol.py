@@ -58,6 +58,7 @@ __all__ = [
     "JoinLeave",
     "ReconnectPolicy",
     "ReplyReceived",
+    "Rotation",
     "ServerDisconnect",
     "StaleSubscription",
     "State",
@@ -95,7 +96,9 @@ class ReconnectPolicy:
     ``stable_after`` seconds: a connection that is accepted and then ended at
     once (a server in a crash loop, a close right after ``connect``) counts as
     a failed attempt, so such a loop backs off instead of reconnecting at the
-    initial rate forever.
+    initial rate forever. With several URLs, attempts that do not get through
+    go on to the next URL at once, and a whole round of them counts as one
+    failed attempt (see :class:`Rotation`).
     """
 
     initial_delay: float = 0.5
@@ -114,6 +117,67 @@ class ReconnectPolicy:
         """Seconds to wait before attempt number ``attempt`` + 1."""
         bound = min(self.max_delay, self.initial_delay * self.multiplier ** min(attempt, 64))
         return rand() * bound
+
+
+@dataclass(slots=True)
+class Rotation:
+    """Which URL the next connection attempt goes to, and whether it waits the
+    backoff delay first — the same rule as the TypeScript SDK
+    (docs/decisions/0005-sdk-client-state-machine.md).
+
+    An attempt that does not get through (the transport does not open, or
+    ends before the ``connect`` reply) goes on to the next URL at once: a dead
+    node costs one attempt, not a delay. Only a whole round of such attempts —
+    every URL in a row — waits the backoff delay, as one failed attempt of the
+    policy (the n-th consecutive failed round waits the n-th delay). A
+    connection that worked and ended, or a server that refused ``connect``
+    with a "retry" code, waits the backoff delay and the next attempt goes to
+    the next URL; the count restarts only after a connection that lasted
+    ``policy.stable_after``.
+    """
+
+    urls: int
+    """How many URLs there are (at least one)."""
+    policy: ReconnectPolicy
+    url: int = 0
+    """Index of the URL for the next attempt."""
+    attempt: int = 0
+    """Failed attempts (waits) in a row: the policy's n for the next delay."""
+    failed_in_round: int = 0
+    """Attempts in a row that did not get through, since the last wait or reached server."""
+
+    def __post_init__(self) -> None:
+        if self.urls < 1:
+            raise ValueError("at least one URL is needed")
+
+    def after(self, *, connected: bool, refused: bool = False, connected_for: float = 0.0) -> bool:
+        """Record how an attempt ended and move to the next URL. ``connected``:
+        it reached the connected state (for ``connected_for`` seconds);
+        ``refused``: the server refused ``connect`` with a "retry" code.
+        Returns whether to wait :meth:`delay` before the next attempt (False:
+        try the next URL at once)."""
+        self.url = (self.url + 1) % self.urls
+        if connected or refused:
+            self.failed_in_round = 0
+            if connected and connected_for >= self.policy.stable_after:
+                self.attempt = 0
+            return True
+        self.failed_in_round += 1
+        if self.failed_in_round < self.urls:
+            return False
+        self.failed_in_round = 0
+        return True
+
+    def exhausted(self) -> bool:
+        """Whether ``policy.max_attempts`` failed attempts were made: give up."""
+        limit = self.policy.max_attempts
+        return limit is not None and self.attempt >= limit
+
+    def delay(self, rand: Callable[[], float] = random.random) -> float:
+        """The wait before the next attempt; counts one more failed attempt."""
+        d = self.policy.delay(self.attempt, rand)
+        self.attempt += 1
+        return d
 
 
 def is_pattern(channel: str) -> bool:
