@@ -159,9 +159,10 @@ impl Link {
         self.up.load(Ordering::Acquire)
     }
 
-    /// A receiver that changes each time the link (re)connects.
-    pub fn generations(&self) -> watch::Receiver<u64> {
-        self.generation.subscribe()
+    /// How many times the link has connected (0: not yet): a change means
+    /// it reconnected, and what it sent meanwhile may be lost.
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
     }
 
     /// Sends one command and waits for its reply. An error reply becomes

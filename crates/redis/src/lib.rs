@@ -286,6 +286,11 @@ impl Inner {
         std::str::from_utf8(name).ok()
     }
 
+    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
+    fn nodes_key(&self, suffix: &str) -> String {
+        format!("{}:nodes{suffix}", self.cfg.prefix)
+    }
+
     fn members_key(&self, node: &str) -> String {
         format!("{}:node:{node}:members", self.cfg.prefix)
     }
@@ -396,8 +401,8 @@ impl Inner {
             b"EVALSHA".to_vec(),
             lua::FORGET.sha().as_bytes().to_vec(),
             b"3".to_vec(),
-            format!("{}:nodes:seen", self.cfg.prefix).into_bytes(),
-            format!("{}:nodes", self.cfg.prefix).into_bytes(),
+            self.nodes_key(":seen").into_bytes(),
+            self.nodes_key("").into_bytes(),
             self.members_key(node).into_bytes(),
             node.as_bytes().to_vec(),
             self.cfg.prefix.as_bytes().to_vec(),
@@ -952,7 +957,7 @@ async fn heartbeats(me: Weak<Inner>) {
         if !inner.link.is_up() {
             continue;
         }
-        let now = *inner.link.generations().borrow();
+        let now = inner.link.generation();
         if now != generation {
             // Generation 1 is the first connection; any later one is a
             // reconnection (perhaps several since the last tick).
@@ -974,8 +979,8 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
         .get()
         .map(|f| f())
         .unwrap_or(serde_json::Value::Null);
-    let seen = format!("{}:nodes:seen", inner.cfg.prefix);
-    let hash = format!("{}:nodes", inner.cfg.prefix);
+    let seen = inner.nodes_key(":seen");
+    let hash = inner.nodes_key("");
     let v = inner
         .link
         .call(&[
