@@ -1,0 +1,231 @@
+//! A table without a runtime, for unit tests of a game's rules.
+//!
+//! [`Harness`] plays the engine's part the way the engine does (seats, the
+//! order of calls, applying effects, `Unseat`), with a clock that moves only
+//! when the test calls [`Harness::advance`]: timers fire in deadline order
+//! (ties in the order they were set), each with the clock at its deadline.
+//! What the game sent is kept per recipient so tests can read it.
+
+use crate::{ActionError, Ctx, Effect, Game, Seat};
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Who a message went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum To {
+    /// One seat.
+    Seat(Seat),
+    /// Players and watchers.
+    Table,
+    /// Seated players.
+    Players,
+    /// Watchers.
+    Watchers,
+}
+
+/// One game, driven by hand.
+pub struct Harness {
+    game: Box<dyn Game>,
+    seats: BTreeMap<Seat, String>,
+    /// key → (deadline, order set), so ties fire in the order they were set.
+    timers: BTreeMap<u64, (Duration, u64)>,
+    set_count: u64,
+    now: Duration,
+    /// Everything sent, in order.
+    pub sent: Vec<(To, Bytes)>,
+    /// Lobby attributes as the game last set them.
+    pub attrs: Map<String, Value>,
+    /// Hands reported finished.
+    pub hands: u64,
+    /// Seats the game stood up, with the reason.
+    pub unseated: Vec<(Seat, String)>,
+}
+
+impl Harness {
+    /// Wraps a game and calls [`Game::created`].
+    pub fn new(game: Box<dyn Game>) -> Harness {
+        let mut h = Harness {
+            game,
+            seats: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            set_count: 0,
+            now: Duration::ZERO,
+            sent: Vec::new(),
+            attrs: Map::new(),
+            hands: 0,
+            unseated: Vec::new(),
+        };
+        h.with_ctx(|g, ctx| g.created(ctx));
+        h
+    }
+
+    /// The game itself (to read its state in assertions).
+    pub fn game(&self) -> &dyn Game {
+        &*self.game
+    }
+
+    /// Time since the harness started.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Seated players by seat.
+    pub fn seats(&self) -> &BTreeMap<Seat, String> {
+        &self.seats
+    }
+
+    /// Pending timers: key → time until it fires.
+    pub fn pending_timers(&self) -> Vec<(u64, Duration)> {
+        let mut v: Vec<_> = self
+            .timers
+            .iter()
+            .map(|(k, (at, _))| (*k, at.saturating_sub(self.now)))
+            .collect();
+        v.sort_by_key(|(k, d)| (*d, *k));
+        v
+    }
+
+    /// Asks to sit `user` at `seat`, as the engine would (the seat must be
+    /// free; the game may refuse).
+    pub fn sit(&mut self, seat: Seat, user: &str, data: &[u8]) -> Result<(), String> {
+        if self.seats.contains_key(&seat) {
+            return Err("seat taken".into());
+        }
+        self.game.can_sit(seat, user, data)?;
+        self.seats.insert(seat, user.to_string());
+        let user = user.to_string();
+        let data = data.to_vec();
+        self.with_ctx(|g, ctx| g.sat(ctx, seat, &user, &data));
+        Ok(())
+    }
+
+    /// The player at `seat` leaves.
+    pub fn leave(&mut self, seat: Seat) {
+        if self.seats.contains_key(&seat) {
+            self.with_ctx(|g, ctx| g.left(ctx, seat));
+            self.seats.remove(&seat);
+        }
+    }
+
+    /// The player at `seat` drops.
+    pub fn drop_seat(&mut self, seat: Seat) {
+        if self.seats.contains_key(&seat) {
+            self.with_ctx(|g, ctx| g.dropped(ctx, seat));
+        }
+    }
+
+    /// The dropped player at `seat` returns.
+    pub fn return_seat(&mut self, seat: Seat) {
+        if self.seats.contains_key(&seat) {
+            self.with_ctx(|g, ctx| g.returned(ctx, seat));
+        }
+    }
+
+    /// The player at `seat` acts.
+    pub fn act(&mut self, seat: Seat, data: &[u8]) -> Result<(), ActionError> {
+        if !self.seats.contains_key(&seat) {
+            return Err(ActionError::OutOfTurn("not seated".into()));
+        }
+        let mut ctx = Ctx::new();
+        let r = self.game.act(&mut ctx, seat, data);
+        self.apply(ctx);
+        r
+    }
+
+    /// Moves the clock forward by `d`, firing every timer that falls due,
+    /// in deadline order.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        while let Some((key, at)) = self.next_timer(end) {
+            self.timers.remove(&key);
+            self.now = at;
+            self.with_ctx(|g, ctx| g.timer(ctx, key));
+        }
+        self.now = end;
+    }
+
+    /// Fires the next pending timer, whenever it is due; false if none.
+    pub fn fire_next(&mut self) -> bool {
+        match self.next_timer(Duration::MAX) {
+            Some((key, at)) => {
+                self.timers.remove(&key);
+                self.now = self.now.max(at);
+                self.with_ctx(|g, ctx| g.timer(ctx, key));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Messages sent so far to exactly this recipient.
+    pub fn sent_to(&self, to: To) -> Vec<&Bytes> {
+        self.sent
+            .iter()
+            .filter(|(t, _)| *t == to)
+            .map(|(_, b)| b)
+            .collect()
+    }
+
+    /// Messages the player at `seat` would have received (its own, the
+    /// table's and the players').
+    pub fn received_by(&self, seat: Seat) -> Vec<&Bytes> {
+        self.sent
+            .iter()
+            .filter(|(t, _)| matches!(t, To::Table | To::Players) || *t == To::Seat(seat))
+            .map(|(_, b)| b)
+            .collect()
+    }
+
+    /// Forgets the messages recorded so far.
+    pub fn clear_sent(&mut self) {
+        self.sent.clear();
+    }
+
+    fn next_timer(&self, until: Duration) -> Option<(u64, Duration)> {
+        self.timers
+            .iter()
+            .filter(|(_, (at, _))| *at <= until)
+            .min_by_key(|(_, (at, order))| (*at, *order))
+            .map(|(k, (at, _))| (*k, *at))
+    }
+
+    fn with_ctx(&mut self, f: impl FnOnce(&mut dyn Game, &mut Ctx)) {
+        let mut ctx = Ctx::new();
+        f(&mut *self.game, &mut ctx);
+        self.apply(ctx);
+    }
+
+    fn apply(&mut self, mut ctx: Ctx) {
+        for e in ctx.take() {
+            match e {
+                Effect::ToSeat(s, b) => self.sent.push((To::Seat(s), b)),
+                Effect::ToTable(b) => self.sent.push((To::Table, b)),
+                Effect::ToPlayers(b) => self.sent.push((To::Players, b)),
+                Effect::ToWatchers(b) => self.sent.push((To::Watchers, b)),
+                Effect::SetTimer(k, d) => {
+                    self.set_count += 1;
+                    self.timers.insert(k, (self.now + d, self.set_count));
+                }
+                Effect::CancelTimer(k) => {
+                    self.timers.remove(&k);
+                }
+                Effect::Attr(k, Value::Null) => {
+                    self.attrs.remove(&k);
+                }
+                Effect::Attr(k, v) => {
+                    self.attrs.insert(k, v);
+                }
+                Effect::HandFinished => self.hands += 1,
+                Effect::Unseat(s, reason) => {
+                    if self.seats.contains_key(&s) {
+                        self.unseated.push((s, reason));
+                        self.with_ctx(|g, ctx| g.left(ctx, s));
+                        self.seats.remove(&s);
+                    }
+                }
+            }
+        }
+    }
+}
