@@ -317,6 +317,19 @@ impl Session {
                     r.map(|(clients, users)| Reply::PresenceStats { clients, users })
                 });
             }
+            // PLACEHOLDER (gameproto branch): the game commands are in the
+            // protocol but the session does not serve them yet. The lead
+            // replaces this arm with the game engine's handling.
+            Command::Lobby { .. }
+            | Command::LobbyOff { .. }
+            | Command::Sit { .. }
+            | Command::Watch { .. }
+            | Command::Stand { .. }
+            | Command::Act { .. } => self.error(
+                id,
+                ErrorCode::NotAvailable,
+                "games are not enabled on this server",
+            ),
         }
     }
 

@@ -15,7 +15,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::{
-    ClientInfo, Command, DecodeError, HistoryItem, Position, Push, Reply, Request, ServerMsg,
+    is_json_object, ClientInfo, Command, DecodeError, HistoryItem, Position, Push, Reply, Request,
+    SeatStatus, ServerMsg, TableEntry,
 };
 
 /// Message type bytes. Replies are `REPLY | command type`.
@@ -28,6 +29,14 @@ mod ty {
     pub const HISTORY: u8 = 0x06;
     pub const PRESENCE: u8 = 0x07;
     pub const PRESENCE_STATS: u8 = 0x08;
+    pub const LOBBY: u8 = 0x09;
+    pub const LOBBY_OFF: u8 = 0x0A;
+    pub const SIT: u8 = 0x0B;
+    pub const WATCH: u8 = 0x0C;
+    pub const STAND: u8 = 0x0D;
+    pub const ACT: u8 = 0x0E;
+    /// The last command type: commands are `CONNECT..=LAST_COMMAND`.
+    pub const LAST_COMMAND: u8 = ACT;
     pub const REPLY: u8 = 0x80;
     pub const ERROR: u8 = 0xE0;
     pub const PUB: u8 = 0xA0;
@@ -35,6 +44,10 @@ mod ty {
     pub const LEAVE: u8 = 0xA2;
     pub const UNSUB: u8 = 0xA3;
     pub const DISCONNECT: u8 = 0xA4;
+    pub const LOBBY_UPDATE: u8 = 0xA5;
+    pub const GAME: u8 = 0xA6;
+    pub const SEAT: u8 = 0xA7;
+    pub const UNSEAT: u8 = 0xA8;
 }
 
 /// The longest varint (a u64 needs 64 / 7 rounded up = 10 bytes).
@@ -233,6 +246,39 @@ impl<'a> Reader<'a> {
         Ok(ClientInfo { client, user, info })
     }
 
+    /// A lobby entry; `attrs` must be JSON-object text.
+    fn table_entry(&mut self) -> Result<TableEntry, DecodeError> {
+        let table = self.varint("table")?;
+        let path = self.string("path")?;
+        let seats = self.u32("seats")?;
+        let players = self.u32("players")?;
+        let watchers = self.u32("watchers")?;
+        let attrs = self.bytes("attrs")?;
+        if !is_json_object(&attrs) {
+            return Err(invalid("attrs", "expected a JSON object"));
+        }
+        Ok(TableEntry {
+            table,
+            path,
+            seats,
+            players,
+            watchers,
+            attrs,
+        })
+    }
+
+    /// A counted list of lobby entries: each takes at least 8 bytes (four
+    /// one-byte varints, an empty path's length, and attrs `{}` with its
+    /// length), so a lying count fails before any allocation.
+    fn tables(&mut self) -> Result<Vec<TableEntry>, DecodeError> {
+        let n = self.count("tables", 8)?;
+        let mut tables = Vec::with_capacity(n);
+        for _ in 0..n {
+            tables.push(self.table_entry()?);
+        }
+        Ok(tables)
+    }
+
     /// Ends a message: anything left over is an error.
     fn finish(&self) -> Result<(), DecodeError> {
         match self.remaining() {
@@ -248,7 +294,7 @@ fn unknown_type(t: u8) -> DecodeError {
 
 fn request(r: &mut Reader<'_>) -> Result<Request, DecodeError> {
     let t = r.u8("type")?;
-    if !(ty::CONNECT..=ty::PRESENCE_STATS).contains(&t) {
+    if !(ty::CONNECT..=ty::LAST_COMMAND).contains(&t) {
         return Err(unknown_type(t));
     }
     let id = r.u32("id")?;
@@ -323,6 +369,36 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
         ty::PRESENCE_STATS => Command::PresenceStats {
             channel: r.string("channel")?,
         },
+        ty::LOBBY => Command::Lobby {
+            path: r.string("path")?,
+        },
+        ty::LOBBY_OFF => Command::LobbyOff {
+            path: r.string("path")?,
+        },
+        ty::SIT => {
+            let f = r.flags(0b1)?;
+            let table = r.varint("table")?;
+            let seat = if f & 1 != 0 {
+                Some(r.u32("seat")?)
+            } else {
+                None
+            };
+            Command::Sit {
+                table,
+                seat,
+                data: r.bytes("data")?,
+            }
+        }
+        ty::WATCH => Command::Watch {
+            table: r.varint("table")?,
+        },
+        ty::STAND => Command::Stand {
+            table: r.varint("table")?,
+        },
+        ty::ACT => Command::Act {
+            table: r.varint("table")?,
+            data: r.bytes("data")?,
+        },
         other => return Err(unknown_type(other)),
     })
 }
@@ -330,7 +406,7 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
 fn server(r: &mut Reader<'_>) -> Result<ServerMsg, DecodeError> {
     let t = r.u8("type")?;
     match t {
-        ty::PUB..=ty::DISCONNECT => {
+        ty::PUB..=ty::UNSEAT => {
             let push = push(t, r)?;
             r.finish()?;
             Ok(ServerMsg::Push(push))
@@ -345,7 +421,7 @@ fn server(r: &mut Reader<'_>) -> Result<ServerMsg, DecodeError> {
             })();
             msg.map_err(|e| with_id(id, e))
         }
-        _ if t & !0x0f == ty::REPLY && (ty::CONNECT..=ty::PRESENCE_STATS).contains(&(t & 0x0f)) => {
+        _ if t & !0x0f == ty::REPLY && (ty::CONNECT..=ty::LAST_COMMAND).contains(&(t & 0x0f)) => {
             let id = r.u32("id")?;
             let reply = reply(t & 0x0f, r)
                 .and_then(|reply| r.finish().map(|()| reply))
@@ -395,6 +471,20 @@ fn reply(t: u8, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
             clients: r.varint("clients")?,
             users: r.varint("users")?,
         },
+        ty::LOBBY => Reply::Lobby {
+            seq: r.varint("seq")?,
+            tables: r.tables()?,
+        },
+        ty::LOBBY_OFF => Reply::LobbyOff,
+        ty::SIT => Reply::Sit {
+            seat: r.u32("seat")?,
+            data: r.bytes("data")?,
+        },
+        ty::WATCH => Reply::Watch {
+            data: r.bytes("data")?,
+        },
+        ty::STAND => Reply::Stand,
+        ty::ACT => Reply::Act,
         other => return Err(unknown_type(ty::REPLY | other)),
     })
 }
@@ -420,6 +510,38 @@ fn push(t: u8, r: &mut Reader<'_>) -> Result<Push, DecodeError> {
             reason: r.string("reason")?,
         },
         ty::DISCONNECT => Push::Disconnect {
+            code: r.u16("code")?,
+            reason: r.string("reason")?,
+        },
+        ty::LOBBY_UPDATE => {
+            let path = r.string("path")?;
+            let seq = r.varint("seq")?;
+            let tables = r.tables()?;
+            let n = r.count("removed", 1)?;
+            let mut removed = Vec::with_capacity(n);
+            for _ in 0..n {
+                removed.push(r.varint("removed")?);
+            }
+            Push::LobbyUpdate {
+                path,
+                seq,
+                tables,
+                removed,
+            }
+        }
+        ty::GAME => Push::Game {
+            table: r.varint("table")?,
+            data: r.bytes("data")?,
+        },
+        ty::SEAT => Push::Seat {
+            table: r.varint("table")?,
+            seat: r.u32("seat")?,
+            user: r.string("user")?,
+            status: SeatStatus::from_u8(r.u8("status")?)
+                .ok_or_else(|| invalid("status", "expected 0..=3"))?,
+        },
+        ty::UNSEAT => Push::Unseat {
+            table: r.varint("table")?,
             code: r.u16("code")?,
             reason: r.string("reason")?,
         },
@@ -461,6 +583,28 @@ fn put_str(out: &mut BytesMut, s: &str) {
 fn put_position(out: &mut BytesMut, p: &Position) {
     put_str(out, &p.epoch);
     put_varint(out, p.offset);
+}
+
+/// The attrs written for a lobby entry: the text itself when it is a JSON
+/// object (what decoders accept), else `{}`.
+pub(crate) fn attrs_or_empty(attrs: &[u8]) -> &[u8] {
+    if is_json_object(attrs) {
+        attrs
+    } else {
+        b"{}"
+    }
+}
+
+fn put_tables(out: &mut BytesMut, tables: &[TableEntry]) {
+    put_varint(out, tables.len() as u64);
+    for t in tables {
+        put_varint(out, t.table);
+        put_str(out, &t.path);
+        put_varint(out, u64::from(t.seats));
+        put_varint(out, u64::from(t.players));
+        put_varint(out, u64::from(t.watchers));
+        put_bytes(out, attrs_or_empty(&t.attrs));
+    }
 }
 
 fn put_items(out: &mut BytesMut, items: &[HistoryItem]) {
@@ -547,6 +691,42 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             put_varint(out, id);
             put_str(out, channel);
         }
+        Command::Lobby { path } => {
+            out.put_u8(ty::LOBBY);
+            put_varint(out, id);
+            put_str(out, path);
+        }
+        Command::LobbyOff { path } => {
+            out.put_u8(ty::LOBBY_OFF);
+            put_varint(out, id);
+            put_str(out, path);
+        }
+        Command::Sit { table, seat, data } => {
+            out.put_u8(ty::SIT);
+            put_varint(out, id);
+            out.put_u8(u8::from(seat.is_some()));
+            put_varint(out, *table);
+            if let Some(seat) = seat {
+                put_varint(out, u64::from(*seat));
+            }
+            put_bytes(out, data);
+        }
+        Command::Watch { table } => {
+            out.put_u8(ty::WATCH);
+            put_varint(out, id);
+            put_varint(out, *table);
+        }
+        Command::Stand { table } => {
+            out.put_u8(ty::STAND);
+            put_varint(out, id);
+            put_varint(out, *table);
+        }
+        Command::Act { table, data } => {
+            out.put_u8(ty::ACT);
+            put_varint(out, id);
+            put_varint(out, *table);
+            put_bytes(out, data);
+        }
     }
 }
 
@@ -624,6 +804,23 @@ fn encode_reply(id: u32, reply: &Reply, out: &mut BytesMut) {
             put_varint(out, *clients);
             put_varint(out, *users);
         }
+        Reply::Lobby { seq, tables } => {
+            head(out, ty::LOBBY);
+            put_varint(out, *seq);
+            put_tables(out, tables);
+        }
+        Reply::LobbyOff => head(out, ty::LOBBY_OFF),
+        Reply::Sit { seat, data } => {
+            head(out, ty::SIT);
+            put_varint(out, u64::from(*seat));
+            put_bytes(out, data);
+        }
+        Reply::Watch { data } => {
+            head(out, ty::WATCH);
+            put_bytes(out, data);
+        }
+        Reply::Stand => head(out, ty::STAND),
+        Reply::Act => head(out, ty::ACT),
     }
 }
 
@@ -674,6 +871,49 @@ fn encode_push(push: &Push, out: &mut BytesMut) {
         }
         Push::Disconnect { code, reason } => {
             out.put_u8(ty::DISCONNECT);
+            put_varint(out, u64::from(*code));
+            put_str(out, reason);
+        }
+        Push::LobbyUpdate {
+            path,
+            seq,
+            tables,
+            removed,
+        } => {
+            out.put_u8(ty::LOBBY_UPDATE);
+            put_str(out, path);
+            put_varint(out, *seq);
+            put_tables(out, tables);
+            put_varint(out, removed.len() as u64);
+            for id in removed {
+                put_varint(out, *id);
+            }
+        }
+        Push::Game { table, data } => {
+            out.reserve(1 + 2 * MAX_VARINT_LEN + data.len());
+            out.put_u8(ty::GAME);
+            put_varint(out, *table);
+            put_bytes(out, data);
+        }
+        Push::Seat {
+            table,
+            seat,
+            user,
+            status,
+        } => {
+            out.put_u8(ty::SEAT);
+            put_varint(out, *table);
+            put_varint(out, u64::from(*seat));
+            put_str(out, user);
+            out.put_u8(status.to_u8());
+        }
+        Push::Unseat {
+            table,
+            code,
+            reason,
+        } => {
+            out.put_u8(ty::UNSEAT);
+            put_varint(out, *table);
             put_varint(out, u64::from(*code));
             put_str(out, reason);
         }

@@ -43,6 +43,18 @@ pub enum ErrorCode {
     AlreadyConnected = 113,
     /// The broker (e.g. Redis) is unavailable; retry later.
     BrokerUnavailable = 114,
+    /// No table has this id.
+    UnknownTable = 115,
+    /// The seat is not available: taken, the table is full, or the game
+    /// refused the seat (the message says which).
+    SeatUnavailable = 116,
+    /// Not seated at or watching this table.
+    NotAtTable = 117,
+    /// The game refused the action (out of turn, illegal, malformed); the
+    /// message is the game's.
+    ActionRefused = 118,
+    /// Already seated at or watching this table.
+    AlreadyAtTable = 119,
 }
 
 impl ErrorCode {
@@ -69,6 +81,11 @@ impl ErrorCode {
             ErrorCode::TokenExpired => "token expired",
             ErrorCode::AlreadyConnected => "already connected",
             ErrorCode::BrokerUnavailable => "broker unavailable",
+            ErrorCode::UnknownTable => "unknown table",
+            ErrorCode::SeatUnavailable => "seat unavailable",
+            ErrorCode::NotAtTable => "not at table",
+            ErrorCode::ActionRefused => "action refused",
+            ErrorCode::AlreadyAtTable => "already at table",
         }
     }
 }

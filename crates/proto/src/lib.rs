@@ -186,6 +186,129 @@ pub enum Command {
         /// Channel name.
         channel: String,
     },
+    /// Subscribe to the game lobby: a snapshot now, `lobby_update` pushes
+    /// after (docs/protocol.md §5e).
+    Lobby {
+        /// "" for every table, or a branch such as `holdem/10-seat`: tables
+        /// whose path equals it or starts with it followed by `/`.
+        path: String,
+    },
+    /// Stop the lobby subscription made with the same path.
+    LobbyOff {
+        /// The path given to `lobby`.
+        path: String,
+    },
+    /// Take a seat at a table (or take one's seat back after a reconnect).
+    Sit {
+        /// The table id (below 2^53, like offsets).
+        table: u64,
+        /// The seat wanted; `None` = any free seat.
+        seat: Option<u32>,
+        /// Opaque data for the game (e.g. a buy-in); may be empty.
+        data: Bytes,
+    },
+    /// Watch a table without a seat: its public game data.
+    Watch {
+        /// The table id.
+        table: u64,
+    },
+    /// Give up one's seat at a table, or stop watching it.
+    Stand {
+        /// The table id.
+        table: u64,
+    },
+    /// A game action at a table where the client is seated; opaque to Herald.
+    Act {
+        /// The table id.
+        table: u64,
+        /// The action, as the game defines it.
+        data: Bytes,
+    },
+}
+
+/// One table as the lobby shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableEntry {
+    /// The table id (below 2^53, like offsets).
+    pub table: u64,
+    /// Where the table sits in the lobby tree, e.g. `holdem/10-seat/express`.
+    pub path: String,
+    /// Seats at the table.
+    pub seats: u32,
+    /// Seats taken.
+    pub players: u32,
+    /// Connections watching.
+    pub watchers: u32,
+    /// JSON object text: timing, stakes, the game's own attributes. Decoders
+    /// accept only a JSON object here (kept as its exact text); encoders write
+    /// `{}` in place of anything that is not JSON-object text.
+    pub attrs: Bytes,
+}
+
+/// A seat change, for `seat` pushes. Binary 0..=3, JSON `"sat"`, `"left"`,
+/// `"away"`, `"back"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SeatStatus {
+    /// Someone took the seat.
+    Sat,
+    /// The seat was given up (stand, grace expired, unseated).
+    Left,
+    /// The seated player's connection dropped; the seat is kept for the
+    /// table's grace period.
+    Away,
+    /// The away player is back.
+    Back,
+}
+
+impl SeatStatus {
+    /// The binary encoding's byte.
+    pub const fn to_u8(self) -> u8 {
+        match self {
+            SeatStatus::Sat => 0,
+            SeatStatus::Left => 1,
+            SeatStatus::Away => 2,
+            SeatStatus::Back => 3,
+        }
+    }
+
+    /// The status for a binary byte, if it is one.
+    pub const fn from_u8(b: u8) -> Option<SeatStatus> {
+        Some(match b {
+            0 => SeatStatus::Sat,
+            1 => SeatStatus::Left,
+            2 => SeatStatus::Away,
+            3 => SeatStatus::Back,
+            _ => return None,
+        })
+    }
+
+    /// The JSON encoding's string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SeatStatus::Sat => "sat",
+            SeatStatus::Left => "left",
+            SeatStatus::Away => "away",
+            SeatStatus::Back => "back",
+        }
+    }
+
+    /// The status for a JSON string, if it is one.
+    pub fn from_name(s: &str) -> Option<SeatStatus> {
+        Some(match s {
+            "sat" => SeatStatus::Sat,
+            "left" => SeatStatus::Left,
+            "away" => SeatStatus::Away,
+            "back" => SeatStatus::Back,
+            _ => return None,
+        })
+    }
+}
+
+/// Whether `b` is what a [`TableEntry::attrs`] may hold: one JSON object, as
+/// [`jsontext::is_json`] accepts it (no surrounding whitespace, at most 128
+/// levels deep).
+pub(crate) fn is_json_object(b: &[u8]) -> bool {
+    b.first() == Some(&b'{') && jsontext::is_json(b)
 }
 
 /// Server → client messages.
@@ -270,6 +393,32 @@ pub enum Reply {
         /// not counted).
         users: u64,
     },
+    /// Answer to `lobby`: the snapshot that `lobby_update` pushes then amend.
+    Lobby {
+        /// The lobby's sequence number at the snapshot; apply only updates
+        /// with a higher `seq`.
+        seq: u64,
+        /// Every table under the subscribed path.
+        tables: Vec<TableEntry>,
+    },
+    /// Answer to `lobby_off`.
+    LobbyOff,
+    /// Answer to `sit`: the seat taken and the game's private snapshot.
+    Sit {
+        /// The seat number.
+        seat: u32,
+        /// The game's private snapshot for that seat (opaque).
+        data: Bytes,
+    },
+    /// Answer to `watch`: the game's public snapshot (opaque).
+    Watch {
+        /// The public snapshot.
+        data: Bytes,
+    },
+    /// Answer to `stand`.
+    Stand,
+    /// Answer to `act`: the game accepted the action.
+    Act,
 }
 
 /// One retained publication, as returned by history and recovery.
@@ -333,6 +482,45 @@ pub enum Push {
     /// The server is about to close the connection.
     Disconnect {
         /// A [`DisconnectCode`]: its range says whether to reconnect.
+        code: u16,
+        /// Human-readable detail.
+        reason: String,
+    },
+    /// Lobby tables added or changed, and ids removed, since the last update.
+    LobbyUpdate {
+        /// The subscribed branch this update is for ("" = all).
+        path: String,
+        /// The lobby's sequence number after this update.
+        seq: u64,
+        /// Tables added or changed (whole entries).
+        tables: Vec<TableEntry>,
+        /// Ids of tables removed.
+        removed: Vec<u64>,
+    },
+    /// Game data from a table the client sits at or watches (opaque).
+    Game {
+        /// The table id.
+        table: u64,
+        /// The game's data.
+        data: Bytes,
+    },
+    /// A seat at a watched or joined table changed.
+    Seat {
+        /// The table id.
+        table: u64,
+        /// The seat number.
+        seat: u32,
+        /// The user in the seat ("" for anonymous).
+        user: String,
+        /// What happened.
+        status: SeatStatus,
+    },
+    /// The server took the client off a table (closed, grace expired, or the
+    /// game unseated it).
+    Unseat {
+        /// The table id.
+        table: u64,
+        /// Why, from [`ErrorCode`] or [`DisconnectCode`].
         code: u16,
         /// Human-readable detail.
         reason: String,

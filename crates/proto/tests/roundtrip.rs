@@ -6,7 +6,8 @@
 
 use bytes::{Bytes, BytesMut};
 use herald_proto::{
-    ClientInfo, Command, Encoding, HistoryItem, Position, Push, Reply, Request, ServerMsg,
+    ClientInfo, Command, Encoding, HistoryItem, Position, Push, Reply, Request, SeatStatus,
+    ServerMsg, TableEntry,
 };
 
 /// splitmix64: tiny, good enough, no dependency.
@@ -132,8 +133,39 @@ impl Rng {
         }
     }
 
+    /// Lobby entries; attrs always a JSON object (what decoders accept).
+    fn tables(&mut self) -> Vec<TableEntry> {
+        const ATTRS: &[&str] = &[
+            "{}",
+            "{\"blinds\":[1,2],\"turn\":20}",
+            "{\"a\" : {\"b\": null},\n\"é\":\"😀\"}",
+        ];
+        let n = self.below(4);
+        (0..n)
+            .map(|_| TableEntry {
+                table: self.u64(),
+                path: self.string(),
+                seats: self.u32(),
+                players: self.u32(),
+                watchers: self.u32(),
+                attrs: Bytes::from_static(
+                    ATTRS[self.below(ATTRS.len() as u64) as usize].as_bytes(),
+                ),
+            })
+            .collect()
+    }
+
+    fn status(&mut self) -> SeatStatus {
+        [
+            SeatStatus::Sat,
+            SeatStatus::Left,
+            SeatStatus::Away,
+            SeatStatus::Back,
+        ][self.below(4) as usize]
+    }
+
     fn request(&mut self) -> Request {
-        let cmd = match self.below(8) {
+        let cmd = match self.below(14) {
             0 => Command::Connect {
                 token: self.opt_string(),
                 name: self.opt_string(),
@@ -160,8 +192,29 @@ impl Rng {
             6 => Command::Presence {
                 channel: self.string(),
             },
-            _ => Command::PresenceStats {
+            7 => Command::PresenceStats {
                 channel: self.string(),
+            },
+            8 => Command::Lobby {
+                path: self.string(),
+            },
+            9 => Command::LobbyOff {
+                path: self.string(),
+            },
+            10 => Command::Sit {
+                table: self.u64(),
+                seat: self.bool().then(|| self.u32()),
+                data: if self.bool() {
+                    Bytes::new()
+                } else {
+                    self.data()
+                },
+            },
+            11 => Command::Watch { table: self.u64() },
+            12 => Command::Stand { table: self.u64() },
+            _ => Command::Act {
+                table: self.u64(),
+                data: self.data(),
             },
         };
         Request {
@@ -171,7 +224,7 @@ impl Rng {
     }
 
     fn reply(&mut self) -> Reply {
-        match self.below(8) {
+        match self.below(14) {
             0 => Reply::Connect {
                 client: self.string(),
                 version: self.string(),
@@ -197,10 +250,22 @@ impl Rng {
             6 => Reply::Presence {
                 clients: (0..self.below(4)).map(|_| self.info()).collect(),
             },
-            _ => Reply::PresenceStats {
+            7 => Reply::PresenceStats {
                 clients: self.u64(),
                 users: self.u64(),
             },
+            8 => Reply::Lobby {
+                seq: self.u64(),
+                tables: self.tables(),
+            },
+            9 => Reply::LobbyOff,
+            10 => Reply::Sit {
+                seat: self.u32(),
+                data: self.data(),
+            },
+            11 => Reply::Watch { data: self.data() },
+            12 => Reply::Stand,
+            _ => Reply::Act,
         }
     }
 
@@ -215,7 +280,7 @@ impl Rng {
                 code: self.u16(),
                 message: self.string(),
             },
-            _ => ServerMsg::Push(match self.below(5) {
+            _ => ServerMsg::Push(match self.below(9) {
                 0 => Push::Publication {
                     channel: self.string(),
                     offset: self.u64(),
@@ -234,7 +299,28 @@ impl Rng {
                     code: self.u16(),
                     reason: self.string(),
                 },
-                _ => Push::Disconnect {
+                4 => Push::Disconnect {
+                    code: self.u16(),
+                    reason: self.string(),
+                },
+                5 => Push::LobbyUpdate {
+                    path: self.string(),
+                    seq: self.u64(),
+                    tables: self.tables(),
+                    removed: (0..self.below(4)).map(|_| self.u64()).collect(),
+                },
+                6 => Push::Game {
+                    table: self.u64(),
+                    data: self.data(),
+                },
+                7 => Push::Seat {
+                    table: self.u64(),
+                    seat: self.u32(),
+                    user: self.string(),
+                    status: self.status(),
+                },
+                _ => Push::Unseat {
+                    table: self.u64(),
                     code: self.u16(),
                     reason: self.string(),
                 },
@@ -343,4 +429,122 @@ fn typical_push_sizes_match_decision_record() {
         Encoding::Json.encode_server_bytes(&push(&binary)).len(),
         159
     );
+}
+
+/// attrs that are not a JSON object are written as `{}` by both encoders
+/// (decoders accept only objects), so what goes out always decodes.
+#[test]
+fn non_object_attrs_are_written_as_empty_object() {
+    for bad in ["", "[1]", "1", " {}", "{", "\u{ff}"] {
+        let msg = ServerMsg::Reply {
+            id: 1,
+            reply: Reply::Lobby {
+                seq: 2,
+                tables: vec![TableEntry {
+                    table: 3,
+                    path: "p".into(),
+                    seats: 4,
+                    players: 5,
+                    watchers: 6,
+                    attrs: Bytes::copy_from_slice(bad.as_bytes()),
+                }],
+            },
+        };
+        let json = Encoding::Json.encode_server_bytes(&msg);
+        assert_eq!(
+            &json[..],
+            br#"{"id":1,"lobby":{"seq":2,"tables":[{"table":3,"path":"p","seats":4,"players":5,"watchers":6,"attrs":{}}]}}"#,
+            "{bad:?}"
+        );
+        for enc in [Encoding::Json, Encoding::Binary] {
+            let back = enc.decode_server(&enc.encode_server_bytes(&msg)).unwrap();
+            let ServerMsg::Reply {
+                reply: Reply::Lobby { tables, .. },
+                ..
+            } = back
+            else {
+                panic!("not a lobby reply")
+            };
+            assert_eq!(&tables[0].attrs[..], b"{}", "{enc:?} {bad:?}");
+        }
+    }
+}
+
+/// The game messages' canonical JSON shapes and their optional fields.
+#[test]
+fn game_json_shapes() {
+    let enc = |cmd: Command| {
+        let mut out = BytesMut::new();
+        Encoding::Json.encode_request(&Request { id: 3, cmd }, &mut out);
+        String::from_utf8(out.to_vec()).unwrap()
+    };
+    assert_eq!(
+        enc(Command::Lobby {
+            path: String::new()
+        }),
+        r#"{"id":3,"lobby":{}}"#
+    );
+    assert_eq!(
+        enc(Command::LobbyOff {
+            path: "holdem".into()
+        }),
+        r#"{"id":3,"lobby_off":{"path":"holdem"}}"#
+    );
+    assert_eq!(
+        enc(Command::Sit {
+            table: 7,
+            seat: None,
+            data: Bytes::new()
+        }),
+        r#"{"id":3,"sit":{"table":7}}"#
+    );
+    assert_eq!(
+        enc(Command::Sit {
+            table: 7,
+            seat: Some(0),
+            data: Bytes::from_static(b"\x00")
+        }),
+        r#"{"id":3,"sit":{"table":7,"seat":0,"b64":"AA=="}}"#
+    );
+    assert_eq!(
+        enc(Command::Act {
+            table: 7,
+            data: Bytes::new()
+        }),
+        r#"{"id":3,"act":{"table":7,"b64":""}}"#
+    );
+    let seat = ServerMsg::Push(Push::Seat {
+        table: 7,
+        seat: 2,
+        user: "u1".into(),
+        status: SeatStatus::Away,
+    });
+    assert_eq!(
+        &Encoding::Json.encode_server_bytes(&seat)[..],
+        br#"{"seat":{"table":7,"seat":2,"user":"u1","status":"away"}}"#
+    );
+    // Decoders: act needs data, sit does not; a bad status is invalid.
+    assert!(Encoding::Json
+        .decode_request(br#"{"id":1,"act":{"table":7}}"#)
+        .is_err());
+    assert_eq!(
+        Encoding::Json
+            .decode_request(br#"{"id":1,"sit":{"table":7,"seat":null}}"#)
+            .unwrap()
+            .cmd,
+        Command::Sit {
+            table: 7,
+            seat: None,
+            data: Bytes::new()
+        }
+    );
+    assert!(Encoding::Json
+        .decode_server(br#"{"seat":{"table":7,"seat":2,"user":"u1","status":"gone"}}"#)
+        .is_err());
+    assert!(Encoding::Binary
+        .decode_server(&[0xa7, 0x07, 0x02, 0x00, 0x04])
+        .is_err());
+    assert!(Encoding::Binary
+        .decode_server(&[0xa7, 0x07, 0x02, 0x00, 0x03])
+        .is_ok());
 }

@@ -16,7 +16,8 @@ use serde_json::value::RawValue;
 
 use crate::jsontext::read_base64;
 use crate::{
-    ClientInfo, Command, DecodeError, HistoryItem, Position, Push, Reply, Request, ServerMsg,
+    is_json_object, ClientInfo, Command, DecodeError, HistoryItem, Position, Push, Reply, Request,
+    SeatStatus, ServerMsg, TableEntry,
 };
 
 /// Decodes one client command from a JSON object. Publication data is copied
@@ -51,6 +52,12 @@ const REQUEST_OPS: &[&str] = &[
     "history",
     "presence",
     "presence_stats",
+    "lobby",
+    "lobby_off",
+    "sit",
+    "watch",
+    "stand",
+    "act",
 ];
 
 const SERVER_OPS: &[&str] = &[
@@ -68,6 +75,16 @@ const SERVER_OPS: &[&str] = &[
     "leave",
     "unsub",
     "disconnect",
+    "lobby",
+    "lobby_off",
+    "sit",
+    "watch",
+    "stand",
+    "act",
+    "lobby_update",
+    "game",
+    "seat",
+    "unseat",
 ];
 
 fn decode_request_in(buf: &[u8], src: Src<'_>) -> Result<Request, DecodeError> {
@@ -322,6 +339,17 @@ struct Fields<'a> {
     code: Option<&'a RawValue>,
     message: Option<&'a RawValue>,
     reason: Option<&'a RawValue>,
+    path: Option<&'a RawValue>,
+    table: Option<&'a RawValue>,
+    seat: Option<&'a RawValue>,
+    seq: Option<&'a RawValue>,
+    tables: Option<&'a RawValue>,
+    removed: Option<&'a RawValue>,
+    seats: Option<&'a RawValue>,
+    players: Option<&'a RawValue>,
+    watchers: Option<&'a RawValue>,
+    attrs: Option<&'a RawValue>,
+    status: Option<&'a RawValue>,
     duplicate: bool,
 }
 
@@ -367,6 +395,17 @@ impl<'de> Visitor<'de> for FieldsVisitor {
                 "code" => &mut f.code,
                 "message" => &mut f.message,
                 "reason" => &mut f.reason,
+                "path" => &mut f.path,
+                "table" => &mut f.table,
+                "seat" => &mut f.seat,
+                "seq" => &mut f.seq,
+                "tables" => &mut f.tables,
+                "removed" => &mut f.removed,
+                "seats" => &mut f.seats,
+                "players" => &mut f.players,
+                "watchers" => &mut f.watchers,
+                "attrs" => &mut f.attrs,
+                "status" => &mut f.status,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
@@ -509,6 +548,53 @@ fn channel(f: &Fields<'_>) -> Result<String, DecodeError> {
     string(req(f.channel, "channel")?, "channel")
 }
 
+fn table(f: &Fields<'_>) -> Result<u64, DecodeError> {
+    u64_(req(f.table, "table")?, "table")
+}
+
+/// A lobby command's path: absent means "" (the whole lobby).
+fn path(f: &Fields<'_>) -> Result<String, DecodeError> {
+    Ok(opt_string(f.path, "path")?.unwrap_or_default())
+}
+
+/// A payload that may be left out (absent = empty), as in `sit`.
+fn opt_data(f: &Fields<'_>, src: Src<'_>) -> Result<Bytes, DecodeError> {
+    if f.data.is_none() && f.b64.is_none() {
+        Ok(Bytes::new())
+    } else {
+        data(f, src)
+    }
+}
+
+/// A list of lobby entries; each `attrs` must be a JSON object, kept as its
+/// exact text.
+fn tables(raw: &RawValue, src: Src<'_>) -> Result<Vec<TableEntry>, DecodeError> {
+    list(raw, "tables")?
+        .iter()
+        .map(|f| {
+            let attrs = req(f.attrs, "attrs")?.get().as_bytes();
+            if !is_json_object(attrs) {
+                return Err(invalid("attrs", "expected a JSON object"));
+            }
+            Ok(TableEntry {
+                table: table(f)?,
+                path: string(req(f.path, "path")?, "path")?,
+                seats: u32_(req(f.seats, "seats")?, "seats")?,
+                players: u32_(req(f.players, "players")?, "players")?,
+                watchers: u32_(req(f.watchers, "watchers")?, "watchers")?,
+                attrs: src.bytes(attrs),
+            })
+        })
+        .collect()
+}
+
+/// The ids of removed tables: an array of integers.
+fn removed(raw: &RawValue) -> Result<Vec<u64>, DecodeError> {
+    let raws: Vec<&RawValue> =
+        serde_json::from_str(raw.get()).map_err(|_| invalid("removed", "expected an array"))?;
+    raws.into_iter().map(|r| u64_(r, "removed")).collect()
+}
+
 fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, DecodeError> {
     let f = body.fields(op)?;
     Ok(match op {
@@ -543,6 +629,19 @@ fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, Decode
         },
         "presence_stats" => Command::PresenceStats {
             channel: channel(&f)?,
+        },
+        "lobby" => Command::Lobby { path: path(&f)? },
+        "lobby_off" => Command::LobbyOff { path: path(&f)? },
+        "sit" => Command::Sit {
+            table: table(&f)?,
+            seat: f.seat.map(|raw| u32_(raw, "seat")).transpose()?,
+            data: opt_data(&f, src)?,
+        },
+        "watch" => Command::Watch { table: table(&f)? },
+        "stand" => Command::Stand { table: table(&f)? },
+        "act" => Command::Act {
+            table: table(&f)?,
+            data: data(&f, src)?,
         },
         other => return Err(DecodeError::Unknown(other.into())),
     })
@@ -650,6 +749,42 @@ fn server_msg<'a>(
             reason: string(req(f.reason, "reason")?, "reason")?,
         })),
         "disconnect" => Ok(ServerMsg::Push(Push::Disconnect {
+            code: u16_(req(f.code, "code")?, "code")?,
+            reason: string(req(f.reason, "reason")?, "reason")?,
+        })),
+        "lobby" => reply(Reply::Lobby {
+            seq: u64_(req(f.seq, "seq")?, "seq")?,
+            tables: tables(req(f.tables, "tables")?, src)?,
+        }),
+        "lobby_off" => reply(Reply::LobbyOff),
+        "sit" => reply(Reply::Sit {
+            seat: u32_(req(f.seat, "seat")?, "seat")?,
+            data: data(&f, src)?,
+        }),
+        "watch" => reply(Reply::Watch {
+            data: data(&f, src)?,
+        }),
+        "stand" => reply(Reply::Stand),
+        "act" => reply(Reply::Act),
+        "lobby_update" => Ok(ServerMsg::Push(Push::LobbyUpdate {
+            path: string(req(f.path, "path")?, "path")?,
+            seq: u64_(req(f.seq, "seq")?, "seq")?,
+            tables: tables(req(f.tables, "tables")?, src)?,
+            removed: removed(req(f.removed, "removed")?)?,
+        })),
+        "game" => Ok(ServerMsg::Push(Push::Game {
+            table: table(&f)?,
+            data: data(&f, src)?,
+        })),
+        "seat" => Ok(ServerMsg::Push(Push::Seat {
+            table: table(&f)?,
+            seat: u32_(req(f.seat, "seat")?, "seat")?,
+            user: string(req(f.user, "user")?, "user")?,
+            status: SeatStatus::from_name(&string(req(f.status, "status")?, "status")?)
+                .ok_or_else(|| invalid("status", "expected sat, left, away or back"))?,
+        })),
+        "unseat" => Ok(ServerMsg::Push(Push::Unseat {
+            table: table(&f)?,
             code: u16_(req(f.code, "code")?, "code")?,
             reason: string(req(f.reason, "reason")?, "reason")?,
         })),

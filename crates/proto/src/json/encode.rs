@@ -7,8 +7,11 @@
 
 use bytes::{BufMut, BytesMut};
 
+use crate::binary::attrs_or_empty;
 use crate::jsontext::{base64_len, is_json, str_len, u64_len, write_base64, write_str, write_u64};
-use crate::{ClientInfo, Command, HistoryItem, Position, Push, Reply, Request, ServerMsg};
+use crate::{
+    ClientInfo, Command, HistoryItem, Position, Push, Reply, Request, ServerMsg, TableEntry,
+};
 
 /// Encodes one client command in canonical JSON.
 pub fn encode_request(req: &Request, out: &mut BytesMut) {
@@ -83,6 +86,40 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
         Command::PresenceStats { channel } => {
             out.extend_from_slice(b"\"presence_stats\":{\"channel\":");
             write_str(out, channel);
+        }
+        Command::Lobby { path } => {
+            out.extend_from_slice(b"\"lobby\":{");
+            write_path(out, path);
+        }
+        Command::LobbyOff { path } => {
+            out.extend_from_slice(b"\"lobby_off\":{");
+            write_path(out, path);
+        }
+        Command::Sit { table, seat, data } => {
+            out.extend_from_slice(b"\"sit\":{\"table\":");
+            write_u64(out, *table);
+            if let Some(seat) = seat {
+                out.extend_from_slice(b",\"seat\":");
+                write_u64(out, u64::from(*seat));
+            }
+            if !data.is_empty() {
+                out.put_u8(b',');
+                write_data(out, data);
+            }
+        }
+        Command::Watch { table } => {
+            out.extend_from_slice(b"\"watch\":{\"table\":");
+            write_u64(out, *table);
+        }
+        Command::Stand { table } => {
+            out.extend_from_slice(b"\"stand\":{\"table\":");
+            write_u64(out, *table);
+        }
+        Command::Act { table, data } => {
+            out.extend_from_slice(b"\"act\":{\"table\":");
+            write_u64(out, *table);
+            out.put_u8(b',');
+            write_data(out, data);
         }
     }
     out.extend_from_slice(b"}}");
@@ -185,6 +222,25 @@ fn encode_reply(reply: &Reply, out: &mut BytesMut) {
             out.extend_from_slice(b",\"users\":");
             write_u64(out, *users);
         }
+        Reply::Lobby { seq, tables } => {
+            out.extend_from_slice(b"\"lobby\":{\"seq\":");
+            write_u64(out, *seq);
+            out.extend_from_slice(b",\"tables\":");
+            write_tables(out, tables);
+        }
+        Reply::LobbyOff => out.extend_from_slice(b"\"lobby_off\":{"),
+        Reply::Sit { seat, data } => {
+            out.extend_from_slice(b"\"sit\":{\"seat\":");
+            write_u64(out, u64::from(*seat));
+            out.put_u8(b',');
+            write_data(out, data);
+        }
+        Reply::Watch { data } => {
+            out.extend_from_slice(b"\"watch\":{");
+            write_data(out, data);
+        }
+        Reply::Stand => out.extend_from_slice(b"\"stand\":{"),
+        Reply::Act => out.extend_from_slice(b"\"act\":{"),
     }
 }
 
@@ -236,6 +292,62 @@ fn encode_push(push: &Push, out: &mut BytesMut) {
         }
         Push::Disconnect { code, reason } => {
             out.extend_from_slice(b"{\"disconnect\":{\"code\":");
+            write_u64(out, u64::from(*code));
+            out.extend_from_slice(b",\"reason\":");
+            write_str(out, reason);
+        }
+        Push::LobbyUpdate {
+            path,
+            seq,
+            tables,
+            removed,
+        } => {
+            out.extend_from_slice(b"{\"lobby_update\":{\"path\":");
+            write_str(out, path);
+            out.extend_from_slice(b",\"seq\":");
+            write_u64(out, *seq);
+            out.extend_from_slice(b",\"tables\":");
+            write_tables(out, tables);
+            out.extend_from_slice(b",\"removed\":[");
+            for (i, id) in removed.iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b',');
+                }
+                write_u64(out, *id);
+            }
+            out.put_u8(b']');
+        }
+        Push::Game { table, data } => {
+            out.reserve(32 + base64_len(data.len()));
+            out.extend_from_slice(b"{\"game\":{\"table\":");
+            write_u64(out, *table);
+            out.put_u8(b',');
+            write_data(out, data);
+        }
+        Push::Seat {
+            table,
+            seat,
+            user,
+            status,
+        } => {
+            out.extend_from_slice(b"{\"seat\":{\"table\":");
+            write_u64(out, *table);
+            out.extend_from_slice(b",\"seat\":");
+            write_u64(out, u64::from(*seat));
+            out.extend_from_slice(b",\"user\":");
+            write_str(out, user);
+            out.extend_from_slice(b",\"status\":\"");
+            out.extend_from_slice(status.as_str().as_bytes());
+            out.put_u8(b'"');
+        }
+        Push::Unseat {
+            table,
+            code,
+            reason,
+        } => {
+            out.extend_from_slice(b"{\"unseat\":{\"table\":");
+            write_u64(out, *table);
+            out.extend_from_slice(b",\"code\":");
             write_u64(out, u64::from(*code));
             out.extend_from_slice(b",\"reason\":");
             write_str(out, reason);
@@ -313,6 +425,39 @@ fn write_data_as(out: &mut BytesMut, data: &[u8], json: bool) {
         write_base64(out, data);
         out.put_u8(b'"');
     }
+}
+
+/// `"path":"…"` unless the path is "" (lobby commands).
+fn write_path(out: &mut BytesMut, path: &str) {
+    if !path.is_empty() {
+        out.extend_from_slice(b"\"path\":");
+        write_str(out, path);
+    }
+}
+
+/// A JSON array of lobby entries; `attrs` verbatim (`{}` if it is not a JSON
+/// object, as in the binary encoding).
+fn write_tables(out: &mut BytesMut, tables: &[TableEntry]) {
+    out.put_u8(b'[');
+    for (i, t) in tables.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.extend_from_slice(b"{\"table\":");
+        write_u64(out, t.table);
+        out.extend_from_slice(b",\"path\":");
+        write_str(out, &t.path);
+        out.extend_from_slice(b",\"seats\":");
+        write_u64(out, u64::from(t.seats));
+        out.extend_from_slice(b",\"players\":");
+        write_u64(out, u64::from(t.players));
+        out.extend_from_slice(b",\"watchers\":");
+        write_u64(out, u64::from(t.watchers));
+        out.extend_from_slice(b",\"attrs\":");
+        out.extend_from_slice(attrs_or_empty(&t.attrs));
+        out.put_u8(b'}');
+    }
+    out.put_u8(b']');
 }
 
 fn write_items(out: &mut BytesMut, items: &[HistoryItem]) {
