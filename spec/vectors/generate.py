@@ -75,6 +75,32 @@ def sub_reply(id, epoch, offset, recovered=False, pubs=()):
     return msg(id, "subscribe", b)
 
 
+def lobby(id, op, path=""):
+    return msg(id, op, {"path": path} if path else {})
+
+
+def sit(id, table, seat=None, data=b""):
+    b = {"table": table}
+    if seat is not None:
+        b["seat"] = seat
+    if data:
+        b["data"] = data
+    return msg(id, "sit", b)
+
+
+def entry(table, path, seats, players, watchers, attrs=b"{}"):
+    return {"table": table, "path": path, "seats": seats, "players": players,
+            "watchers": watchers, "attrs": attrs}
+
+
+def lobby_update(path, seq, tables=(), removed=()):
+    return msg(0, "lobby_update", {"path": path, "seq": seq, "tables": list(tables),
+                                   "removed": list(removed)})
+
+
+STATUSES = ["sat", "left", "away", "back"]  # binary 0..3
+
+
 # ------------------------------------------------------------------- JSON --
 
 
@@ -102,8 +128,8 @@ def dump(v):
     if isinstance(v, dict):
         parts = []
         for k, x in v.items():
-            if k == "info" and isinstance(x, bytes):
-                parts.append('"info":' + x.decode("utf-8"))  # always JSON text
+            if k in ("info", "attrs") and isinstance(x, bytes):
+                parts.append(dump(k) + ":" + x.decode("utf-8"))  # always JSON text
             elif k == "data" and isinstance(x, bytes):
                 if is_json(x):
                     parts.append('"data":' + x.decode("utf-8"))
@@ -181,6 +207,21 @@ def binary_client(m):
         return b"\x07" + varint(id) + s(b["channel"])
     if op == "presence_stats":
         return b"\x08" + varint(id) + s(b["channel"])
+    if op == "lobby":
+        return b"\x09" + varint(id) + s(b.get("path", ""))
+    if op == "lobby_off":
+        return b"\x0a" + varint(id) + s(b.get("path", ""))
+    if op == "sit":
+        out = b"\x0b" + varint(id) + bytes(["seat" in b]) + varint(b["table"])
+        if "seat" in b:
+            out += varint(b["seat"])
+        return out + blob(b.get("data", b""))
+    if op == "watch":
+        return b"\x0c" + varint(id) + varint(b["table"])
+    if op == "stand":
+        return b"\x0d" + varint(id) + varint(b["table"])
+    if op == "act":
+        return b"\x0e" + varint(id) + varint(b["table"]) + blob(b["data"])
     raise ValueError(op)
 
 
@@ -188,6 +229,14 @@ def items(pubs):
     out = varint(len(pubs))
     for p in pubs:
         out += varint(p["offset"]) + blob(p["data"])
+    return out
+
+
+def entries(tables):
+    out = varint(len(tables))
+    for t in tables:
+        out += (varint(t["table"]) + s(t["path"]) + varint(t["seats"]) + varint(t["players"])
+                + varint(t["watchers"]) + blob(t["attrs"]))
     return out
 
 
@@ -228,6 +277,29 @@ def binary_server(m):
         return b"\xa3" + s(b["channel"]) + varint(b["code"]) + s(b["reason"])
     if op == "disconnect":
         return b"\xa4" + varint(b["code"]) + s(b["reason"])
+    if op == "lobby":
+        return b"\x89" + varint(id) + varint(b["seq"]) + entries(b["tables"])
+    if op == "lobby_off":
+        return b"\x8a" + varint(id)
+    if op == "sit":
+        return b"\x8b" + varint(id) + varint(b["seat"]) + blob(b["data"])
+    if op == "watch":
+        return b"\x8c" + varint(id) + blob(b["data"])
+    if op == "stand":
+        return b"\x8d" + varint(id)
+    if op == "act":
+        return b"\x8e" + varint(id)
+    if op == "lobby_update":
+        out = b"\xa5" + s(b["path"]) + varint(b["seq"]) + entries(b["tables"])
+        out += varint(len(b["removed"])) + b"".join(varint(r) for r in b["removed"])
+        return out
+    if op == "game":
+        return b"\xa6" + varint(b["table"]) + blob(b["data"])
+    if op == "seat":
+        return (b"\xa7" + varint(b["table"]) + varint(b["seat"]) + s(b["user"])
+                + bytes([STATUSES.index(b["status"])]))
+    if op == "unseat":
+        return b"\xa8" + varint(b["table"]) + varint(b["code"]) + s(b["reason"])
     raise ValueError(op)
 
 
@@ -271,11 +343,33 @@ CLIENT = [
     ("history since only", history(23, "news", since=pos("ep", 0))),
     ("presence", msg(24, "presence", {"channel": "room"})),
     ("presence_stats", msg(25, "presence_stats", {"channel": "room"})),
+    ("lobby, whole lobby", lobby(26, "lobby")),
+    ("lobby, a branch", lobby(27, "lobby", "holdem/10-seat")),
+    ("lobby, non-ASCII and escaped path", lobby(28, "lobby", "игры/é€😀/" + ODD)),
+    ("lobby id 0", lobby(0, "lobby", "chess")),
+    ("lobby_off, whole lobby", lobby(29, "lobby_off")),
+    ("lobby_off, a branch", lobby(30, "lobby_off", "holdem/10-seat")),
+    ("sit any seat, no data", sit(31, 7)),
+    ("sit chosen seat with JSON data", sit(32, 7, 2, b'{"buy_in":1000}')),
+    ("sit seat 0 with binary data as b64", sit(33, 300, 0, BIN)),
+    ("sit any seat with data", sit(34, 1, None, b'"x"')),
+    ("sit seat u32 max, table 2^53-1", sit(35, U53, 2**32 - 1)),
+    ("watch", msg(36, "watch", {"table": 7})),
+    ("watch table 0", msg(37, "watch", {"table": 0})),
+    ("watch table 2^53-1", msg(38, "watch", {"table": U53})),
+    ("stand", msg(39, "stand", {"table": 128})),
+    ("act JSON data", msg(40, "act", {"table": 7, "data": b'{"action":"raise","amount":40}'})),
+    ("act keeps inner whitespace", msg(41, "act", {"table": 7, "data": b'{"action": "fold"}'})),
+    ("act binary data as b64", msg(42, "act", {"table": 7, "data": BIN})),
+    ("act empty data as b64", msg(43, "act", {"table": 7, "data": b""})),
+    ("act fire-and-forget, id 0", msg(0, "act", {"table": 9, "data": b'"check"'})),
 ]
 
 CLIENT_BINARY_ONLY = [
     ("subscribe recover, offset u64 max", subscribe(1, "a", pos("e", U64))),
     ("history since offset 2^63", history(2, "a", pos("e", 2**63))),
+    ("watch table u64 max", msg(3, "watch", {"table": U64})),
+    ("sit table 2^53", sit(4, 2**53, 1)),
 ]
 
 SERVER = [
@@ -309,12 +403,44 @@ SERVER = [
     ("unsubscribed push", msg(0, "unsub", {"channel": "room", "code": 104, "reason": "permission denied"})),
     ("disconnect push", msg(0, "disconnect", {"code": 3001, "reason": "slow consumer"})),
     ("disconnect push going away", msg(0, "disconnect", {"code": 1001, "reason": ""})),
+    ("lobby reply empty", msg(20, "lobby", {"seq": 0, "tables": []})),
+    ("lobby reply with tables", msg(21, "lobby", {"seq": 12, "tables": [
+        entry(7, "holdem/10-seat/express", 10, 3, 0, b'{"small_blind":1,"big_blind":2,"turn_seconds":20}'),
+        entry(8, "holdem/6-seat", 6, 6, 1200, b'{"stakes": "1/2",\n "private" : false}'),
+        entry(U53, "шахматы/é€😀", 2, 0, 2**32 - 1),
+    ]})),
+    ("lobby reply, empty path and zeros", msg(0, "lobby", {"seq": U53, "tables": [entry(0, "", 0, 0, 0)]})),
+    ("lobby_off reply", msg(22, "lobby_off", {})),
+    ("sit reply JSON snapshot", msg(23, "sit", {"seat": 2, "data": b'{"hand":["As","Kd"],"stack":1000}'})),
+    ("sit reply binary snapshot as b64", msg(24, "sit", {"seat": 2**32 - 1, "data": BIN})),
+    ("sit reply empty snapshot", msg(25, "sit", {"seat": 0, "data": b""})),
+    ("watch reply", msg(26, "watch", {"data": b'{"board":[],"pot":0}'})),
+    ("watch reply binary", msg(27, "watch", {"data": BIN})),
+    ("stand reply", msg(28, "stand", {})),
+    ("act reply", msg(29, "act", {})),
+    ("error unknown table", msg(30, "error", {"code": 115, "message": "unknown table"})),
+    ("error seat unavailable", msg(31, "error", {"code": 116, "message": "seat 2 is taken"})),
+    ("lobby_update push, whole lobby", lobby_update("", 13, [entry(7, "holdem/10-seat/express", 10, 4, 0, b'{"small_blind":1,"big_blind":2,"turn_seconds":20}')], [4, 5])),
+    ("lobby_update push, removals only", lobby_update("holdem/10-seat", 14, [], [U53])),
+    ("lobby_update push, empty", lobby_update("chess", 15)),
+    ("lobby_update push, non-ASCII path and big ids", lobby_update("игры/é€😀", U53, [entry(U53, "игры/é€😀/1", 2**32 - 1, 2**32 - 1, 0, '{"名前":"テーブル"}'.encode())], [0, 127, 128])),
+    ("game push JSON", msg(0, "game", {"table": 7, "data": b'{"event":"deal","cards":["As","Kd"]}'})),
+    ("game push binary as b64", msg(0, "game", {"table": 7, "data": BIN})),
+    ("game push empty data", msg(0, "game", {"table": U53, "data": b""})),
+    ("seat push sat", msg(0, "seat", {"table": 7, "seat": 2, "user": "u1", "status": "sat"})),
+    ("seat push left", msg(0, "seat", {"table": 7, "seat": 0, "user": "", "status": "left"})),
+    ("seat push away", msg(0, "seat", {"table": 7, "seat": 2, "user": "u1", "status": "away"})),
+    ("seat push back, escaped user", msg(0, "seat", {"table": U53, "seat": 2**32 - 1, "user": ODD, "status": "back"})),
+    ("unseat push", msg(0, "unseat", {"table": 7, "code": 115, "reason": "table closed"})),
+    ("unseat push, disconnect code", msg(0, "unseat", {"table": 8, "code": 3000, "reason": ""})),
 ]
 
 SERVER_BINARY_ONLY = [
     ("publication push, offset u64 max", msg(0, "pub", {"channel": "c", "offset": U64, "data": b"1"})),
     ("subscribe reply, offsets u64 max", sub_reply(1, "e", U64, True, [item(U64, b"x")])),
     ("publish reply, offset 2^63", msg(2, "publish", {"epoch": "e", "offset": 2**63})),
+    ("game push table u64 max", msg(0, "game", {"table": U64, "data": b"1"})),
+    ("lobby_update push, removed 2^63", lobby_update("", 1, [], [2**63])),
 ]
 
 
@@ -400,6 +526,47 @@ INVALID_BINARY = [
     ("join push missing user", "server", "a10163016301", "malformed", 0),
     ("unsubscribed push code above u16 max", "server", "a301638080040100", "invalid", 0),
     ("disconnect push trailing byte", "server", "a4b91700" + "00", "malformed", 0),
+    ("lobby truncated path", "client", "09010361", "malformed", 1),
+    ("lobby trailing byte", "client", "09010000", "malformed", 1),
+    ("lobby_off missing path", "client", "0a02", "malformed", 2),
+    ("sit unknown flag bit", "client", "0b0302070000", "malformed", 3),
+    ("sit seat flag, seat missing", "client", "0b030107", "malformed", 3),
+    ("sit seat above u32 max", "client", "0b0301078080808010" + "00", "invalid", 3),
+    ("sit missing data", "client", "0b030007", "malformed", 3),
+    ("sit missing table", "client", "0b0300", "malformed", 3),
+    ("watch missing table", "client", "0c04", "malformed", 4),
+    ("watch overlong table", "client", "0c048700", "malformed", 4),
+    ("stand trailing byte", "client", "0d050700", "malformed", 5),
+    ("act missing data", "client", "0e0607", "malformed", 6),
+    ("act data length beyond buffer", "client", "0e06070361", "malformed", 6),
+    ("lobby reply attrs not an object", "server", "8901" + "0c" + "01" + "07" + "00" + "0a" + "00" + "00" + "025b5d", "invalid", 1),
+    # Two bytes after the empty attrs, so the count check (8 bytes per entry) passes
+    # and the attrs check is what fails.
+    ("lobby reply attrs empty", "server", "8901" + "0c" + "01" + "07" + "00" + "0a" + "00" + "00" + "00" + "0000", "invalid", 1),
+    ("lobby reply attrs with trailing space", "server", "8901" + "0c" + "01" + "07" + "00" + "0a" + "00" + "00" + "037b7d20", "invalid", 1),
+    ("lobby reply seats above u32 max", "server", "8901" + "0c" + "01" + "07" + "00" + "8080808010" + "00" + "00" + "027b7d", "invalid", 1),
+    ("lobby reply huge count", "server", "8901" + "0c" + "ffffffff0f", "malformed", 1),
+    ("lobby reply entry truncated", "server", "8901" + "0c" + "01" + "07" + "00" + "0a", "malformed", 1),
+    ("lobby reply trailing byte", "server", "8901" + "0c" + "00" + "00", "malformed", 1),
+    ("lobby_off reply trailing byte", "server", "8a0100", "malformed", 1),
+    ("sit reply seat above u32 max", "server", "8b02" + "8080808010" + "00", "invalid", 2),
+    ("sit reply missing data", "server", "8b0202", "malformed", 2),
+    ("watch reply missing data", "server", "8c03", "malformed", 3),
+    ("stand reply trailing byte", "server", "8d0400", "malformed", 4),
+    ("act reply trailing byte", "server", "8e0500", "malformed", 5),
+    ("lobby_update push missing removed", "server", "a500" + "0d" + "00", "malformed", 0),
+    ("lobby_update push huge removed count", "server", "a500" + "0d" + "00" + "ffffffff0f", "malformed", 0),
+    ("lobby_update push attrs not JSON", "server", "a500" + "0d" + "01" + "07" + "00" + "0a" + "00" + "00" + "027b7b" + "00", "invalid", 0),
+    ("lobby_update push trailing byte", "server", "a500" + "0d" + "00" + "00" + "00", "malformed", 0),
+    ("game push missing data", "server", "a607", "malformed", 0),
+    ("game push trailing byte", "server", "a607" + "0161" + "00", "malformed", 0),
+    ("seat push bad status byte", "server", "a707" + "02" + "027531" + "04", "invalid", 0),
+    ("seat push status 0xff", "server", "a707" + "02" + "027531" + "ff", "invalid", 0),
+    ("seat push missing status", "server", "a707" + "02" + "027531", "malformed", 0),
+    ("seat push seat above u32 max", "server", "a707" + "8080808010" + "027531" + "00", "invalid", 0),
+    ("seat push user bad UTF-8", "server", "a707" + "02" + "02c328" + "00", "invalid", 0),
+    ("unseat push code above u16 max", "server", "a807" + "808004" + "00", "invalid", 0),
+    ("unseat push missing reason", "server", "a807" + "73", "malformed", 0),
 ]
 
 INVALID_JSON = [
@@ -466,6 +633,46 @@ INVALID_JSON = [
     ("server: join without user", "server", '{"join":{"channel":"c","client":"a"}}', "invalid", 0),
     ("server: unsubscribed without reason", "server", '{"unsub":{"channel":"c","code":3000}}', "invalid", 0),
     ("server: disconnect code negative", "server", '{"disconnect":{"code":-1,"reason":""}}', "invalid", 0),
+    ("lobby path not a string", "client", '{"id":13,"lobby":{"path":5}}', "invalid", 13),
+    ("lobby body not an object", "client", '{"id":13,"lobby":"holdem"}', "invalid", 13),
+    ("lobby_off path not a string", "client", '{"id":13,"lobby_off":{"path":[]}}', "invalid", 13),
+    ("sit missing table", "client", '{"id":14,"sit":{"seat":2}}', "invalid", 14),
+    ("sit table negative", "client", '{"id":14,"sit":{"table":-7}}', "invalid", 14),
+    ("sit table as string", "client", '{"id":14,"sit":{"table":"7"}}', "invalid", 14),
+    ("sit seat above u32 max", "client", '{"id":14,"sit":{"table":7,"seat":4294967296}}', "invalid", 14),
+    ("sit seat fractional", "client", '{"id":14,"sit":{"table":7,"seat":1.5}}', "invalid", 14),
+    ("sit with data and b64", "client", '{"id":14,"sit":{"table":7,"data":1,"b64":"AA=="}}', "invalid", 14),
+    ("sit bad base64", "client", '{"id":14,"sit":{"table":7,"b64":"A"}}', "invalid", 14),
+    ("sit duplicate seat", "client", '{"id":14,"sit":{"table":7,"seat":1,"seat":2}}', "malformed", 14),
+    ("watch missing table", "client", '{"id":15,"watch":{}}', "invalid", 15),
+    ("watch table above u64 max", "client", '{"id":15,"watch":{"table":18446744073709551616}}', "invalid", 15),
+    ("stand missing table", "client", '{"id":16,"stand":{"seat":1}}', "invalid", 16),
+    ("act missing data", "client", '{"id":17,"act":{"table":7}}', "invalid", 17),
+    ("act missing table", "client", '{"id":17,"act":{"data":{}}}', "invalid", 17),
+    ("game push sent by client", "client", '{"id":18,"game":{"table":7,"data":1}}', "unknown", 18),
+    ("server: lobby reply without tables", "server", '{"id":5,"lobby":{"seq":1}}', "invalid", 5),
+    ("server: lobby reply without seq", "server", '{"id":5,"lobby":{"tables":[]}}', "invalid", 5),
+    ("server: lobby reply tables not an array", "server", '{"id":5,"lobby":{"seq":1,"tables":{}}}', "invalid", 5),
+    ("server: lobby entry attrs not an object", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0,"attrs":[1]}]}}', "invalid", 5),
+    ("server: lobby entry attrs a string", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0,"attrs":"{}"}]}}', "invalid", 5),
+    ("server: lobby entry without attrs", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0}]}}', "invalid", 5),
+    ("server: lobby entry without table", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"path":"p","seats":2,"players":0,"watchers":0,"attrs":{}}]}}', "invalid", 5),
+    ("server: lobby entry seats above u32 max", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":4294967296,"players":0,"watchers":0,"attrs":{}}]}}', "invalid", 5),
+    ("server: lobby entry duplicate key in attrs", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0,"attrs":{},"attrs":{}}]}}', "malformed", 5),
+    ("server: sit reply without seat", "server", '{"id":6,"sit":{"data":{}}}', "invalid", 6),
+    ("server: sit reply without data", "server", '{"id":6,"sit":{"seat":1}}', "invalid", 6),
+    ("server: watch reply without data", "server", '{"id":6,"watch":{}}', "invalid", 6),
+    ("server: lobby_update without removed", "server", '{"lobby_update":{"path":"","seq":1,"tables":[]}}', "invalid", 0),
+    ("server: lobby_update without path", "server", '{"lobby_update":{"seq":1,"tables":[],"removed":[]}}', "invalid", 0),
+    ("server: lobby_update removed not integers", "server", '{"lobby_update":{"path":"","seq":1,"tables":[],"removed":["4"]}}', "invalid", 0),
+    ("server: lobby_update removed negative", "server", '{"lobby_update":{"path":"","seq":1,"tables":[],"removed":[-4]}}', "invalid", 0),
+    ("server: game push without table", "server", '{"game":{"data":1}}', "invalid", 0),
+    ("server: game push without data", "server", '{"game":{"table":7}}', "invalid", 0),
+    ("server: seat push unknown status", "server", '{"seat":{"table":7,"seat":2,"user":"u1","status":"gone"}}', "invalid", 0),
+    ("server: seat push status as number", "server", '{"seat":{"table":7,"seat":2,"user":"u1","status":2}}', "invalid", 0),
+    ("server: seat push without status", "server", '{"seat":{"table":7,"seat":2,"user":"u1"}}', "invalid", 0),
+    ("server: seat push seat above u32 max", "server", '{"seat":{"table":7,"seat":4294967296,"user":"u1","status":"sat"}}', "invalid", 0),
+    ("server: unseat push without code", "server", '{"unseat":{"table":7,"reason":""}}', "invalid", 0),
 ]
 
 
