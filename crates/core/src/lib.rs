@@ -17,6 +17,8 @@
 //! - [`node`]: ties hub, broker, presence and configuration together.
 //! - [`auth`]: the authentication and permission contract the session obeys
 //!   (implemented by the server), and token expiry tracking.
+//! - [`games`]: the contract between sessions and a game engine (crate
+//!   `herald-game`), which answers the game commands.
 //! - [`metrics`]: sharded counters and the fan-out histogram behind `/metrics`.
 //!
 //! Transports live in `herald-server`; they only move frames.
@@ -25,6 +27,7 @@ pub mod auth;
 pub mod broker;
 pub mod channel;
 pub mod client;
+pub mod games;
 pub mod hub;
 pub mod memory;
 pub mod metrics;

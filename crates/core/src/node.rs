@@ -4,6 +4,7 @@
 use crate::auth::{AllowAll, Authenticator, Expiries};
 use crate::broker::Broker;
 use crate::client::Client;
+use crate::games::Games;
 use crate::hub::Hub;
 use crate::memory::{MemoryBroker, Retention};
 use crate::metrics::Metrics;
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 const REGISTRY_SHARDS: usize = 16;
@@ -101,6 +102,8 @@ pub struct Node {
     pub expiries: Expiries,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
+    /// The game engine, when the server runs one (set once at start-up).
+    games: OnceLock<Arc<dyn Games>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -147,7 +150,19 @@ impl Node {
             started: Instant::now(),
             expiries: Expiries::default(),
             metrics: Metrics::default(),
+            games: OnceLock::new(),
         })
+    }
+
+    /// Gives the node its game engine (once, before clients connect; a
+    /// second call is ignored). Without one, game commands get error 111.
+    pub fn set_games(&self, games: Arc<dyn Games>) {
+        let _ = self.games.set(games);
+    }
+
+    /// The game engine, if any.
+    pub fn games(&self) -> Option<&Arc<dyn Games>> {
+        self.games.get()
     }
 
     /// Seconds since the node started: the clock of heartbeats.

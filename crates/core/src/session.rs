@@ -72,6 +72,8 @@ pub struct Session {
     /// 32 bits each: this struct lives in every idle connection.
     bucket: u32,
     refilled: u32,
+    /// Sent a game command: the game engine hears when the session ends.
+    played: bool,
 }
 
 impl Session {
@@ -85,6 +87,7 @@ impl Session {
             transport: None,
             bucket,
             refilled: 0,
+            played: false,
         }
     }
 
@@ -252,6 +255,22 @@ impl Session {
             _ if !self.client.is_connected() => {
                 self.error(id, ErrorCode::Unauthorized, "send connect first")
             }
+            cmd @ (Command::Lobby { .. }
+            | Command::LobbyOff { .. }
+            | Command::Sit { .. }
+            | Command::Watch { .. }
+            | Command::Stand { .. }
+            | Command::Act { .. }) => match self.node.games() {
+                Some(g) => {
+                    self.played = true;
+                    g.command(&self.client, id, cmd);
+                }
+                None => self.error(
+                    id,
+                    ErrorCode::NotAvailable,
+                    "games are not enabled on this server",
+                ),
+            },
             Command::Subscribe {
                 channel,
                 recover,
@@ -317,19 +336,6 @@ impl Session {
                     r.map(|(clients, users)| Reply::PresenceStats { clients, users })
                 });
             }
-            // PLACEHOLDER (gameproto branch): the game commands are in the
-            // protocol but the session does not serve them yet. The lead
-            // replaces this arm with the game engine's handling.
-            Command::Lobby { .. }
-            | Command::LobbyOff { .. }
-            | Command::Sit { .. }
-            | Command::Watch { .. }
-            | Command::Stand { .. }
-            | Command::Act { .. } => self.error(
-                id,
-                ErrorCode::NotAvailable,
-                "games are not enabled on this server",
-            ),
         }
     }
 
@@ -605,6 +611,11 @@ fn bucket_size(node: &Node) -> u32 {
 impl Drop for Session {
     fn drop(&mut self) {
         self.node.remove_client(self.client.id);
+        if self.played {
+            if let Some(g) = self.node.games() {
+                g.gone(&self.client);
+            }
+        }
         for channel in std::mem::take(&mut self.subscriptions) {
             // The list's reference goes before the release: a subscribe the
             // broker completes later sees it gone and undoes itself (see

@@ -13,8 +13,21 @@
 //!
 //! Game data is opaque to the engine, as in Cubeia Firebase: bytes in, bytes
 //! out. The engine never parses what a game sends or receives.
+//!
+//! - [`engine`]: factories, the table registry, the [`herald_core::games::Games`]
+//!   face that sessions call, metrics.
+//! - `table`: one task per table: seats, watchers, grace periods, timers,
+//!   applying a game's effects (encoded once per encoding).
+//! - [`lobby`]: table entries, snapshots and coalesced deltas.
+//! - [`testing`]: a fake-clock harness for a game's unit tests.
 
+pub mod engine;
+pub mod lobby;
+mod table;
 pub mod testing;
+
+pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, TableSpec};
+pub use table::TableInfo;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};

@@ -132,6 +132,9 @@ pub async fn handle(
         ),
         (&Method::POST, "/api/publish") => publish(req, &shared).await,
         (&Method::GET, "/api/nodes") => nodes(&shared),
+        (_, p) if p == "/api/tables" || p.starts_with("/api/tables/") => {
+            crate::tables::handle(req, &shared).await
+        }
         (&Method::GET, "/sse") => {
             crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared).await
         }

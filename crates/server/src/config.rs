@@ -197,6 +197,67 @@ pub struct ServeArgs {
     #[arg(skip)]
     #[serde(default)]
     pub namespaces: Vec<NamespaceRule>,
+
+    /// Seconds a player who lost their connection keeps their seat at a game
+    /// table; the game's timers act for them meanwhile [default: 60].
+    #[arg(long, env = "HERALD_GAME_GRACE")]
+    pub game_grace: Option<u64>,
+
+    /// Milliseconds over which lobby changes are coalesced: at most one
+    /// delta per table per interval reaches lobby subscribers [default: 250].
+    #[arg(long, env = "HERALD_LOBBY_INTERVAL")]
+    pub lobby_interval: Option<u64>,
+
+    /// Game tables created at start-up; TOML only (`[[tables]]` with `game`
+    /// (e.g. `"holdem"`), `seats`, optional `count` (default 1), `timing`
+    /// (default `"normal"`), `path` (lobby path, default
+    /// `GAME/SEATS-seat/TIMING`), and any parameter of the game, e.g.
+    /// `small_blind`, `big_blind`, `buy_in`) [default: none].
+    #[arg(skip)]
+    #[serde(default)]
+    pub tables: Vec<TableConfig>,
+}
+
+/// One `[[tables]]` entry of the TOML file: `count` tables alike.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TableConfig {
+    /// The game's name.
+    pub game: String,
+    /// How many such tables (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Seats per table.
+    pub seats: u32,
+    /// Timing profile (default `normal`).
+    #[serde(default = "normal")]
+    pub timing: String,
+    /// Lobby path (default `GAME/SEATS-seat/TIMING`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Every other key, for the game.
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn normal() -> String {
+    "normal".into()
+}
+
+impl TableConfig {
+    /// The engine's spec for one of these tables.
+    pub fn spec(&self) -> herald_game::TableSpec {
+        herald_game::TableSpec {
+            game: self.game.clone(),
+            seats: self.seats,
+            timing: self.timing.clone(),
+            path: self.path.clone(),
+            params: self.params.clone(),
+        }
+    }
 }
 
 /// Why the configuration could not be loaded.
@@ -269,6 +330,10 @@ pub struct ServerConfig {
     pub shootout: bool,
     /// Session settings.
     pub node: NodeConfig,
+    /// Game engine settings.
+    pub games: herald_game::EngineConfig,
+    /// Tables created at start-up.
+    pub tables: Vec<TableConfig>,
 }
 
 /// A secret that never appears in `Debug` output (logs, panics).
@@ -388,6 +453,7 @@ impl ServerConfig {
             )));
         }
         let policy = policy(&a)?;
+        let games = games_config(&a)?;
         let listen = a
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
@@ -476,6 +542,8 @@ impl ServerConfig {
                 rate_burst: a.rate_burst.unwrap_or(d.rate_burst),
                 client_id_base: d.client_id_base,
             },
+            games,
+            tables: a.tables,
         })
     }
 }
@@ -520,8 +588,40 @@ impl ServeArgs {
             } else {
                 self.namespaces
             },
+            game_grace: self.game_grace.or(other.game_grace),
+            lobby_interval: self.lobby_interval.or(other.lobby_interval),
+            tables: if self.tables.is_empty() {
+                other.tables
+            } else {
+                self.tables
+            },
         }
     }
+}
+
+fn games_config(a: &ServeArgs) -> Result<herald_game::EngineConfig, ConfigError> {
+    let d = herald_game::EngineConfig::default();
+    let lobby_interval = a
+        .lobby_interval
+        .map_or(d.lobby_interval, Duration::from_millis);
+    if lobby_interval.is_zero() || lobby_interval > Duration::from_secs(60) {
+        return Err(ConfigError::Invalid(
+            "lobby_interval must be 1 to 60000 ms".into(),
+        ));
+    }
+    for t in &a.tables {
+        if t.count == 0 || t.count > 100_000 {
+            return Err(ConfigError::Invalid(format!(
+                "[[tables]] count = {} (1 to 100000)",
+                t.count
+            )));
+        }
+    }
+    Ok(herald_game::EngineConfig {
+        grace: a.game_grace.map_or(d.grace, Duration::from_secs),
+        lobby_interval,
+        ..d
+    })
 }
 
 /// The retention of each namespace that sets `history_size` or `history_ttl`,

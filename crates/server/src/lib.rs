@@ -31,6 +31,7 @@ pub mod poll;
 pub mod rewind;
 pub mod server;
 pub mod sse;
+pub mod tables;
 pub mod tcp;
 pub mod testing;
 pub mod tls;

@@ -19,10 +19,25 @@
 //! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next four) |
 //! | `herald_cluster_node_clients`, `herald_cluster_node_last_seen_seconds` | gauge | `node` |
 //! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
+//! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
+//! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total` | counter | — |
+//! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
 
 use crate::server::Shared;
-use herald_core::metrics::{Drop, Transport, DISCONNECT_CODES, FANOUT_BUCKETS};
+use herald_core::metrics::{Drop, Histogram, Transport, DISCONNECT_CODES, FANOUT_BUCKETS};
 use std::fmt::Write;
+
+fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
+    head(out, name, "histogram", help);
+    let (buckets, sum) = h.snapshot();
+    for (le, n) in FANOUT_BUCKETS.iter().zip(&buckets) {
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+    }
+    let count = buckets.last().copied().unwrap_or(0);
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum {sum}");
+    let _ = writeln!(out, "{name}_count {count}");
+}
 
 fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -131,26 +146,12 @@ pub fn render(shared: &Shared) -> String {
         let _ = writeln!(out, "herald_drops_total{{reason=\"{}\"}} {n}", d.label());
     }
 
-    head(
+    histogram(
         &mut out,
         "herald_fanout_duration_seconds",
-        "histogram",
         "Time to hand one publication to every local subscriber's queue.",
+        &node.hub.fanout,
     );
-    let (buckets, sum) = node.hub.fanout.snapshot();
-    for (le, n) in FANOUT_BUCKETS.iter().zip(&buckets) {
-        let _ = writeln!(
-            out,
-            "herald_fanout_duration_seconds_bucket{{le=\"{le}\"}} {n}"
-        );
-    }
-    let count = buckets.last().copied().unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "herald_fanout_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
-    );
-    let _ = writeln!(out, "herald_fanout_duration_seconds_sum {sum}");
-    let _ = writeln!(out, "herald_fanout_duration_seconds_count {count}");
 
     head(
         &mut out,
@@ -237,5 +238,64 @@ pub fn render(shared: &Shared) -> String {
         );
         let _ = writeln!(out, "herald_cluster_gaps_filled_total {filled}");
     }
+    games(&mut out, shared);
     out
+}
+
+fn games(out: &mut String, shared: &Shared) {
+    let g = &shared.games;
+    let m = g.metrics();
+    let gauges: [(&str, &str, i64); 3] = [
+        (
+            "herald_game_tables",
+            "Game tables running.",
+            g.table_count() as i64,
+        ),
+        (
+            "herald_game_players",
+            "Players seated at game tables (away players included).",
+            m.players.get(),
+        ),
+        (
+            "herald_game_lobby_subscriptions",
+            "Lobby subscriptions (a client may hold several branches).",
+            g.lobby_subscriptions() as i64,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        head(out, name, "gauge", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    let counters = [
+        (
+            "herald_game_hands_total",
+            "Hands (rounds) finished.",
+            m.hands.get(),
+        ),
+        (
+            "herald_game_actions_total",
+            "Game actions that reached a table.",
+            m.actions.get(),
+        ),
+        (
+            "herald_game_events_total",
+            "Game messages queued to clients, one per recipient.",
+            m.events.get(),
+        ),
+        (
+            "herald_game_lobby_updates_total",
+            "Lobby deltas queued to clients, one per recipient.",
+            m.lobby_updates.get(),
+        ),
+    ];
+    for (name, help, v) in counters {
+        head(out, name, "counter", help);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    histogram(
+        out,
+        "herald_game_action_duration_seconds",
+        "From a game action reaching its table to its reply being queued.",
+        &m.action_latency,
+    );
 }

@@ -50,6 +50,8 @@ pub struct Shared {
     pub stopping: CancellationToken,
     /// The Redis broker in cluster mode (node list, repairs).
     pub cluster: Option<Arc<herald_redis::RedisBroker>>,
+    /// The game engine: tables, seats, lobby (`/api/tables`).
+    pub games: Arc<herald_game::Engine>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -73,6 +75,14 @@ pub enum ServerError {
     /// The Redis URL is not one.
     #[error(transparent)]
     Redis(#[from] herald_redis::UrlError),
+    /// A configured table could not be created.
+    #[error("[[tables]]: {0}")]
+    Table(#[from] herald_game::EngineError),
+}
+
+/// The games every server can run tables of.
+pub fn game_factories() -> Vec<Arc<dyn herald_game::GameFactory>> {
+    Vec::new()
 }
 
 /// Builds the shared state for `config` on the current tokio runtime.
@@ -121,7 +131,19 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             (node, Some(broker))
         }
     };
+    let games = herald_game::Engine::new(config.games.clone(), game_factories());
+    for t in &config.tables {
+        let spec = t.spec();
+        for _ in 0..t.count {
+            games.create_table(&spec)?;
+        }
+    }
+    if !config.tables.is_empty() {
+        tracing::info!(tables = games.table_count(), "game tables created");
+    }
+    node.set_games(games.clone());
     Ok(Arc::new(Shared {
+        games,
         cluster,
         per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),
         deadlines: crate::limits::ConnectDeadlines::default(),

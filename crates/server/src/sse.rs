@@ -42,6 +42,11 @@
 //! nothing for `ping_interval` seconds, which keeps proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
 //!
+//! Games: `table=ID` (repeatable) watches a game table and `lobby=PATH`
+//! subscribes to a lobby branch (`lobby=` for all of it): the watch and lobby
+//! replies, `game`, `seat`, `unseat` and `lobby_update` pushes arrive as
+//! `event: herald` messages. SSE can watch, not play (playing needs `act`).
+//!
 //! The response is sent once every subscription of the stream is attached
 //! (immediately with the in-memory broker, after a round trip to Redis in
 //! cluster mode), so the stream is live when the client sees it open.
@@ -116,25 +121,39 @@ pub async fn open_resuming(
     shared: &Arc<Shared>,
 ) -> Response<Body> {
     let mut channels: Vec<String> = Vec::new();
+    let mut games: Vec<Command> = Vec::new();
     let mut query_id = None;
     let mut query_token = None;
     for kv in query.unwrap_or("").split('&') {
         if let Some(c) = kv.strip_prefix("channel=") {
             channels.push(percent_decode(c));
+        } else if let Some(t) = kv.strip_prefix("table=") {
+            let Ok(table) = t.parse::<u64>() else {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::BadRequest,
+                    &format!("invalid table id {t:?}"),
+                );
+            };
+            games.push(Command::Watch { table });
+        } else if let Some(path) = kv.strip_prefix("lobby=") {
+            games.push(Command::Lobby {
+                path: percent_decode(path),
+            });
         } else if let Some(id) = kv.strip_prefix("lastEventId=") {
             query_id = Some(percent_decode(id));
         } else if let Some(t) = kv.strip_prefix("token=") {
             query_token = Some(percent_decode(t));
         }
     }
-    if channels.is_empty() {
+    if channels.is_empty() && games.is_empty() {
         return error(
             StatusCode::BAD_REQUEST,
             ErrorCode::BadRequest,
-            "give at least one ?channel=",
+            "give at least one ?channel= (or ?table= to watch a game table, ?lobby= for the lobby)",
         );
     }
-    if channels.len() > shared.config.node.max_subscriptions {
+    if channels.len() + games.len() > shared.config.node.max_subscriptions {
         return error(
             StatusCode::BAD_REQUEST,
             ErrorCode::LimitExceeded,
@@ -191,7 +210,21 @@ pub async fn open_resuming(
             },
         });
     }
-    subscribed(&session, streams.len(), shared.config.handshake_timeout).await;
+    // Game tables and lobby branches: their answers and pushes are shown as
+    // `event: herald` like any protocol message (ids after the channels').
+    let watched = games.len();
+    for (i, cmd) in games.into_iter().enumerate() {
+        session.handle(Request {
+            id: FIRST_SUB + (streams.len() + i) as u32,
+            cmd,
+        });
+    }
+    subscribed(
+        &session,
+        streams.len() + watched,
+        shared.config.handshake_timeout,
+    )
+    .await;
     let stream = SseStream {
         session,
         streams,

@@ -1,0 +1,385 @@
+//! The engine: game factories, the table registry, the lobby, and the
+//! [`Games`] face that sessions call.
+//!
+//! A session hands every game command to [`Engine`] (through the core's
+//! [`Games`] trait). Lobby commands are answered here, at once; table
+//! commands go to the table's mailbox without waiting (a full mailbox is
+//! answered with 108, "too many requests"), and the table answers through
+//! the client's outbox. The engine remembers which tables each client
+//! touched, so that when its connection ends only those tables hear of it.
+
+use crate::lobby::Lobby;
+use crate::table::{error, Table, TableInfo, TableMsg};
+use crate::{GameFactory, TableParams};
+use herald_core::games::Games;
+use herald_core::metrics::{Counter, Histogram};
+use herald_core::Client;
+use herald_proto::{Command, ErrorCode, TableEntry};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Engine settings. Each field's default is in [`EngineConfig::default`].
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// How long a player who lost their connection keeps the seat
+    /// (default 60 s); the game's timers act for them meanwhile.
+    pub grace: Duration,
+    /// Lobby deltas are coalesced over this interval: at most one change
+    /// per table per interval reaches subscribers (default 250 ms).
+    pub lobby_interval: Duration,
+    /// Messages a table's mailbox holds before commands to it are refused
+    /// with 108 (default 1024).
+    pub mailbox: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            grace: Duration::from_secs(60),
+            lobby_interval: Duration::from_millis(250),
+            mailbox: 1024,
+        }
+    }
+}
+
+/// A gauge that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    /// Adds `n` (may be negative).
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The engine's counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct GameMetrics {
+    /// Players seated (away players included).
+    pub players: Gauge,
+    /// `act` commands that reached a table.
+    pub actions: Counter,
+    /// Game messages queued to clients (one per recipient).
+    pub events: Counter,
+    /// Hands (rounds) finished, as reported by games.
+    pub hands: Counter,
+    /// Lobby deltas queued to clients (one per recipient).
+    pub lobby_updates: Counter,
+    /// From an `act` reaching its table to its reply being queued.
+    pub action_latency: Histogram,
+}
+
+/// What a table is created from (the TOML file's `[[tables]]` or
+/// `POST /api/tables`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSpec {
+    /// The game's name (a registered factory).
+    pub game: String,
+    /// Number of seats.
+    pub seats: u32,
+    /// Timing profile, interpreted by the game.
+    pub timing: String,
+    /// Lobby path; default `{game}/{seats}-seat/{timing}`.
+    pub path: Option<String>,
+    /// Everything else, for the game.
+    pub params: Map<String, Value>,
+}
+
+/// Why a table could not be created or found.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    /// No factory has this name.
+    #[error("unknown game {0:?}")]
+    UnknownGame(String),
+    /// The game refused the parameters.
+    #[error("bad table parameters: {0}")]
+    BadParams(String),
+    /// No table has this id.
+    #[error("unknown table {0}")]
+    UnknownTable(u64),
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: EngineConfig,
+    pub(crate) lobby: Lobby,
+    pub(crate) metrics: GameMetrics,
+    factories: HashMap<&'static str, Arc<dyn GameFactory>>,
+    tables: RwLock<HashMap<u64, mpsc::Sender<TableMsg>>>,
+    /// Tables each client sent `sit` or `watch` to, by client id.
+    visits: Mutex<HashMap<u64, Vec<u64>>>,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn table_ended(&self, id: u64) {
+        write(&self.tables).remove(&id);
+        self.lobby.remove(id);
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // Every critical section is a single map operation: nothing half done
+    // survives a panic, so poisoning is ignored.
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The game engine of one node.
+pub struct Engine {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.shared.config)
+            .field("tables", &read(&self.shared.tables).len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine that knows `factories`. Must be called inside a tokio
+    /// runtime: it starts the lobby's flush task (which ends when the engine
+    /// is dropped).
+    pub fn new(config: EngineConfig, factories: Vec<Arc<dyn GameFactory>>) -> Arc<Engine> {
+        let shared = Arc::new(Shared {
+            lobby: Lobby::default(),
+            metrics: GameMetrics::default(),
+            factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
+            tables: RwLock::new(HashMap::new()),
+            visits: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            config,
+        });
+        tokio::spawn(flush_lobby(Arc::downgrade(&shared)));
+        Arc::new(Engine { shared })
+    }
+
+    /// The engine's counters.
+    pub fn metrics(&self) -> &GameMetrics {
+        &self.shared.metrics
+    }
+
+    /// Tables running.
+    pub fn table_count(&self) -> usize {
+        read(&self.shared.tables).len()
+    }
+
+    /// Every table's lobby entry, by id.
+    pub fn tables(&self) -> Vec<TableEntry> {
+        self.shared.lobby.entries()
+    }
+
+    /// Number of lobby subscriptions.
+    pub fn lobby_subscriptions(&self) -> usize {
+        self.shared.lobby.subscriptions()
+    }
+
+    /// Creates a table and starts its task; returns its id. Its lobby entry
+    /// is visible at once.
+    pub fn create_table(&self, spec: &TableSpec) -> Result<u64, EngineError> {
+        let factory = self
+            .shared
+            .factories
+            .get(spec.game.as_str())
+            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
+        if spec.seats == 0 || spec.seats > 64 {
+            return Err(EngineError::BadParams(format!(
+                "seats must be 1 to 64, not {}",
+                spec.seats
+            )));
+        }
+        let path = match &spec.path {
+            Some(p) if p.is_empty() || p.len() > 255 => {
+                return Err(EngineError::BadParams("path must be 1 to 255 bytes".into()))
+            }
+            Some(p) => p.clone(),
+            None => format!("{}/{}-seat/{}", spec.game, spec.seats, spec.timing),
+        };
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let params = TableParams {
+            id,
+            seats: spec.seats,
+            timing: spec.timing.clone(),
+            params: spec.params.clone(),
+        };
+        let game = factory.create(&params).map_err(EngineError::BadParams)?;
+        let table = Table::new(&params, path, game, factory.name(), self.shared.clone());
+        self.shared.lobby.put(table.entry());
+        let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
+        write(&self.shared.tables).insert(id, tx);
+        tokio::spawn(table.run(rx));
+        Ok(id)
+    }
+
+    /// A table's state: its entry, seats and public snapshot.
+    pub async fn table(&self, id: u64) -> Result<TableInfo, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.deliver(id, TableMsg::Info { reply }).await?;
+        rx.await.map_err(|_| EngineError::UnknownTable(id))
+    }
+
+    /// Closes a table: everyone on it is told (`unseat`, code 115), the
+    /// game sees every player leave, the lobby drops it. Returns its last
+    /// state.
+    pub async fn close_table(&self, id: u64) -> Result<TableInfo, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.deliver(id, TableMsg::Close { reply }).await?;
+        rx.await.map_err(|_| EngineError::UnknownTable(id))
+    }
+
+    async fn deliver(&self, id: u64, msg: TableMsg) -> Result<(), EngineError> {
+        let tx = read(&self.shared.tables)
+            .get(&id)
+            .cloned()
+            .ok_or(EngineError::UnknownTable(id))?;
+        tx.send(msg)
+            .await
+            .map_err(|_| EngineError::UnknownTable(id))
+    }
+
+    fn to_table(&self, client: &Arc<Client>, id: u32, table: u64, msg: TableMsg) {
+        let tx = read(&self.shared.tables).get(&table).cloned();
+        let Some(tx) = tx else {
+            return error(client, id, ErrorCode::UnknownTable, "unknown table");
+        };
+        match tx.try_send(msg) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => error(
+                client,
+                id,
+                ErrorCode::TooManyRequests,
+                "the table is busy: command dropped",
+            ),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                error(client, id, ErrorCode::UnknownTable, "unknown table")
+            }
+        }
+    }
+
+    fn visit(&self, client: u64, table: u64) {
+        let mut v = self.shared.visits.lock().unwrap_or_else(|p| p.into_inner());
+        let tables = v.entry(client).or_default();
+        if !tables.contains(&table) {
+            tables.push(table);
+        }
+    }
+}
+
+impl Games for Engine {
+    fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
+        match cmd {
+            Command::Lobby { path } => {
+                if !self.shared.lobby.subscribe(client, id, &path) {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::AlreadySubscribed,
+                        "already subscribed to this lobby branch",
+                    );
+                }
+            }
+            Command::LobbyOff { path } => {
+                if self.shared.lobby.unsubscribe(client.id, &path) {
+                    crate::table::reply(client, id, herald_proto::Reply::LobbyOff);
+                } else {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::NotSubscribed,
+                        "not subscribed to this lobby branch",
+                    );
+                }
+            }
+            Command::Sit { table, seat, data } => {
+                self.visit(client.id, table);
+                let msg = TableMsg::Sit {
+                    client: client.clone(),
+                    id,
+                    seat,
+                    data,
+                };
+                self.to_table(client, id, table, msg);
+            }
+            Command::Watch { table } => {
+                self.visit(client.id, table);
+                let msg = TableMsg::Watch {
+                    client: client.clone(),
+                    id,
+                };
+                self.to_table(client, id, table, msg);
+            }
+            Command::Stand { table } => {
+                let msg = TableMsg::Stand {
+                    client: client.clone(),
+                    id,
+                };
+                self.to_table(client, id, table, msg);
+            }
+            Command::Act { table, data } => {
+                let msg = TableMsg::Act {
+                    client: client.clone(),
+                    id,
+                    data,
+                    at: tokio::time::Instant::now(),
+                };
+                self.to_table(client, id, table, msg);
+            }
+            _ => error(client, id, ErrorCode::UnknownCommand, "not a game command"),
+        }
+    }
+
+    fn gone(&self, client: &Arc<Client>) {
+        self.shared.lobby.forget(client.id);
+        let tables = self
+            .shared
+            .visits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&client.id)
+            .unwrap_or_default();
+        for table in tables {
+            let tx = read(&self.shared.tables).get(&table).cloned();
+            let Some(tx) = tx else { continue };
+            let msg = TableMsg::Gone { client: client.id };
+            // A departure must not be lost to a full mailbox: the seat would
+            // never become "away". Wait for room in a task instead.
+            if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
+                tokio::spawn(async move {
+                    let _ = tx.send(msg).await;
+                });
+            }
+        }
+    }
+}
+
+async fn flush_lobby(shared: Weak<Shared>) {
+    let interval = match shared.upgrade() {
+        Some(s) => s.config.lobby_interval,
+        None => return,
+    };
+    let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let n = shared.lobby.flush();
+        shared.metrics.lobby_updates.add(n as u64);
+    }
+}

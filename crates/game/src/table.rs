@@ -1,0 +1,677 @@
+//! One table: a single task that owns the game, the seats, the watchers and
+//! the timers, and handles one message at a time.
+//!
+//! Why one task per table: a game's rules are a state machine that must see
+//! events in one order (an action, then the timer that would have acted for
+//! the same seat, never both at once). A task with a mailbox gives that order
+//! without any lock, and tables never wait on each other. Nothing here awaits
+//! anything but the mailbox and the next timer; sending to a client only
+//! queues bytes in its bounded outbox.
+//!
+//! Order towards a client: whoever sits, watches or returns gets its reply
+//! (with the game's snapshot, taken after the game handled the event) before
+//! anything the table sends afterwards, and nothing from before it; the
+//! snapshot stands for everything earlier. `act` is answered before the
+//! effects of the action are sent, so a player's reply always precedes the
+//! broadcast of what it did.
+//!
+//! A game that panics closes its own table (everyone gets `unseat` with code
+//! 100); other tables go on.
+
+use crate::engine::Shared;
+use crate::{Ctx, Effect, Game, Seat, TableParams};
+use bytes::Bytes;
+use herald_core::Client;
+use herald_proto::{Encoding, ErrorCode, Push, Reply, SeatStatus, ServerMsg, TableEntry};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// What a table's mailbox carries.
+pub(crate) enum TableMsg {
+    Sit {
+        client: Arc<Client>,
+        id: u32,
+        seat: Option<u32>,
+        data: Bytes,
+    },
+    Watch {
+        client: Arc<Client>,
+        id: u32,
+    },
+    Stand {
+        client: Arc<Client>,
+        id: u32,
+    },
+    Act {
+        client: Arc<Client>,
+        id: u32,
+        data: Bytes,
+        at: Instant,
+    },
+    /// The client's connection ended.
+    Gone {
+        client: u64,
+    },
+    Info {
+        reply: oneshot::Sender<TableInfo>,
+    },
+    Close {
+        reply: oneshot::Sender<TableInfo>,
+    },
+}
+
+/// A table's state as the HTTP API shows it.
+#[derive(Debug, Clone)]
+pub struct TableInfo {
+    /// The lobby entry.
+    pub entry: TableEntry,
+    /// Occupied seats: number, user id, whether the player is away (dropped,
+    /// within the grace period).
+    pub seats: Vec<(Seat, String, bool)>,
+    /// The game's public snapshot (what a watcher sees).
+    pub state: Bytes,
+}
+
+/// Who holds a seat.
+struct Holder {
+    user: Arc<str>,
+    /// `None` while the player is away (dropped, within the grace period).
+    client: Option<Arc<Client>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum TimerKey {
+    Game(u64),
+    Grace(Seat),
+}
+
+/// Whether the task goes on after a message.
+#[derive(PartialEq)]
+enum Flow {
+    Continue,
+    Stop,
+}
+
+pub(crate) struct Table {
+    id: u64,
+    path: String,
+    game: Box<dyn Game>,
+    seats: Vec<Option<Holder>>,
+    watchers: Vec<Arc<Client>>,
+    timers: HashMap<TimerKey, Instant>,
+    attrs: Map<String, Value>,
+    shared: Arc<Shared>,
+    /// The lobby entry needs sending.
+    dirty: bool,
+    /// The game panicked: close at the end of this message.
+    failed: bool,
+}
+
+/// The user id a seat belongs to: the token's subject, or for anonymous
+/// clients (when allowed) one made from the connection, which therefore
+/// cannot reclaim the seat from another connection.
+pub(crate) fn user_of(client: &Client) -> Arc<str> {
+    let user = client.user();
+    if user.is_empty() {
+        format!("~{}", client.wire_id()).into()
+    } else {
+        user.into()
+    }
+}
+
+impl Table {
+    pub(crate) fn new(
+        params: &TableParams,
+        path: String,
+        game: Box<dyn Game>,
+        game_name: &str,
+        shared: Arc<Shared>,
+    ) -> Table {
+        let mut attrs = Map::new();
+        attrs.insert("game".into(), Value::from(game_name));
+        attrs.insert("timing".into(), Value::from(params.timing.clone()));
+        Table {
+            id: params.id,
+            path,
+            game,
+            seats: (0..params.seats).map(|_| None).collect(),
+            watchers: Vec::new(),
+            timers: HashMap::new(),
+            attrs,
+            shared,
+            dirty: true,
+            failed: false,
+        }
+    }
+
+    /// The current lobby entry.
+    pub(crate) fn entry(&self) -> TableEntry {
+        TableEntry {
+            table: self.id,
+            path: self.path.clone(),
+            seats: self.seats.len() as u32,
+            players: self.seats.iter().flatten().count() as u32,
+            watchers: self.watchers.len() as u32,
+            attrs: Bytes::from(Value::Object(self.attrs.clone()).to_string()),
+        }
+    }
+
+    /// Runs the table until it is closed or its game fails.
+    pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<TableMsg>) {
+        self.call(|g, ctx| g.created(ctx));
+        self.after_message();
+        loop {
+            let next = self.timers.values().min().copied();
+            let flow = tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(m) => self.handle(m),
+                    None => Flow::Stop,
+                },
+                _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    self.fire_due();
+                    Flow::Continue
+                }
+            };
+            if self.failed {
+                self.close(ErrorCode::Internal, "the table failed and was closed");
+                break;
+            }
+            self.after_message();
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+        self.shared.table_ended(self.id);
+    }
+
+    fn after_message(&mut self) {
+        if self.dirty {
+            self.dirty = false;
+            self.shared.lobby.put(self.entry());
+        }
+    }
+
+    fn handle(&mut self, msg: TableMsg) -> Flow {
+        match msg {
+            TableMsg::Sit {
+                client,
+                id,
+                seat,
+                data,
+            } => self.sit(client, id, seat, &data),
+            TableMsg::Watch { client, id } => self.watch(client, id),
+            TableMsg::Stand { client, id } => self.stand(&client, id),
+            TableMsg::Act {
+                client,
+                id,
+                data,
+                at,
+            } => self.act(&client, id, &data, at),
+            TableMsg::Gone { client } => self.gone(client),
+            TableMsg::Info { reply } => {
+                let _ = reply.send(self.info());
+            }
+            TableMsg::Close { reply } => {
+                let info = self.info();
+                self.close(ErrorCode::UnknownTable, "the table was closed");
+                let _ = reply.send(info);
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    fn info(&self) -> TableInfo {
+        TableInfo {
+            entry: self.entry(),
+            seats: self
+                .seats
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| {
+                    h.as_ref()
+                        .map(|h| (i as Seat, h.user.to_string(), h.client.is_none()))
+                })
+                .collect(),
+            state: self.snapshot(None),
+        }
+    }
+
+    fn seat_of_client(&self, client: u64) -> Option<Seat> {
+        self.seats
+            .iter()
+            .position(|h| {
+                h.as_ref()
+                    .and_then(|h| h.client.as_ref())
+                    .is_some_and(|c| c.id == client)
+            })
+            .map(|i| i as Seat)
+    }
+
+    fn seat_of_user(&self, user: &str) -> Option<Seat> {
+        self.seats
+            .iter()
+            .position(|h| h.as_ref().is_some_and(|h| &*h.user == user))
+            .map(|i| i as Seat)
+    }
+
+    fn sit(&mut self, client: Arc<Client>, id: u32, wanted: Option<u32>, data: &[u8]) {
+        if self.watchers.iter().any(|c| c.id == client.id) {
+            return error(
+                &client,
+                id,
+                ErrorCode::AlreadyAtTable,
+                "watching this table: stand first",
+            );
+        }
+        let user = user_of(&client);
+        if let Some(seat) = self.seat_of_user(&user) {
+            return self.reclaim(client, id, seat, wanted);
+        }
+        let seat = match wanted {
+            Some(s) if s as usize >= self.seats.len() => {
+                return error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
+            }
+            Some(s) if self.seats[s as usize].is_some() => {
+                return error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
+            }
+            Some(s) => s,
+            None => match self.seats.iter().position(Option::is_none) {
+                Some(s) => s as Seat,
+                None => return error(&client, id, ErrorCode::SeatUnavailable, "table full"),
+            },
+        };
+        let refused =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.game.can_sit(seat, &user, data)));
+        match refused {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => {
+                return error(&client, id, ErrorCode::SeatUnavailable, &reason);
+            }
+            Err(_) => {
+                self.failed = true;
+                return error(&client, id, ErrorCode::Internal, "the table failed");
+            }
+        }
+        self.seats[seat as usize] = Some(Holder {
+            user: user.clone(),
+            client: None,
+        });
+        self.shared.metrics.players.add(1);
+        self.dirty = true;
+        self.seat_push(seat, &user, SeatStatus::Sat);
+        self.call(|g, ctx| g.sat(ctx, seat, &user, data));
+        self.attach(seat, client, id);
+    }
+
+    /// The user already holds `seat`: this connection takes it (a return
+    /// after a drop, or the same user from a new connection).
+    fn reclaim(&mut self, client: Arc<Client>, id: u32, seat: Seat, wanted: Option<u32>) {
+        if wanted.is_some_and(|w| w != seat) {
+            return error(
+                &client,
+                id,
+                ErrorCode::AlreadyAtTable,
+                &format!("already seated here, at seat {seat}"),
+            );
+        }
+        let Some(holder) = self.seats[seat as usize].as_mut() else {
+            return;
+        };
+        match holder.client.take() {
+            Some(old) if old.id == client.id => {
+                holder.client = Some(old);
+                error(
+                    &client,
+                    id,
+                    ErrorCode::AlreadyAtTable,
+                    "already seated at this table",
+                )
+            }
+            Some(old) => {
+                // The same user on a new connection: the old one loses the
+                // seat's messages (it is probably dead and not yet noticed).
+                unseat(
+                    &old,
+                    self.id,
+                    ErrorCode::NotAtTable,
+                    "your seat moved to another connection",
+                );
+                self.attach(seat, client, id);
+            }
+            None => {
+                self.timers.remove(&TimerKey::Grace(seat));
+                let user = holder.user.clone();
+                self.seat_push(seat, &user, SeatStatus::Back);
+                self.call(|g, ctx| g.returned(ctx, seat));
+                self.attach(seat, client, id);
+            }
+        }
+    }
+
+    /// Gives `seat` to `client` and answers its `sit` with the private
+    /// snapshot: the first thing it hears from this table.
+    fn attach(&mut self, seat: Seat, client: Arc<Client>, id: u32) {
+        let data = self.snapshot(Some(seat));
+        reply(&client, id, Reply::Sit { seat, data });
+        if let Some(h) = self.seats[seat as usize].as_mut() {
+            h.client = Some(client);
+        }
+    }
+
+    fn watch(&mut self, client: Arc<Client>, id: u32) {
+        if self.watchers.iter().any(|c| c.id == client.id)
+            || self.seat_of_client(client.id).is_some()
+        {
+            return error(
+                &client,
+                id,
+                ErrorCode::AlreadyAtTable,
+                "already at this table",
+            );
+        }
+        let data = self.snapshot(None);
+        reply(&client, id, Reply::Watch { data });
+        self.watchers.push(client);
+        self.dirty = true;
+    }
+
+    fn stand(&mut self, client: &Arc<Client>, id: u32) {
+        if let Some(seat) = self.seat_of_client(client.id) {
+            self.vacate(seat);
+            return reply(client, id, Reply::Stand);
+        }
+        let before = self.watchers.len();
+        self.watchers.retain(|c| c.id != client.id);
+        if self.watchers.len() != before {
+            self.dirty = true;
+            return reply(client, id, Reply::Stand);
+        }
+        error(client, id, ErrorCode::NotAtTable, "not at this table")
+    }
+
+    /// The player at `seat` leaves for good: the game is told, then the seat
+    /// is freed and everyone told.
+    fn vacate(&mut self, seat: Seat) {
+        self.call(|g, ctx| g.left(ctx, seat));
+        self.timers.remove(&TimerKey::Grace(seat));
+        if let Some(h) = self.seats[seat as usize].take() {
+            self.shared.metrics.players.add(-1);
+            self.dirty = true;
+            self.seat_push(seat, &h.user, SeatStatus::Left);
+        }
+    }
+
+    fn act(&mut self, client: &Arc<Client>, id: u32, data: &[u8], at: Instant) {
+        self.shared.metrics.actions.inc();
+        let Some(seat) = self.seat_of_client(client.id) else {
+            return error(
+                client,
+                id,
+                ErrorCode::NotAtTable,
+                "not seated at this table",
+            );
+        };
+        let mut ctx = Ctx::new();
+        let game = &mut *self.game;
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| game.act(&mut ctx, seat, data)));
+        match result {
+            Ok(Ok(())) => {
+                reply(client, id, Reply::Act);
+                self.shared.metrics.action_latency.observe(at.elapsed());
+                self.apply(ctx);
+            }
+            Ok(Err(e)) => error(client, id, ErrorCode::ActionRefused, &e.to_string()),
+            Err(_) => {
+                self.failed = true;
+                error(client, id, ErrorCode::Internal, "the table failed");
+            }
+        }
+    }
+
+    fn gone(&mut self, client: u64) {
+        let before = self.watchers.len();
+        self.watchers.retain(|c| c.id != client);
+        if self.watchers.len() != before {
+            self.dirty = true;
+        }
+        while let Some(seat) = self.seat_of_client(client) {
+            let Some(h) = self.seats[seat as usize].as_mut() else {
+                break;
+            };
+            h.client = None;
+            let user = h.user.clone();
+            let grace = self.shared.config.grace;
+            self.timers
+                .insert(TimerKey::Grace(seat), Instant::now() + grace);
+            self.seat_push(seat, &user, SeatStatus::Away);
+            self.call(|g, ctx| g.dropped(ctx, seat));
+        }
+    }
+
+    fn fire_due(&mut self) {
+        let now = Instant::now();
+        let mut due: Vec<(Instant, TimerKey)> = self
+            .timers
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, at)| (*at, *k))
+            .collect();
+        due.sort_by_key(|(at, k)| {
+            (
+                *at,
+                match k {
+                    TimerKey::Game(n) => (0, *n),
+                    TimerKey::Grace(s) => (1, u64::from(*s)),
+                },
+            )
+        });
+        for (at, key) in due {
+            // An earlier timer's effects may have cancelled or moved it.
+            if self.timers.get(&key) != Some(&at) {
+                continue;
+            }
+            self.timers.remove(&key);
+            match key {
+                TimerKey::Game(k) => self.call(|g, ctx| g.timer(ctx, k)),
+                TimerKey::Grace(seat) => {
+                    if self.seats[seat as usize]
+                        .as_ref()
+                        .is_some_and(|h| h.client.is_none())
+                    {
+                        self.vacate(seat);
+                    }
+                }
+            }
+            if self.failed {
+                return;
+            }
+        }
+    }
+
+    /// Calls the game, then applies what it asked for.
+    fn call(&mut self, f: impl FnOnce(&mut dyn Game, &mut Ctx)) {
+        if self.failed {
+            return;
+        }
+        let mut ctx = Ctx::new();
+        let game = &mut *self.game;
+        if std::panic::catch_unwind(AssertUnwindSafe(|| f(game, &mut ctx))).is_err() {
+            tracing::error!(table = self.id, "game panicked; closing the table");
+            self.failed = true;
+            return;
+        }
+        self.apply(ctx);
+    }
+
+    fn snapshot(&self, seat: Option<Seat>) -> Bytes {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.game.snapshot(seat))).unwrap_or_default()
+    }
+
+    fn apply(&mut self, mut ctx: Ctx) {
+        for effect in ctx.take() {
+            match effect {
+                Effect::ToSeat(seat, data) => {
+                    if let Some(c) = self
+                        .seats
+                        .get(seat as usize)
+                        .and_then(|h| h.as_ref())
+                        .and_then(|h| h.client.as_ref())
+                    {
+                        let msg = game_push(self.id, data);
+                        c.send(c.encoding.encode_server_bytes(&msg));
+                        self.shared.metrics.events.inc();
+                    }
+                }
+                Effect::ToTable(data) => self.broadcast(data, true, true),
+                Effect::ToPlayers(data) => self.broadcast(data, true, false),
+                Effect::ToWatchers(data) => self.broadcast(data, false, true),
+                Effect::SetTimer(key, after) => {
+                    self.timers
+                        .insert(TimerKey::Game(key), Instant::now() + after);
+                }
+                Effect::CancelTimer(key) => {
+                    self.timers.remove(&TimerKey::Game(key));
+                }
+                Effect::Attr(key, Value::Null) => {
+                    self.dirty |= self.attrs.remove(&key).is_some();
+                }
+                Effect::Attr(key, value) => {
+                    if self.attrs.get(&key) != Some(&value) {
+                        self.attrs.insert(key, value);
+                        self.dirty = true;
+                    }
+                }
+                Effect::HandFinished => self.shared.metrics.hands.inc(),
+                Effect::Unseat(seat, reason) => {
+                    let client = self
+                        .seats
+                        .get(seat as usize)
+                        .and_then(|h| h.as_ref())
+                        .map(|h| h.client.clone());
+                    if let Some(client) = client {
+                        self.vacate(seat);
+                        if let Some(c) = client {
+                            unseat(&c, self.id, ErrorCode::NotAtTable, &reason);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends game data to players and/or watchers, encoded once per encoding.
+    fn broadcast(&self, data: Bytes, players: bool, watchers: bool) {
+        let msg = game_push(self.id, data);
+        let mut encoded = Encoded::default();
+        let mut n = 0;
+        if players {
+            for c in self
+                .seats
+                .iter()
+                .flatten()
+                .filter_map(|h| h.client.as_ref())
+            {
+                c.send(encoded.get(c.encoding, &msg));
+                n += 1;
+            }
+        }
+        if watchers {
+            for c in &self.watchers {
+                c.send(encoded.get(c.encoding, &msg));
+                n += 1;
+            }
+        }
+        self.shared.metrics.events.add(n);
+    }
+
+    fn seat_push(&self, seat: Seat, user: &str, status: SeatStatus) {
+        let msg = ServerMsg::Push(Push::Seat {
+            table: self.id,
+            seat,
+            user: user.to_string(),
+            status,
+        });
+        let mut encoded = Encoded::default();
+        let players = self
+            .seats
+            .iter()
+            .flatten()
+            .filter_map(|h| h.client.as_ref());
+        for c in players.chain(&self.watchers) {
+            c.send(encoded.get(c.encoding, &msg));
+        }
+    }
+
+    /// Takes everyone off the table, telling them why.
+    fn close(&mut self, code: ErrorCode, reason: &str) {
+        for seat in 0..self.seats.len() as Seat {
+            let client = self.seats[seat as usize]
+                .as_ref()
+                .and_then(|h| h.client.clone());
+            if self.seats[seat as usize].is_some() {
+                // A failed game is not called again (`call` skips it); its
+                // seats just empty.
+                self.vacate(seat);
+            }
+            if let Some(c) = client {
+                unseat(&c, self.id, code, reason);
+            }
+        }
+        for c in std::mem::take(&mut self.watchers) {
+            unseat(&c, self.id, code, reason);
+        }
+        self.timers.clear();
+        self.shared.lobby.remove(self.id);
+        self.dirty = false;
+    }
+}
+
+/// One message encoded at most once per encoding.
+#[derive(Default)]
+struct Encoded([Option<Bytes>; 2]);
+
+impl Encoded {
+    fn get(&mut self, encoding: Encoding, msg: &ServerMsg) -> Bytes {
+        let slot = match encoding {
+            Encoding::Json => 0,
+            Encoding::Binary => 1,
+        };
+        self.0[slot]
+            .get_or_insert_with(|| encoding.encode_server_bytes(msg))
+            .clone()
+    }
+}
+
+fn game_push(table: u64, data: Bytes) -> ServerMsg {
+    ServerMsg::Push(Push::Game { table, data })
+}
+
+pub(crate) fn reply(client: &Client, id: u32, reply: Reply) {
+    if id != 0 {
+        let msg = ServerMsg::Reply { id, reply };
+        client.send(client.encoding.encode_server_bytes(&msg));
+    }
+}
+
+pub(crate) fn error(client: &Client, id: u32, code: ErrorCode, message: &str) {
+    let msg = ServerMsg::Error {
+        id,
+        code: code.code(),
+        message: message.to_string(),
+    };
+    client.send(client.encoding.encode_server_bytes(&msg));
+}
+
+fn unseat(client: &Client, table: u64, code: ErrorCode, reason: &str) {
+    let msg = ServerMsg::Push(Push::Unseat {
+        table,
+        code: code.code(),
+        reason: reason.to_string(),
+    });
+    client.send(client.encoding.encode_server_bytes(&msg));
+}
