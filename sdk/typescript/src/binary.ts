@@ -22,6 +22,8 @@ import {
   type Item,
   type Position,
   type ServerMessage,
+  type TableEntry,
+  SEAT_STATUSES,
 } from "./messages.js";
 
 // --------------------------------------------------------------- writing --
@@ -76,6 +78,26 @@ function writeItems(w: Writer, list: Item[]): void {
   for (const it of list) w.varint(it.offset).bytes(it.data);
 }
 
+function writeTables(w: Writer, tables: TableEntry[]): void {
+  w.varint(tables.length);
+  for (const t of tables) {
+    w.varint(t.table).str(t.path).varint(t.seats).varint(t.players).varint(t.watchers).bytes(attrsOrEmpty(t.attrs));
+  }
+}
+
+const EMPTY_OBJECT = new Uint8Array([0x7b, 0x7d]);
+
+/** What a lobby entry's attrs are written as: the text when it is a JSON
+ * object (all decoders accept), else `{}` (as the Rust encoder does). */
+export function attrsOrEmpty(attrs: Uint8Array): Uint8Array {
+  return isJsonObject(attrs) ? attrs : EMPTY_OBJECT;
+}
+
+/** Whether bytes are one JSON object with nothing around it. */
+export function isJsonObject(b: Uint8Array): boolean {
+  return b[0] === 0x7b && isJson(b);
+}
+
 function writePos(w: Writer, p: Position | null): void {
   if (p !== null) w.str(p.epoch).varint(p.offset);
 }
@@ -114,6 +136,60 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       break;
     case "presenceStats":
       w.u8(0x08).varint(m.id).str(m.channel);
+      break;
+    case "lobby":
+      w.u8(0x09).varint(m.id).str(m.path);
+      break;
+    case "lobbyOff":
+      w.u8(0x0a).varint(m.id).str(m.path);
+      break;
+    case "sit":
+      w.u8(0x0b).varint(m.id).u8(m.seat !== null ? 1 : 0).varint(m.table);
+      if (m.seat !== null) w.varint(m.seat);
+      w.bytes(m.data);
+      break;
+    case "watch":
+      w.u8(0x0c).varint(m.id).varint(m.table);
+      break;
+    case "stand":
+      w.u8(0x0d).varint(m.id).varint(m.table);
+      break;
+    case "act":
+      w.u8(0x0e).varint(m.id).varint(m.table).bytes(m.data);
+      break;
+    case "lobbyReply":
+      w.u8(0x89).varint(m.id).varint(m.seq);
+      writeTables(w, m.tables);
+      break;
+    case "lobbyOffReply":
+      w.u8(0x8a).varint(m.id);
+      break;
+    case "sitReply":
+      w.u8(0x8b).varint(m.id).varint(m.seat).bytes(m.data);
+      break;
+    case "watchReply":
+      w.u8(0x8c).varint(m.id).bytes(m.data);
+      break;
+    case "standReply":
+      w.u8(0x8d).varint(m.id);
+      break;
+    case "actReply":
+      w.u8(0x8e).varint(m.id);
+      break;
+    case "lobbyUpdate":
+      w.u8(0xa5).str(m.path).varint(m.seq);
+      writeTables(w, m.tables);
+      w.varint(m.removed.length);
+      for (const t of m.removed) w.varint(t);
+      break;
+    case "game":
+      w.u8(0xa6).varint(m.table).bytes(m.data);
+      break;
+    case "seat":
+      w.u8(0xa7).varint(m.table).varint(m.seat).str(m.user).u8(SEAT_STATUSES.indexOf(m.status));
+      break;
+    case "unseat":
+      w.u8(0xa8).varint(m.table).varint(m.code).str(m.reason);
       break;
     case "connectReply":
       w.u8(0x81).varint(m.id).str(m.client).str(m.version).varint(m.pingInterval);
@@ -171,6 +247,10 @@ class Reader {
 
   private malformed(why: string): DecodeError {
     return new DecodeError("malformed", why, this.id);
+  }
+
+  invalidStatus(): DecodeError {
+    return this.invalid("seat status is not 0..3");
   }
 
   private invalid(why: string): DecodeError {
@@ -271,6 +351,23 @@ class Reader {
     return out;
   }
 
+  /** A lobby entry count (8 bytes per entry at least, §4.1) and entries. */
+  tables(): TableEntry[] {
+    const n = this.len(8);
+    const out: TableEntry[] = [];
+    for (let k = 0; k < n; k++) {
+      const table = this.offset();
+      const path = this.str();
+      const seats = this.uint(U32_MAX, "seats");
+      const players = this.uint(U32_MAX, "players");
+      const watchers = this.uint(U32_MAX, "watchers");
+      const attrs = this.bytes();
+      if (!isJsonObject(attrs)) throw this.invalid("attrs is not a JSON object");
+      out.push({ table, path, seats, players, watchers, attrs });
+    }
+    return out;
+  }
+
   readId(): number {
     this.id = this.uint(U32_MAX, "id");
     return this.id;
@@ -291,7 +388,7 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
   const r = new Reader(b);
   if (b.length === 0) throw new DecodeError("malformed", "empty message");
   const t = r.u8();
-  if (t < 0x01 || t > 0x08) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
+  if (t < 0x01 || t > 0x0e) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
   const id = r.readId();
   switch (t) {
     case 0x01: {
@@ -324,8 +421,26 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
     }
     case 0x07:
       return finish(r, { type: "presence", id, channel: r.str() });
-    default:
+    case 0x08:
       return finish(r, { type: "presenceStats", id, channel: r.str() });
+    case 0x09:
+      return finish(r, { type: "lobby", id, path: r.str() });
+    case 0x0a:
+      return finish(r, { type: "lobbyOff", id, path: r.str() });
+    case 0x0b: {
+      const f = r.flags(0b1);
+      const table = r.offset();
+      const seat = f & 1 ? r.uint(U32_MAX, "seat") : null;
+      return finish(r, { type: "sit", id, table, seat, data: r.bytes() });
+    }
+    case 0x0c:
+      return finish(r, { type: "watch", id, table: r.offset() });
+    case 0x0d:
+      return finish(r, { type: "stand", id, table: r.offset() });
+    default: {
+      const table = r.offset();
+      return finish(r, { type: "act", id, table, data: r.bytes() });
+    }
   }
 }
 
@@ -404,6 +519,52 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
     case 0xa4: {
       const code = r.uint(U16_MAX, "code");
       return finish(r, { type: "disconnect", code, reason: r.str() });
+    }
+    case 0x89: {
+      const id = r.readId();
+      const seq = r.offset();
+      return finish(r, { type: "lobbyReply", id, seq, tables: r.tables() });
+    }
+    case 0x8a:
+      return finish(r, { type: "lobbyOffReply", id: r.readId() });
+    case 0x8b: {
+      const id = r.readId();
+      const seat = r.uint(U32_MAX, "seat");
+      return finish(r, { type: "sitReply", id, seat, data: r.bytes() });
+    }
+    case 0x8c: {
+      const id = r.readId();
+      return finish(r, { type: "watchReply", id, data: r.bytes() });
+    }
+    case 0x8d:
+      return finish(r, { type: "standReply", id: r.readId() });
+    case 0x8e:
+      return finish(r, { type: "actReply", id: r.readId() });
+    case 0xa5: {
+      const path = r.str();
+      const seq = r.offset();
+      const tables = r.tables();
+      const n = r.len(1);
+      const removed: number[] = [];
+      for (let k = 0; k < n; k++) removed.push(r.offset());
+      return finish(r, { type: "lobbyUpdate", path, seq, tables, removed });
+    }
+    case 0xa6: {
+      const table = r.offset();
+      return finish(r, { type: "game", table, data: r.bytes() });
+    }
+    case 0xa7: {
+      const table = r.offset();
+      const seat = r.uint(U32_MAX, "seat");
+      const user = r.str();
+      const status = SEAT_STATUSES[r.u8()];
+      if (status === undefined) throw r.invalidStatus();
+      return finish(r, { type: "seat", table, seat, user, status });
+    }
+    case 0xa8: {
+      const table = r.offset();
+      const code = r.uint(U16_MAX, "code");
+      return finish(r, { type: "unseat", table, code, reason: r.str() });
     }
     default:
       throw new DecodeError("unknown", `unknown server message type 0x${t.toString(16)}`);

@@ -45,12 +45,17 @@ import type {
   ClientInfo,
   Command,
   ConnectReply,
+  GamePush,
   JoinPush,
   LeavePush,
+  LobbyUpdatePush,
   Position,
   PublicationPush,
   Reply,
+  SeatPush,
   ServerMessage,
+  TableEntry,
+  UnseatPush,
   UnsubscribedPush,
 } from "./messages.js";
 import {
@@ -133,6 +138,14 @@ export type ClientEvents = {
   disconnected: (d: Disconnected) => void;
   /** The client closed for good; `error` says why (null: close() was called). */
   closed: (error: HeraldError | null) => void;
+  /** Lobby tables added, changed or removed (apply with {@link Lobby}). */
+  lobby_update: (u: LobbyUpdatePush) => void;
+  /** Game data from a table the client sits at or watches. */
+  game: (g: GamePush) => void;
+  /** A seat changed at a table the client sits at or watches. */
+  seat: (s: SeatPush) => void;
+  /** The server took the client off a table. */
+  unseat: (u: UnseatPush) => void;
 };
 
 export type SubscriptionEvents = {
@@ -532,6 +545,54 @@ export class Client extends Emitter<ClientEvents> {
     return { clients: reply.clients, users: reply.users };
   }
 
+  // ------------------------------------------------------------ games --
+  // docs/protocol.md §5e. Game data is opaque: `data` arguments are bytes,
+  // or any other value sent as its JSON text (as `publish` does). Nothing
+  // here is redone after a reconnect: call `lobby` again for a fresh
+  // snapshot, and `sit` again for the same table to take the seat back.
+
+  /** Subscribes to the lobby ("" = every table) or a branch of it; resolves
+   * with the snapshot, after which `lobby_update` events follow. */
+  async lobby(path = ""): Promise<{ seq: number; tables: TableEntry[] }> {
+    const reply = await this.request((id) => ({ type: "lobby", id, path }), "lobbyReply");
+    return { seq: reply.seq, tables: reply.tables };
+  }
+
+  /** Ends the lobby subscription made with the same path. */
+  async lobbyOff(path = ""): Promise<void> {
+    await this.request((id) => ({ type: "lobbyOff", id, path }), "lobbyOffReply");
+  }
+
+  /** Takes a seat at `table` (any free one unless `seat` is given), or takes
+   * one's seat back after a reconnect; resolves with the seat and the game's
+   * private snapshot. */
+  async sit(table: number, options: { seat?: number; data?: unknown } = {}): Promise<{ seat: number; data: Uint8Array }> {
+    const data = options.data === undefined ? new Uint8Array(0) : toPayload(options.data);
+    const reply = await this.request(
+      (id) => ({ type: "sit", id, table, seat: options.seat ?? null, data }),
+      "sitReply",
+    );
+    return { seat: reply.seat, data: reply.data };
+  }
+
+  /** Watches `table`; resolves with the game's public snapshot. */
+  async watch(table: number): Promise<Uint8Array> {
+    const reply = await this.request((id) => ({ type: "watch", id, table }), "watchReply");
+    return reply.data;
+  }
+
+  /** Gives up the seat at `table`, or stops watching it. */
+  async stand(table: number): Promise<void> {
+    await this.request((id) => ({ type: "stand", id, table }), "standReply");
+  }
+
+  /** Sends a game action; resolves once the game accepted it (a refusal
+   * rejects with a {@link ReplyError}, code 118). */
+  async act(table: number, data: unknown): Promise<void> {
+    const payload = toPayload(data);
+    await this.request((id) => ({ type: "act", id, table, data: payload }), "actReply");
+  }
+
   /** Round trip to the server, in milliseconds. */
   async ping(): Promise<number> {
     const start = Date.now();
@@ -790,6 +851,14 @@ export class Client extends Emitter<ClientEvents> {
           case "joinLeave":
             this.subOf(event.sub)?.fire(event.event.type, event.event as JoinPush & LeavePush);
             return;
+          case "game": {
+            const push = event.push;
+            if (push.type === "lobbyUpdate") this.emit("lobby_update", push);
+            else if (push.type === "game") this.emit("game", push);
+            else if (push.type === "seat") this.emit("seat", push);
+            else this.emit("unseat", push);
+            return;
+          }
           case "connected": {
             connected = true;
             connectedAt = Date.now();

@@ -39,6 +39,16 @@ export const ErrorCode = {
   AlreadyConnected: 113,
   /** The broker (e.g. Redis) is unavailable; retry later. */
   BrokerUnavailable: 114,
+  /** No table has this id. */
+  UnknownTable: 115,
+  /** The seat is taken, the table is full, or the game refused the seat. */
+  SeatUnavailable: 116,
+  /** Not seated at or watching this table. */
+  NotAtTable: 117,
+  /** The game refused the action (the message is the game's). */
+  ActionRefused: 118,
+  /** Already seated at or watching this table. */
+  AlreadyAtTable: 119,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

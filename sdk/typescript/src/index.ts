@@ -23,3 +23,4 @@ export {
   type Disconnected, type Connected, type HistoryResult, type TokenSource, type SubscribeTokenSource,
 } from "./client.js";
 export { type TransportKind, ALL_TRANSPORTS, type WebSocketConstructor, type FetchLike } from "./transports/transport.js";
+export { Lobby } from "./lobby.js";

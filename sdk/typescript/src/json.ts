@@ -26,6 +26,9 @@ import {
   type Item,
   type Position,
   type ServerMessage,
+  type SeatStatus,
+  type TableEntry,
+  SEAT_STATUSES,
 } from "./messages.js";
 
 /** Deepest nesting a payload may have to be embedded verbatim; deeper (but
@@ -276,6 +279,11 @@ function payload(data: Uint8Array): string {
 const pos = (p: Position): string => `{"epoch":${s(p.epoch)},"offset":${p.offset}}`;
 /** `,"info":<json>` when there is connection info (JSON text only). */
 const info = (b: Uint8Array): string => (b.length > 0 && isJson(b) ? `,"info":${fromUtf8(b)}` : "");
+/** Lobby entries; attrs verbatim when a JSON object, else `{}` (§3.4). */
+const tables = (list: TableEntry[]): string =>
+  list.map((t) =>
+    `{"table":${t.table},"path":${s(t.path)},"seats":${t.seats},"players":${t.players},"watchers":${t.watchers},"attrs":${
+      t.attrs[0] === 0x7b && isJson(t.attrs) ? fromUtf8(t.attrs) : "{}"}}`).join(",");
 const items = (list: Item[]): string => list.map((it) => `{"offset":${it.offset},${payload(it.data)}}`).join(",");
 
 function body(m: Command | ServerMessage): [number, string, string] {
@@ -340,6 +348,40 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [0, "unsub", `"channel":${s(m.channel)},"code":${m.code},"reason":${s(m.reason)}`];
     case "disconnect":
       return [0, "disconnect", `"code":${m.code},"reason":${s(m.reason)}`];
+    case "lobby":
+    case "lobbyOff":
+      return [m.id, m.type === "lobby" ? "lobby" : "lobby_off", m.path ? `"path":${s(m.path)}` : ""];
+    case "sit": {
+      let b = `"table":${m.table}`;
+      if (m.seat !== null) b += `,"seat":${m.seat}`;
+      if (m.data.length) b += `,${payload(m.data)}`;
+      return [m.id, "sit", b];
+    }
+    case "watch":
+    case "stand":
+      return [m.id, m.type, `"table":${m.table}`];
+    case "act":
+      return [m.id, "act", `"table":${m.table},${payload(m.data)}`];
+    case "lobbyReply":
+      return [m.id, "lobby", `"seq":${m.seq},"tables":[${tables(m.tables)}]`];
+    case "lobbyOffReply":
+      return [m.id, "lobby_off", ""];
+    case "sitReply":
+      return [m.id, "sit", `"seat":${m.seat},${payload(m.data)}`];
+    case "watchReply":
+      return [m.id, "watch", payload(m.data)];
+    case "standReply":
+      return [m.id, "stand", ""];
+    case "actReply":
+      return [m.id, "act", ""];
+    case "lobbyUpdate":
+      return [0, "lobby_update", `"path":${s(m.path)},"seq":${m.seq},"tables":[${tables(m.tables)}],"removed":[${m.removed.join(",")}]`];
+    case "game":
+      return [0, "game", `"table":${m.table},${payload(m.data)}`];
+    case "seat":
+      return [0, "seat", `"table":${m.table},"seat":${m.seat},"user":${s(m.user)},"status":"${m.status}"`];
+    case "unseat":
+      return [0, "unseat", `"table":${m.table},"code":${m.code},"reason":${s(m.reason)}`];
   }
 }
 
@@ -351,9 +393,12 @@ export function encodeJson(m: Command | ServerMessage): string {
 
 // ------------------------------------------------------------- decoding --
 
-const COMMANDS: ReadonlySet<string> = new Set(["connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats"]);
+const COMMANDS: ReadonlySet<string> = new Set([
+  "connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats",
+  "lobby", "lobby_off", "sit", "watch", "stand", "act",
+]);
 const SERVER_OPS: ReadonlySet<string> = new Set([
-  ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect",
+  ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect", "lobby_update", "game", "seat", "unseat",
 ]);
 
 /** Whether a non-negative integer's text is at most `limit` (exactly, also
@@ -456,6 +501,41 @@ class Fields {
     return utf8(raw);
   }
 
+  /** A payload that may be left out (absent = empty), as in `sit`. */
+  optData(): Uint8Array {
+    return this.values.has("data") || this.present("b64") ? this.data() : new Uint8Array(0);
+  }
+
+  /** A lobby entry's attrs: a JSON object, kept as its exact text. */
+  attrs(): Uint8Array {
+    const v = this.values.get("attrs");
+    if (v === undefined || v === null) throw this.invalid(`missing "attrs"`);
+    const [start, end] = this.spans.get("attrs")!;
+    const raw = this.text.slice(start, end);
+    if (typeof v !== "object" || v.k !== "obj") throw this.invalid(`"attrs" is not an object`);
+    if (hasLoneSurrogate(raw)) throw this.invalid(`"attrs" holds a lone surrogate`);
+    const bytes = utf8(raw);
+    if (!isJson(bytes)) throw this.invalid(`"attrs" is not JSON this SDK can carry`);
+    return bytes;
+  }
+
+  tables(key: string): TableEntry[] {
+    return this.array(key, true).map((raw) => {
+      const f = new Fields(this.text, this.id, raw, "lobby entry");
+      return {
+        table: f.uint("table", OFFSET_MAX), path: f.string("path"), seats: f.uint("seats", U32_MAX),
+        players: f.uint("players", U32_MAX), watchers: f.uint("watchers", U32_MAX), attrs: f.attrs(),
+      };
+    });
+  }
+
+  status(key: string): SeatStatus {
+    const v = this.string(key);
+    const found = SEAT_STATUSES.find((x) => x === v);
+    if (found === undefined) throw this.invalid(`"${key}" is not sat, left, away or back`);
+    return found;
+  }
+
   array(key: string, required: boolean): Value[] {
     const v = this.values.get(key);
     if (v === undefined || v === null) {
@@ -542,8 +622,25 @@ export function decodeJsonCommand(message: string | Uint8Array): Command {
     }
     case "presence":
       return { type: "presence", id, channel: b.string("channel") };
-    default:
+    case "presence_stats":
       return { type: "presenceStats", id, channel: b.string("channel") };
+    case "lobby":
+      return { type: "lobby", id, path: b.optString("path") ?? "" };
+    case "lobby_off":
+      return { type: "lobbyOff", id, path: b.optString("path") ?? "" };
+    case "sit": {
+      const table = b.uint("table", OFFSET_MAX);
+      const seat = b.present("seat") ? b.uint("seat", U32_MAX) : null;
+      return { type: "sit", id, table, seat, data: b.optData() };
+    }
+    case "watch":
+      return { type: "watch", id, table: b.uint("table", OFFSET_MAX) };
+    case "stand":
+      return { type: "stand", id, table: b.uint("table", OFFSET_MAX) };
+    default: {
+      const table = b.uint("table", OFFSET_MAX);
+      return { type: "act", id, table, data: b.data() };
+    }
   }
 }
 
@@ -586,8 +683,51 @@ function serverFrom(text: string, root: Value): ServerMessage {
       return { type: op, channel: b.string("channel"), client: b.string("client"), user: b.string("user"), info: b.info() };
     case "unsub":
       return { type: "unsubscribed", channel: b.string("channel"), code: b.uint("code", U16_MAX), reason: b.string("reason") };
-    default:
+    case "disconnect":
       return { type: "disconnect", code: b.uint("code", U16_MAX), reason: b.string("reason") };
+    case "lobby": {
+      const seq = b.uint("seq", OFFSET_MAX);
+      return { type: "lobbyReply", id, seq, tables: b.tables("tables") };
+    }
+    case "lobby_off":
+      return { type: "lobbyOffReply", id };
+    case "sit": {
+      const seat = b.uint("seat", U32_MAX);
+      return { type: "sitReply", id, seat, data: b.data() };
+    }
+    case "watch":
+      return { type: "watchReply", id, data: b.data() };
+    case "stand":
+      return { type: "standReply", id };
+    case "act":
+      return { type: "actReply", id };
+    case "lobby_update": {
+      const path = b.string("path");
+      const seq = b.uint("seq", OFFSET_MAX);
+      const tables = b.tables("tables");
+      const removed = b.array("removed", true).map((v) => {
+        if (v === null || typeof v !== "object" || v.k !== "num" || !v.isInt || v.text.startsWith("-") || !fits(v.text, OFFSET_MAX)) {
+          throw b.invalid(`"removed" holds something other than a table id`);
+        }
+        return Number(v.text);
+      });
+      return { type: "lobbyUpdate", path, seq, tables, removed };
+    }
+    case "game": {
+      const table = b.uint("table", OFFSET_MAX);
+      return { type: "game", table, data: b.data() };
+    }
+    case "seat": {
+      const table = b.uint("table", OFFSET_MAX);
+      const seat = b.uint("seat", U32_MAX);
+      const user = b.string("user");
+      return { type: "seat", table, seat, user, status: b.status("status") };
+    }
+    default: {
+      const table = b.uint("table", OFFSET_MAX);
+      const code = b.uint("code", U16_MAX);
+      return { type: "unseat", table, code, reason: b.string("reason") };
+    }
   }
 }
 

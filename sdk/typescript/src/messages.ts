@@ -35,6 +35,24 @@ export function parseInfo(info: Uint8Array): unknown {
   return info.length === 0 ? undefined : JSON.parse(new TextDecoder().decode(info));
 }
 
+/** One table as the lobby shows it (§5e). */
+export interface TableEntry {
+  /** The table id (below 2^53). */
+  table: number;
+  /** Where the table sits in the lobby tree, e.g. `holdem/10-seat/express`. */
+  path: string;
+  seats: number;
+  players: number;
+  watchers: number;
+  /** A JSON object's text: timing, stakes, the game's own attributes;
+   * {@link parseInfo} reads it. */
+  attrs: Uint8Array;
+}
+
+/** A seat change, in `seat` pushes (binary 0..3 in this order). */
+export type SeatStatus = "sat" | "left" | "away" | "back";
+export const SEAT_STATUSES: readonly SeatStatus[] = ["sat", "left", "away", "back"];
+
 // ---------------------------------------------------------------- commands
 
 export interface Connect { type: "connect"; id: number; token: string | null; name: string | null }
@@ -45,9 +63,19 @@ export interface Ping { type: "ping"; id: number }
 export interface History { type: "history"; id: number; channel: string; since: Position | null; limit: number }
 export interface Presence { type: "presence"; id: number; channel: string }
 export interface PresenceStats { type: "presenceStats"; id: number; channel: string }
+/** Subscribe to the lobby ("" = every table) or a branch of it. */
+export interface Lobby { type: "lobby"; id: number; path: string }
+export interface LobbyOff { type: "lobbyOff"; id: number; path: string }
+/** Take a seat: `seat` null = any free seat; `data` for the game (may be empty). */
+export interface Sit { type: "sit"; id: number; table: number; seat: number | null; data: Uint8Array }
+export interface Watch { type: "watch"; id: number; table: number }
+export interface Stand { type: "stand"; id: number; table: number }
+export interface Act { type: "act"; id: number; table: number; data: Uint8Array }
 
 /** Client → server. */
-export type Command = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats;
+export type Command =
+  | Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats
+  | Lobby | LobbyOff | Sit | Watch | Stand | Act;
 
 // ------------------------------------------------------------------ replies
 
@@ -61,9 +89,20 @@ export interface PresenceReply { type: "presenceReply"; id: number; clients: Cli
 /** How many connections, and distinct non-empty user ids, a channel has. */
 export interface PresenceStatsReply { type: "presenceStatsReply"; id: number; clients: number; users: number }
 export interface ErrorReply { type: "error"; id: number; code: number; message: string }
+/** The lobby snapshot: apply `lobbyUpdate` pushes with a higher `seq`. */
+export interface LobbyReply { type: "lobbyReply"; id: number; seq: number; tables: TableEntry[] }
+export interface LobbyOffReply { type: "lobbyOffReply"; id: number }
+/** The seat taken and the game's private snapshot for it. */
+export interface SitReply { type: "sitReply"; id: number; seat: number; data: Uint8Array }
+/** The game's public snapshot. */
+export interface WatchReply { type: "watchReply"; id: number; data: Uint8Array }
+export interface StandReply { type: "standReply"; id: number }
+/** The game accepted the action. */
+export interface ActReply { type: "actReply"; id: number }
 
 export type Reply =
-  | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | PresenceStatsReply | ErrorReply;
+  | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | PresenceStatsReply | ErrorReply
+  | LobbyReply | LobbyOffReply | SitReply | WatchReply | StandReply | ActReply;
 
 // -------------------------------------------------------------------- pushes
 
@@ -73,7 +112,17 @@ export interface LeavePush { type: "leave"; channel: string; client: string; use
 export interface UnsubscribedPush { type: "unsubscribed"; channel: string; code: number; reason: string }
 export interface DisconnectPush { type: "disconnect"; code: number; reason: string }
 
-export type Push = PublicationPush | JoinPush | LeavePush | UnsubscribedPush | DisconnectPush;
+/** Lobby tables added or changed, and ids removed; `path` = the subscribed branch. */
+export interface LobbyUpdatePush { type: "lobbyUpdate"; path: string; seq: number; tables: TableEntry[]; removed: number[] }
+/** Game data from a table. */
+export interface GamePush { type: "game"; table: number; data: Uint8Array }
+export interface SeatPush { type: "seat"; table: number; seat: number; user: string; status: SeatStatus }
+/** The server took the client off a table. */
+export interface UnseatPush { type: "unseat"; table: number; code: number; reason: string }
+
+export type Push =
+  | PublicationPush | JoinPush | LeavePush | UnsubscribedPush | DisconnectPush
+  | LobbyUpdatePush | GamePush | SeatPush | UnseatPush;
 
 /** Server → client. */
 export type ServerMessage = Reply | Push;

@@ -32,14 +32,18 @@ import type {
   ConnectReply,
   DisconnectPush,
   ErrorReply,
+  GamePush,
   JoinPush,
   LeavePush,
+  LobbyUpdatePush,
   Position,
   PublicationPush,
   Reply,
+  SeatPush,
   ServerMessage,
   Subscribe,
   SubscribeReply,
+  UnseatPush,
   UnsubscribedPush,
 } from "./messages.js";
 
@@ -119,7 +123,9 @@ export type CoreEvent =
   | { type: "subscribeFailed"; sub: SubscriptionCore; error: ErrorReply }
   | { type: "subscriptionEnded"; sub: SubscriptionCore; push: UnsubscribedPush }
   | { type: "stale"; channel: string }
-  | { type: "serverDisconnect"; push: DisconnectPush };
+  | { type: "serverDisconnect"; push: DisconnectPush }
+  /** A game push (§5e), handed to the application as is. */
+  | { type: "game"; push: LobbyUpdatePush | GamePush | SeatPush | UnseatPush };
 
 // --------------------------------------------------------- subscriptions --
 
@@ -372,6 +378,11 @@ export class ClientCore {
       }
       case "disconnect":
         return [{ type: "serverDisconnect", push: m }];
+      case "lobbyUpdate":
+      case "game":
+      case "seat":
+      case "unseat":
+        return [{ type: "game", push: m }];
       default:
         break;
     }

@@ -8,6 +8,7 @@ Layout (python-websockets style: an I/O-free core, a thin asyncio layer):
 * :mod:`.errors` — every exception, in one tree;
 * :mod:`.protocol` — the client state machine (states, backoff, recovery);
 * :mod:`.transport` — WebSocket and raw TCP transports;
+* :mod:`.lobby` — :class:`Lobby`, the game lobby kept current from its updates;
 * :mod:`.client` — :class:`Client` and :class:`Subscription`.
 
 The wire protocol: docs/protocol.md in the Herald repository.
@@ -51,7 +52,23 @@ from .errors import (
     UnauthorizedError,
     UnknownCommandError,
 )
-from .messages import ClientInfo, ConnectReply, Join, Leave, Position, Publication, Unsubscribed
+from .lobby import Lobby
+from .messages import (
+    ClientInfo,
+    ConnectReply,
+    Game,
+    Join,
+    Leave,
+    LobbyReply,
+    LobbyUpdate,
+    Position,
+    Publication,
+    Seat,
+    SitReply,
+    TableEntry,
+    Unseat,
+    Unsubscribed,
+)
 from .protocol import ReconnectPolicy, State, Subscribed
 
 __version__ = "0.1.0"
@@ -73,6 +90,7 @@ __all__ = [
     "DisconnectedError",
     "Encoding",
     "ErrorCode",
+    "Game",
     "HeraldError",
     "HistoryResult",
     "InternalError",
@@ -81,6 +99,9 @@ __all__ = [
     "Join",
     "Leave",
     "LimitExceededError",
+    "Lobby",
+    "LobbyReply",
+    "LobbyUpdate",
     "MessageTooLargeError",
     "NotAvailableError",
     "NotSubscribedError",
@@ -92,15 +113,19 @@ __all__ = [
     "ReconnectPolicy",
     "ReplyError",
     "RequestTimeoutError",
+    "Seat",
+    "SitReply",
     "State",
     "SubscribeTokenSource",
     "Subscribed",
     "Subscription",
+    "TableEntry",
     "TokenExpiredError",
     "TokenSource",
     "TooManyRequestsError",
     "UnauthorizedError",
     "UnknownCommandError",
+    "Unseat",
     "Unsubscribed",
     "should_reconnect",
 ]

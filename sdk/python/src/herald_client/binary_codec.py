@@ -12,19 +12,28 @@ from __future__ import annotations
 from .errors import DecodeError
 from .json_codec import is_json
 from .messages import (
+    SEAT_STATUSES,
     U16_MAX,
     U32_MAX,
+    Act,
+    ActReply,
     ClientInfo,
     Command,
     Connect,
     ConnectReply,
     Disconnect,
     ErrorReply,
+    Game,
     History,
     HistoryReply,
     Item,
     Join,
     Leave,
+    Lobby,
+    LobbyOff,
+    LobbyOffReply,
+    LobbyReply,
+    LobbyUpdate,
     Ping,
     PingReply,
     Position,
@@ -35,12 +44,22 @@ from .messages import (
     Publication,
     Publish,
     PublishReply,
+    Seat,
+    SeatStatus,
     ServerMessage,
+    Sit,
+    SitReply,
+    Stand,
+    StandReply,
     Subscribe,
     SubscribeReply,
+    TableEntry,
+    Unseat,
     Unsubscribe,
     Unsubscribed,
     UnsubscribeReply,
+    Watch,
+    WatchReply,
 )
 
 __all__ = ["decode_command", "decode_server", "encode"]
@@ -71,6 +90,23 @@ def _items(out: bytearray, items: tuple[Item, ...]) -> None:
     for it in items:
         _varint(out, it.offset)
         _bytes(out, it.data)
+
+
+def is_json_object(b: bytes) -> bool:
+    """Whether bytes are one JSON object with nothing around it (lobby attrs)."""
+    return b[:1] == b"{" and is_json(b)
+
+
+def _tables(out: bytearray, tables: tuple[TableEntry, ...]) -> None:
+    _varint(out, len(tables))
+    for t in tables:
+        _varint(out, t.table)
+        _str(out, t.path)
+        _varint(out, t.seats)
+        _varint(out, t.players)
+        _varint(out, t.watchers)
+        # Attrs that are not a JSON object are written as {} (as every encoder does).
+        _bytes(out, t.attrs if is_json_object(t.attrs) else b"{}")
 
 
 def encode(m: Command | ServerMessage) -> bytes:
@@ -198,6 +234,73 @@ def encode(m: Command | ServerMessage) -> bytes:
             out.append(0xA4)
             _varint(out, code)
             _str(out, reason)
+        case Lobby(id, path) | LobbyOff(id, path):
+            out.append(0x09 if isinstance(m, Lobby) else 0x0A)
+            _varint(out, id)
+            _str(out, path)
+        case Sit(id, table, seat, data):
+            out.append(0x0B)
+            _varint(out, id)
+            out.append(seat is not None)
+            _varint(out, table)
+            if seat is not None:
+                _varint(out, seat)
+            _bytes(out, data)
+        case Watch(id, table) | Stand(id, table):
+            out.append(0x0C if isinstance(m, Watch) else 0x0D)
+            _varint(out, id)
+            _varint(out, table)
+        case Act(id, table, data):
+            out.append(0x0E)
+            _varint(out, id)
+            _varint(out, table)
+            _bytes(out, data)
+        case LobbyReply(id, seq, tables):
+            out.append(0x89)
+            _varint(out, id)
+            _varint(out, seq)
+            _tables(out, tables)
+        case LobbyOffReply(id):
+            out.append(0x8A)
+            _varint(out, id)
+        case SitReply(id, seat, data):
+            out.append(0x8B)
+            _varint(out, id)
+            _varint(out, seat)
+            _bytes(out, data)
+        case WatchReply(id, data):
+            out.append(0x8C)
+            _varint(out, id)
+            _bytes(out, data)
+        case StandReply(id):
+            out.append(0x8D)
+            _varint(out, id)
+        case ActReply(id):
+            out.append(0x8E)
+            _varint(out, id)
+        case LobbyUpdate(path, seq, tables, removed):
+            out.append(0xA5)
+            _str(out, path)
+            _varint(out, seq)
+            _tables(out, tables)
+            _varint(out, len(removed))
+            for t in removed:
+                _varint(out, t)
+        case Game(table, data):
+            out.append(0xA6)
+            _varint(out, table)
+            _bytes(out, data)
+        case Seat(table, seat, user, status):
+            out.append(0xA7)
+            _varint(out, table)
+            _varint(out, seat)
+            _str(out, user)
+            out.append(SEAT_STATUSES.index(status))
+        case Unseat(table, code, reason):
+            out.append(0xA8)
+            _varint(out, table)
+            _varint(out, code)
+            _str(out, reason)
         case _:
             raise TypeError(f"not a Herald message: {m!r}")
     return bytes(out)
@@ -289,6 +392,39 @@ class _Reader:
             raise self.malformed("count beyond the message")
         return n
 
+    def tables(self) -> tuple[TableEntry, ...]:
+        n = self.varint()
+        # A lobby entry takes at least 8 bytes (§4.1): check before allocating.
+        if n * 8 > len(self.buf) - self.pos:
+            raise self.malformed("count beyond the message")
+        out = []
+        for _ in range(n):
+            table = self.varint()
+            path = self.string()
+            seats = self.bounded(U32_MAX, "seats")
+            players = self.bounded(U32_MAX, "players")
+            watchers = self.bounded(U32_MAX, "watchers")
+            attrs = self.blob()
+            if not is_json_object(attrs):
+                raise self.invalid("attrs is not a JSON object")
+            out.append(TableEntry(table, path, seats, players, watchers, attrs))
+        return tuple(out)
+
+    def removed(self) -> tuple[int, ...]:
+        n = self.varint()
+        if n > len(self.buf) - self.pos:
+            raise self.malformed("count beyond the message")
+        return tuple(self.varint() for _ in range(n))
+
+    def status(self) -> SeatStatus:
+        if self.pos >= len(self.buf):
+            raise self.malformed("missing status")
+        b = self.buf[self.pos]
+        self.pos += 1
+        if b >= len(SEAT_STATUSES):
+            raise self.invalid("seat status is not 0..3")
+        return SEAT_STATUSES[b]
+
     def items(self) -> tuple[Item, ...]:
         return tuple(Item(self.varint(), self.blob()) for _ in range(self.count()))
 
@@ -310,7 +446,7 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
     if not buf:
         raise DecodeError("malformed", "empty message")
     t = buf[0]
-    if not 0x01 <= t <= 0x08:
+    if not 0x01 <= t <= 0x0E:
         raise DecodeError("unknown", f"unknown command type 0x{t:02x}")
     r = _Reader(buf)
     id = r.id()
@@ -340,8 +476,23 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
         m = History(id, channel, since, limit)
     elif t == 0x07:
         m = Presence(id, r.string())
-    else:
+    elif t == 0x08:
         m = PresenceStats(id, r.string())
+    elif t == 0x09:
+        m = Lobby(id, r.string())
+    elif t == 0x0A:
+        m = LobbyOff(id, r.string())
+    elif t == 0x0B:
+        f = r.flags(0b1)
+        table = r.varint()
+        seat = r.bounded(U32_MAX, "seat") if f & 1 else None
+        m = Sit(id, table, seat, r.blob())
+    elif t == 0x0C:
+        m = Watch(id, r.varint())
+    elif t == 0x0D:
+        m = Stand(id, r.varint())
+    else:
+        m = Act(id, r.varint(), r.blob())
     r.end()
     return m
 
@@ -354,7 +505,7 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
     t = buf[0]
     r = _Reader(buf)
     m: ServerMessage
-    if 0x81 <= t <= 0x88 or t == 0xE0:
+    if 0x81 <= t <= 0x8E or t == 0xE0:
         id = r.id()
         if t == 0x81:
             m = ConnectReply(id, r.string(), r.string(), r.bounded(U32_MAX, "ping_interval"))
@@ -375,6 +526,18 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
             )
         elif t == 0x88:
             m = PresenceStatsReply(id, r.varint(), r.varint())
+        elif t == 0x89:
+            m = LobbyReply(id, r.varint(), r.tables())
+        elif t == 0x8A:
+            m = LobbyOffReply(id)
+        elif t == 0x8B:
+            m = SitReply(id, r.bounded(U32_MAX, "seat"), r.blob())
+        elif t == 0x8C:
+            m = WatchReply(id, r.blob())
+        elif t == 0x8D:
+            m = StandReply(id)
+        elif t == 0x8E:
+            m = ActReply(id)
         else:
             m = ErrorReply(id, r.bounded(U16_MAX, "code"), r.string())
     elif t == 0xA0:
@@ -387,6 +550,14 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
         m = Unsubscribed(r.string(), r.bounded(U16_MAX, "code"), r.string())
     elif t == 0xA4:
         m = Disconnect(r.bounded(U16_MAX, "code"), r.string())
+    elif t == 0xA5:
+        m = LobbyUpdate(r.string(), r.varint(), r.tables(), r.removed())
+    elif t == 0xA6:
+        m = Game(r.varint(), r.blob())
+    elif t == 0xA7:
+        m = Seat(r.varint(), r.bounded(U32_MAX, "seat"), r.string(), r.status())
+    elif t == 0xA8:
+        m = Unseat(r.varint(), r.bounded(U16_MAX, "code"), r.string())
     else:
         raise DecodeError("unknown", f"unknown message type 0x{t:02x}")
     r.end()

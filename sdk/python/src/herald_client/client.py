@@ -46,14 +46,22 @@ from .errors import (
 from .messages import (
     U32_MAX,
     U64_MAX,
+    Act,
+    ActReply,
     ClientInfo,
     Command,
     ConnectReply,
     ErrorReply,
+    Game,
     History,
     HistoryReply,
     Join,
     Leave,
+    Lobby,
+    LobbyOff,
+    LobbyOffReply,
+    LobbyReply,
+    LobbyUpdate,
     Ping,
     PingReply,
     Position,
@@ -64,9 +72,17 @@ from .messages import (
     Publication,
     Publish,
     PublishReply,
+    Seat,
     ServerMessage,
+    Sit,
+    SitReply,
+    Stand,
+    StandReply,
+    Unseat,
     Unsubscribe,
     Unsubscribed,
+    Watch,
+    WatchReply,
 )
 from .protocol import (
     ClientCore,
@@ -74,6 +90,7 @@ from .protocol import (
     ConnectFailed,
     Deliver,
     Event,
+    GamePush,
     JoinLeave,
     ReconnectPolicy,
     ReplyReceived,
@@ -409,6 +426,10 @@ class Client:
         ssl: SSLContext | None = None,
         on_connected: Callback[ConnectReply] | None = None,
         on_disconnected: Callback[Disconnected] | None = None,
+        on_lobby_update: Callback[LobbyUpdate] | None = None,
+        on_game: Callback[Game] | None = None,
+        on_seat: Callback[Seat] | None = None,
+        on_unseat: Callback[Unseat] | None = None,
     ) -> None:
         self._urls = [url] if isinstance(url, str) else list(url)
         if not self._urls:
@@ -444,6 +465,10 @@ class Client:
         self._ssl = ssl
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
+        self._on_lobby_update = on_lobby_update
+        self._on_game = on_game
+        self._on_seat = on_seat
+        self._on_unseat = on_unseat
         self._subs: dict[str, Subscription] = {}
         self._pending: dict[int, asyncio.Future[ServerMessage]] = {}
         self._transport: Transport | None = None
@@ -658,6 +683,53 @@ class Client:
         _check_str("channel", channel)
         reply = _expect(await self._request(lambda id: PresenceStats(id, channel)), PresenceStatsReply)
         return PresenceStatsResult(reply.clients, reply.users)
+
+    # ------------------------------------------------------------ games --
+    # docs/protocol.md §5e. Game data is opaque: ``data`` arguments are bytes,
+    # or any other value sent as its JSON text (as ``publish`` does). Nothing
+    # here is redone after a reconnect: call ``lobby`` again for a fresh
+    # snapshot, and ``sit`` again for the same table to take the seat back.
+    # Game pushes go to the ``on_lobby_update``, ``on_game``, ``on_seat`` and
+    # ``on_unseat`` callbacks, started in arrival order.
+
+    async def lobby(self, path: str = "") -> LobbyReply:
+        """Subscribe to the lobby ("" = every table) or a branch of it; returns
+        the snapshot (``seq``, ``tables``), after which ``on_lobby_update``
+        receives the changes (apply them with :class:`~herald_client.Lobby`)."""
+        _check_str("path", path)
+        return _expect(await self._request(lambda id: Lobby(id, path)), LobbyReply)
+
+    async def lobby_off(self, path: str = "") -> None:
+        """End the lobby subscription made with the same path."""
+        _check_str("path", path)
+        _expect(await self._request(lambda id: LobbyOff(id, path)), LobbyOffReply)
+
+    async def sit(self, table: int, *, seat: int | None = None, data: Any = None) -> SitReply:
+        """Take a seat at ``table`` (any free one unless ``seat`` is given), or
+        take one's seat back after a reconnect; returns the seat and the
+        game's private snapshot (``data``)."""
+        _check_uint("table", table, U64_MAX)
+        if seat is not None:
+            _check_uint("seat", seat, U32_MAX)
+        payload = b"" if data is None else _payload(data)
+        return _expect(await self._request(lambda id: Sit(id, table, seat, payload)), SitReply)
+
+    async def watch(self, table: int) -> bytes:
+        """Watch ``table``; returns the game's public snapshot."""
+        _check_uint("table", table, U64_MAX)
+        return _expect(await self._request(lambda id: Watch(id, table)), WatchReply).data
+
+    async def stand(self, table: int) -> None:
+        """Give up the seat at ``table``, or stop watching it."""
+        _check_uint("table", table, U64_MAX)
+        _expect(await self._request(lambda id: Stand(id, table)), StandReply)
+
+    async def act(self, table: int, data: Any) -> None:
+        """Send a game action; returns once the game accepted it (a refusal
+        raises :class:`ReplyError` with code 118)."""
+        _check_uint("table", table, U64_MAX)
+        payload = _payload(data)
+        _expect(await self._request(lambda id: Act(id, table, payload)), ActReply)
 
     async def ping(self) -> float:
         """Round trip to the server; returns its duration in seconds."""
@@ -975,6 +1047,19 @@ class Client:
                 await self._send_quiet(Unsubscribe(0, event.channel))
         elif isinstance(event, ServerDisconnect):
             self._disconnect_push = (event.push.code, event.push.reason)
+        elif isinstance(event, GamePush):
+            push = event.push
+            if isinstance(push, LobbyUpdate):
+                if self._on_lobby_update is not None:
+                    self._callback(self._on_lobby_update, push)
+            elif isinstance(push, Game):
+                if self._on_game is not None:
+                    self._callback(self._on_game, push)
+            elif isinstance(push, Seat):
+                if self._on_seat is not None:
+                    self._callback(self._on_seat, push)
+            elif self._on_unseat is not None:
+                self._callback(self._on_unseat, push)
         elif isinstance(event, ConnectFailed):
             error = reply_error(event.error.code, event.error.message)
             retry = event.error.code in _RETRYABLE_CONNECT_ERRORS or (

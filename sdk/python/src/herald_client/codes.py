@@ -46,6 +46,16 @@ class ErrorCode(enum.IntEnum):
     """``connect`` was sent twice."""
     BROKER_UNAVAILABLE = 114
     """The broker (e.g. Redis) is unavailable; retry later."""
+    UNKNOWN_TABLE = 115
+    """No table has this id."""
+    SEAT_UNAVAILABLE = 116
+    """The seat is taken, the table is full, or the game refused the seat."""
+    NOT_AT_TABLE = 117
+    """Not seated at or watching this table."""
+    ACTION_REFUSED = 118
+    """The game refused the action (the message is the game's)."""
+    ALREADY_AT_TABLE = 119
+    """Already seated at or watching this table."""
 
 
 class DisconnectCode(enum.IntEnum):

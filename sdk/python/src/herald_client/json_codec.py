@@ -26,20 +26,29 @@ from typing import Any, NoReturn
 
 from .errors import DecodeError
 from .messages import (
+    SEAT_STATUSES,
     U16_MAX,
     U32_MAX,
     U64_MAX,
+    Act,
+    ActReply,
     ClientInfo,
     Command,
     Connect,
     ConnectReply,
     Disconnect,
     ErrorReply,
+    Game,
     History,
     HistoryReply,
     Item,
     Join,
     Leave,
+    Lobby,
+    LobbyOff,
+    LobbyOffReply,
+    LobbyReply,
+    LobbyUpdate,
     Ping,
     PingReply,
     Position,
@@ -50,12 +59,22 @@ from .messages import (
     Publication,
     Publish,
     PublishReply,
+    Seat,
+    SeatStatus,
     ServerMessage,
+    Sit,
+    SitReply,
+    Stand,
+    StandReply,
     Subscribe,
     SubscribeReply,
+    TableEntry,
+    Unseat,
     Unsubscribe,
     Unsubscribed,
     UnsubscribeReply,
+    Watch,
+    WatchReply,
 )
 
 __all__ = ["decode_command", "decode_server", "encode", "is_json"]
@@ -272,6 +291,19 @@ def _items(items: tuple[Item, ...]) -> str:
     return ",".join(f'{{"offset":{it.offset},{_payload(it.data)}}}' for it in items)
 
 
+def _attrs(attrs: bytes) -> str:
+    """A lobby entry's attrs: the text when it is a JSON object, else ``{}``."""
+    return attrs.decode("utf-8") if attrs[:1] == b"{" and is_json(attrs) else "{}"
+
+
+def _tables(tables: tuple[TableEntry, ...]) -> str:
+    return ",".join(
+        f'{{"table":{t.table},"path":{_s(t.path)},"seats":{t.seats},"players":{t.players},'
+        f'"watchers":{t.watchers},"attrs":{_attrs(t.attrs)}}}'
+        for t in tables
+    )
+
+
 def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
     """(id, operation key, body text) of a message."""
     match m:
@@ -350,6 +382,48 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             return 0, "unsub", f'"channel":{_s(channel)},"code":{code},"reason":{_s(reason)}'
         case Disconnect(code, reason):
             return 0, "disconnect", f'"code":{code},"reason":{_s(reason)}'
+        case Lobby(id, path):
+            return id, "lobby", f'"path":{_s(path)}' if path else ""
+        case LobbyOff(id, path):
+            return id, "lobby_off", f'"path":{_s(path)}' if path else ""
+        case Sit(id, table, seat, data):
+            b = f'"table":{table}'
+            if seat is not None:
+                b += f',"seat":{seat}'
+            if data:
+                b += f",{_payload(data)}"
+            return id, "sit", b
+        case Watch(id, table):
+            return id, "watch", f'"table":{table}'
+        case Stand(id, table):
+            return id, "stand", f'"table":{table}'
+        case Act(id, table, data):
+            return id, "act", f'"table":{table},{_payload(data)}'
+        case LobbyReply(id, seq, tables):
+            return id, "lobby", f'"seq":{seq},"tables":[{_tables(tables)}]'
+        case LobbyOffReply(id):
+            return id, "lobby_off", ""
+        case SitReply(id, seat, data):
+            return id, "sit", f'"seat":{seat},{_payload(data)}'
+        case WatchReply(id, data):
+            return id, "watch", _payload(data)
+        case StandReply(id):
+            return id, "stand", ""
+        case ActReply(id):
+            return id, "act", ""
+        case LobbyUpdate(path, seq, tables, removed):
+            ids = ",".join(str(t) for t in removed)
+            return (
+                0,
+                "lobby_update",
+                f'"path":{_s(path)},"seq":{seq},"tables":[{_tables(tables)}],"removed":[{ids}]',
+            )
+        case Game(table, data):
+            return 0, "game", f'"table":{table},{_payload(data)}'
+        case Seat(table, seat, user, status):
+            return 0, "seat", f'"table":{table},"seat":{seat},"user":{_s(user)},"status":"{status}"'
+        case Unseat(table, code, reason):
+            return 0, "unseat", f'"table":{table},"code":{code},"reason":{_s(reason)}'
     raise TypeError(f"not a Herald message: {m!r}")
 
 
@@ -364,7 +438,22 @@ def encode(m: Command | ServerMessage) -> str:
 # ------------------------------------------------------------- decoding --
 
 _COMMANDS = frozenset(
-    {"connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats"}
+    {
+        "connect",
+        "subscribe",
+        "unsubscribe",
+        "publish",
+        "ping",
+        "history",
+        "presence",
+        "presence_stats",
+        "lobby",
+        "lobby_off",
+        "sit",
+        "watch",
+        "stand",
+        "act",
+    }
 )
 _SERVER_OPS = frozenset(
     {
@@ -382,6 +471,16 @@ _SERVER_OPS = frozenset(
         "leave",
         "unsub",
         "disconnect",
+        "lobby",
+        "lobby_off",
+        "sit",
+        "watch",
+        "stand",
+        "act",
+        "lobby_update",
+        "game",
+        "seat",
+        "unseat",
     }
 )
 
@@ -498,6 +597,54 @@ class _Fields:
             raise self.invalid(f"{key!r} is not an array")
         return v.items
 
+    def opt_data(self) -> bytes:
+        """A payload that may be left out (absent = empty), as in ``sit``."""
+        return self.data() if "data" in self.values or self.present("b64") else b""
+
+    def attrs(self) -> bytes:
+        """A lobby entry's attrs: a JSON object, kept as its exact text."""
+        if not self.present("attrs"):
+            raise self.invalid("missing 'attrs'")
+        start, end = self.spans["attrs"]
+        try:
+            raw = self.text[start:end].encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.invalid("'attrs' holds a lone surrogate") from None
+        if raw[:1] != b"{" or not is_json(raw):
+            raise self.invalid("'attrs' is not a JSON object")
+        return raw
+
+    def tables(self, key: str) -> tuple[TableEntry, ...]:
+        out = []
+        for raw in self.array(key, required=True):
+            f = _Fields(self.text, self.id, raw, "lobby entry")
+            out.append(
+                TableEntry(
+                    f.uint("table", U64_MAX),
+                    f.string("path"),
+                    f.uint("seats", U32_MAX),
+                    f.uint("players", U32_MAX),
+                    f.uint("watchers", U32_MAX),
+                    f.attrs(),
+                )
+            )
+        return tuple(out)
+
+    def removed(self, key: str) -> tuple[int, ...]:
+        out = []
+        for v in self.array(key, required=True):
+            if not isinstance(v, _Num) or not v.is_int or not 0 <= int(v.text) <= U64_MAX:
+                raise self.invalid(f"{key!r} holds something other than a table id")
+            out.append(int(v.text))
+        return tuple(out)
+
+    def status(self, key: str) -> SeatStatus:
+        v = self.string(key)
+        for s in SEAT_STATUSES:
+            if s == v:
+                return s
+        raise self.invalid(f"{key!r} is not sat, left, away or back")
+
     def items(self, key: str, required: bool) -> tuple[Item, ...]:
         out = []
         for raw in self.array(key, required):
@@ -564,7 +711,21 @@ def decode_command(message: str | bytes | bytearray | memoryview) -> Command:
         return History(id, channel, since, b.uint("limit", U32_MAX, 0))
     if op == "presence":
         return Presence(id, b.string("channel"))
-    return PresenceStats(id, b.string("channel"))
+    if op == "presence_stats":
+        return PresenceStats(id, b.string("channel"))
+    if op == "lobby":
+        return Lobby(id, b.opt_str("path") or "")
+    if op == "lobby_off":
+        return LobbyOff(id, b.opt_str("path") or "")
+    if op == "sit":
+        table = b.uint("table", U64_MAX)
+        seat = b.uint("seat", U32_MAX) if b.present("seat") else None
+        return Sit(id, table, seat, b.opt_data())
+    if op == "watch":
+        return Watch(id, b.uint("table", U64_MAX))
+    if op == "stand":
+        return Stand(id, b.uint("table", U64_MAX))
+    return Act(id, b.uint("table", U64_MAX), b.data())
 
 
 def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessage:
@@ -607,4 +768,24 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
         return cls(b.string("channel"), b.string("client"), b.string("user"), b.info())
     if op == "unsub":
         return Unsubscribed(b.string("channel"), b.uint("code", U16_MAX), b.string("reason"))
-    return Disconnect(b.uint("code", U16_MAX), b.string("reason"))
+    if op == "disconnect":
+        return Disconnect(b.uint("code", U16_MAX), b.string("reason"))
+    if op == "lobby":
+        return LobbyReply(id, b.uint("seq", U64_MAX), b.tables("tables"))
+    if op == "lobby_off":
+        return LobbyOffReply(id)
+    if op == "sit":
+        return SitReply(id, b.uint("seat", U32_MAX), b.data())
+    if op == "watch":
+        return WatchReply(id, b.data())
+    if op == "stand":
+        return StandReply(id)
+    if op == "act":
+        return ActReply(id)
+    if op == "lobby_update":
+        return LobbyUpdate(b.string("path"), b.uint("seq", U64_MAX), b.tables("tables"), b.removed("removed"))
+    if op == "game":
+        return Game(b.uint("table", U64_MAX), b.data())
+    if op == "seat":
+        return Seat(b.uint("table", U64_MAX), b.uint("seat", U32_MAX), b.string("user"), b.status("status"))
+    return Unseat(b.uint("table", U64_MAX), b.uint("code", U16_MAX), b.string("reason"))

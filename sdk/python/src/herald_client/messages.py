@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 __all__ = [
+    "SEAT_STATUSES",
+    "Act",
+    "ActReply",
     "ClientInfo",
     "Command",
     "Connect",
     "ConnectReply",
     "Disconnect",
     "ErrorReply",
+    "Game",
     "History",
     "HistoryReply",
     "Item",
     "Join",
     "Leave",
+    "Lobby",
+    "LobbyOff",
+    "LobbyOffReply",
+    "LobbyReply",
+    "LobbyUpdate",
     "Ping",
     "PingReply",
     "Position",
@@ -37,12 +46,22 @@ __all__ = [
     "PublishReply",
     "Push",
     "Reply",
+    "Seat",
+    "SeatStatus",
     "ServerMessage",
+    "Sit",
+    "SitReply",
+    "Stand",
+    "StandReply",
     "Subscribe",
     "SubscribeReply",
+    "TableEntry",
+    "Unseat",
     "Unsubscribe",
     "UnsubscribeReply",
     "Unsubscribed",
+    "Watch",
+    "WatchReply",
 ]
 
 U16_MAX = 0xFFFF
@@ -82,6 +101,28 @@ class ClientInfo:
         """The connection info as a JSON value (None when there is none)."""
         return json.loads(self.info) if self.info else None
 
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    """One table as the lobby shows it (docs/protocol.md §5e)."""
+
+    table: int
+    path: str
+    seats: int
+    players: int
+    watchers: int
+    attrs: bytes = b"{}"
+    """A JSON object's text: timing, stakes, the game's own attributes;
+    :meth:`attrs_json` parses it."""
+
+    def attrs_json(self) -> Any:
+        """The attributes as a JSON value (a dict)."""
+        return json.loads(self.attrs)
+
+
+SeatStatus: TypeAlias = Literal["sat", "left", "away", "back"]
+#: The seat statuses in their binary order (0..3).
+SEAT_STATUSES: tuple[SeatStatus, ...] = ("sat", "left", "away", "back")
 
 # ------------------------------------------------------------- commands --
 
@@ -140,7 +181,65 @@ class PresenceStats:
     channel: str
 
 
-Command: TypeAlias = Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats
+@dataclass(frozen=True, slots=True)
+class Lobby:
+    """Subscribe to the lobby (path "" = every table) or a branch of it."""
+
+    id: int
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LobbyOff:
+    id: int
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Sit:
+    """Take a seat (``seat`` None = any free seat); ``data`` for the game."""
+
+    id: int
+    table: int
+    seat: int | None = None
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    id: int
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stand:
+    id: int
+    table: int
+
+
+@dataclass(frozen=True, slots=True)
+class Act:
+    id: int
+    table: int
+    data: bytes
+
+
+Command: TypeAlias = (
+    Connect
+    | Subscribe
+    | Unsubscribe
+    | Publish
+    | Ping
+    | History
+    | Presence
+    | PresenceStats
+    | Lobby
+    | LobbyOff
+    | Sit
+    | Watch
+    | Stand
+    | Act
+)
 
 # -------------------------------------------------------------- replies --
 
@@ -209,6 +308,49 @@ class ErrorReply:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class LobbyReply:
+    """The lobby snapshot: apply :class:`LobbyUpdate` pushes with a higher ``seq``."""
+
+    id: int
+    seq: int
+    tables: tuple[TableEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LobbyOffReply:
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SitReply:
+    """The seat taken and the game's private snapshot for it."""
+
+    id: int
+    seat: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WatchReply:
+    """The game's public snapshot."""
+
+    id: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StandReply:
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActReply:
+    """The game accepted the action."""
+
+    id: int
+
+
 Reply: TypeAlias = (
     ConnectReply
     | SubscribeReply
@@ -219,6 +361,12 @@ Reply: TypeAlias = (
     | PresenceReply
     | PresenceStatsReply
     | ErrorReply
+    | LobbyReply
+    | LobbyOffReply
+    | SitReply
+    | WatchReply
+    | StandReply
+    | ActReply
 )
 
 # ---------------------------------------------------------------- pushes --
@@ -280,6 +428,43 @@ class Disconnect:
     reason: str
 
 
-Push: TypeAlias = Publication | Join | Leave | Unsubscribed | Disconnect
+@dataclass(frozen=True, slots=True)
+class LobbyUpdate:
+    """Lobby tables added or changed, and ids removed; ``path`` = the subscribed branch."""
+
+    path: str
+    seq: int
+    tables: tuple[TableEntry, ...] = ()
+    removed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Game:
+    """Game data from a table (opaque bytes; JSON text for Hold'em)."""
+
+    table: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """A seat changed at a table the client sits at or watches."""
+
+    table: int
+    seat: int
+    user: str
+    status: SeatStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Unseat:
+    """The server took the client off a table; ``code`` is an error or disconnect code."""
+
+    table: int
+    code: int
+    reason: str
+
+
+Push: TypeAlias = Publication | Join | Leave | Unsubscribed | Disconnect | LobbyUpdate | Game | Seat | Unseat
 
 ServerMessage: TypeAlias = Reply | Push

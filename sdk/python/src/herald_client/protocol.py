@@ -38,14 +38,18 @@ from .messages import (
     ConnectReply,
     Disconnect,
     ErrorReply,
+    Game,
     Join,
     Leave,
+    LobbyUpdate,
     Position,
     Publication,
     Reply,
+    Seat,
     ServerMessage,
     Subscribe,
     SubscribeReply,
+    Unseat,
     Unsubscribed,
 )
 
@@ -297,6 +301,13 @@ class ServerDisconnect:
     push: Disconnect
 
 
+@dataclass(frozen=True, slots=True)
+class GamePush:
+    """A game push (docs/protocol.md §5e), handed to the application as is."""
+
+    push: LobbyUpdate | Game | Seat | Unseat
+
+
 Event: TypeAlias = (
     Connected
     | ConnectFailed
@@ -308,6 +319,7 @@ Event: TypeAlias = (
     | SubscriptionEnded
     | StaleSubscription
     | ServerDisconnect
+    | GamePush
 )
 
 
@@ -520,6 +532,8 @@ class ClientCore:
             return [SubscriptionEnded(ended, m)] if ended is not None else []
         if isinstance(m, Disconnect):
             return [ServerDisconnect(m)]
+        if isinstance(m, (LobbyUpdate, Game, Seat, Unseat)):
+            return [GamePush(m)]
         # A reply or an error: route by id.
         if m.id and m.id == self._connect_id and self.state is State.CONNECTING:
             if isinstance(m, ConnectReply):
