@@ -791,6 +791,51 @@ mod tests {
     }
 
     #[test]
+    fn game_tables_and_settings_from_toml() {
+        let dir = std::env::temp_dir().join(format!("herald-tables-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("herald.toml");
+        std::fs::write(
+            &path,
+            "game_grace = 5\nlobby_interval = 100\n\n\
+             [[tables]]\ngame = \"holdem\"\ncount = 3\nseats = 10\ntiming = \"express\"\nbig_blind = 20\n\n\
+             [[tables]]\ngame = \"holdem\"\nseats = 2\npath = \"heads-up\"\n",
+        )
+        .unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(c.games.grace, Duration::from_secs(5));
+        assert_eq!(c.games.lobby_interval, Duration::from_millis(100));
+        assert_eq!(c.tables.len(), 2);
+        let spec = c.tables[0].spec();
+        assert_eq!((c.tables[0].count, spec.seats), (3, 10));
+        assert_eq!(spec.timing, "express");
+        assert_eq!(spec.params["big_blind"], serde_json::json!(20));
+        assert!(!spec.params.contains_key("count"));
+        assert_eq!(c.tables[1].count, 1);
+        assert_eq!(c.tables[1].timing, "normal");
+        assert_eq!(c.tables[1].path.as_deref(), Some("heads-up"));
+        for bad in [
+            "[[tables]]\ngame = \"holdem\"\ncount = 0\nseats = 2\n",
+            "[[tables]]\ngame = \"holdem\"\n",
+            "lobby_interval = 0\n",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            assert!(
+                ServerConfig::load(ServeArgs {
+                    config: Some(path.clone()),
+                    ..ServeArgs::default()
+                })
+                .is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn namespaces_from_toml() {
         let dir = std::env::temp_dir().join(format!("herald-ns-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
