@@ -71,6 +71,27 @@ pub struct BotsArgs {
     /// Bytes per action payload.
     #[arg(short = 's', long, default_value_t = 100)]
     pub payload: usize,
+    /// What the bots do: `publish` actions to a table channel (the
+    /// default, above), or play `holdem` on the server's game tables
+    /// (crate::holdem; --rate, --table-size and --payload do not apply).
+    #[arg(long, value_enum, default_value = "publish")]
+    pub game: BotGame,
+    /// --game holdem: the lobby branch the bots subscribe to and pick
+    /// tables from ("" = every table) [default: ""].
+    #[arg(long, default_value = "")]
+    pub lobby: String,
+    /// --game holdem: the longest think time; each answer waits a uniform
+    /// random time below it (and below 3/4 of the turn's timeout).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub think: Duration,
+    /// --game holdem: share of turns a bot leaves unanswered, so that the
+    /// server's timer acts (0 to 1).
+    #[arg(long, default_value_t = 0.02)]
+    pub timeout_share: f64,
+    /// --game holdem: chat messages per seated bot per minute, published to
+    /// the table's chat channel `table:{id}` (0: no chat).
+    #[arg(long, default_value_t = 2.0)]
+    pub chat_rate: f64,
     /// Local (source) addresses, used round-robin.
     #[arg(short = 'l', long = "local-addr")]
     pub local_addr: Vec<IpAddr>,
@@ -80,6 +101,17 @@ pub struct BotsArgs {
     /// Output, sampling and time-limit flags (--duration caps the whole run).
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// What the bots do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BotGame {
+    /// Publish actions to a table channel and wait for each reply (seed
+    /// 003's one action per bot per second).
+    Publish,
+    /// Play Texas Hold'em at the server's tables (`crate::holdem`).
+    Holdem,
 }
 
 /// One step of a bots run.
@@ -352,7 +384,7 @@ impl Handler for Bots {
         let mut answered = std::mem::take(&mut self.answered);
         let (pushes, errors) = (&mut self.pushes, &mut self.errors);
         self.clients.on_message(io, tag, msg, &mut |ev| match ev {
-            Event::Reply { id } if id >= FIRST_SCENARIO_ID => {
+            Event::Reply { id, .. } if id >= FIRST_SCENARIO_ID => {
                 answered.push((id - FIRST_SCENARIO_ID) as usize)
             }
             Event::Error { .. } => *errors += 1,
@@ -425,8 +457,14 @@ impl Handler for Bots {
     }
 }
 
-/// Runs `bots`; returns its steps.
+/// Runs `bots` in publish mode; returns its steps. `--game holdem` runs
+/// with [`crate::holdem::run`] instead (`herald bench bots` dispatches).
 pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
+    if args.game != BotGame::Publish {
+        return Err(BenchError::Args(
+            "--game holdem runs with holdem::run, not bots::run".into(),
+        ));
+    }
     if args.bots == 0 || args.rate.is_nan() || args.rate <= 0.0 {
         return Err(BenchError::Args(
             "--bots and --rate must be positive".into(),

@@ -102,8 +102,10 @@ impl Checker {
                     s.failed_recoveries += 1;
                 }
             }
-            Event::Error { code } => self.error(code),
-            Event::Reply { .. } | Event::Other => {}
+            Event::Error { code, .. } => self.error(code),
+            Event::Reply { .. } | Event::Other { .. } => {}
+            // Only lenient client sets report it; subscribers are not lenient.
+            Event::Unreadable => self.error(0),
         }
     }
 

@@ -528,7 +528,7 @@ impl Handler for Fanout {
         } else {
             let check = &mut self.check;
             self.pubs.on_message(io, tag, msg, &mut |ev| {
-                if let Event::Error { code } = ev {
+                if let Event::Error { code, .. } = ev {
                     check.error(code);
                 }
             })
@@ -550,7 +550,7 @@ impl Handler for Fanout {
         } else {
             let check = &mut self.check;
             self.pubs.on_http(io, tag, msg, &mut |ev| match ev {
-                Event::Error { code } => check.error(code),
+                Event::Error { code, .. } => check.error(code),
                 Event::Reply { .. } => check.api_answers += 1,
                 _ => {}
             })

@@ -111,17 +111,29 @@ pub enum Event<'a> {
     Reply {
         /// The command's id.
         id: u32,
+        /// The whole message, for scenarios that read a reply's fields
+        /// (a game's `sit` and `lobby` replies); empty for API publishers.
+        msg: &'a [u8],
     },
     /// An error answer (API publishers: the HTTP status as the code).
     Error {
+        /// The command's id (0: not attributable; API publishers: 0).
+        id: u32,
         /// The error code.
         code: u16,
     },
     /// A recovering subscribe could not close the gap (`recovered: false`,
     /// or SSE's `unrecovered` notice).
     Unrecovered,
-    /// Anything else (join, leave, disconnect push…).
-    Other,
+    /// Anything else (join, leave, disconnect, and the game pushes
+    /// `game`, `lobby_update`, `seat`, `unseat`): the whole message.
+    Other {
+        /// The whole message.
+        msg: &'a [u8],
+    },
+    /// A message that could not be read, from a set up client of a
+    /// [`HeraldClients::lenient`] set (the others fail the run instead).
+    Unreadable,
 }
 
 /// Long-polling state of one client.
@@ -205,6 +217,10 @@ pub struct HeraldClients {
     handshake_only: bool,
     /// Losses and reconnects so far.
     pub stats: ReconnectStats,
+    /// Unreadable messages after setup are reported as
+    /// [`Event::Unreadable`] instead of failing the run: a load test of a
+    /// game server counts a bad message and goes on (default false).
+    pub lenient: bool,
 }
 
 impl HeraldClients {
@@ -241,6 +257,7 @@ impl HeraldClients {
             body: Vec::with_capacity(256),
             handshake_only: false,
             stats: ReconnectStats::default(),
+            lenient: false,
         }
     }
 
@@ -541,7 +558,7 @@ impl HeraldClients {
         };
         let i = self.index(tag)?;
         if self.handshake_only {
-            sink(Event::Other);
+            sink(Event::Other { msg: data });
             return Ok(());
         }
         self.on_protocol_message(io, i, data, sink)
@@ -556,10 +573,20 @@ impl HeraldClients {
         sink: &mut dyn FnMut(Event<'_>),
     ) -> Result<(), BenchError> {
         let enc = self.enc;
-        let incoming = herald_wire::classify(enc, data).map_err(|e| {
-            BenchError::Client(format!("client {}: unreadable message: {e}", i + 1))
-        })?;
         let state = self.clients[i].state;
+        let incoming = match herald_wire::classify(enc, data) {
+            Ok(incoming) => incoming,
+            Err(_) if self.lenient && state == State::Ready => {
+                sink(Event::Unreadable);
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(BenchError::Client(format!(
+                    "client {}: unreadable message: {e}",
+                    i + 1
+                )))
+            }
+        };
         match (state, incoming) {
             (State::Connecting, Incoming::Reply { id: CONNECT_ID }) => {
                 self.next_subscribe(io, i, 0);
@@ -594,11 +621,11 @@ impl HeraldClients {
                     resumed_ns: 0,
                 });
             }
-            (_, Incoming::Reply { id }) => sink(Event::Reply { id }),
-            (_, Incoming::Error { code, .. }) => sink(Event::Error { code }),
+            (_, Incoming::Reply { id }) => sink(Event::Reply { id, msg: data }),
+            (_, Incoming::Error { id, code }) => sink(Event::Error { id, code }),
             (_, Incoming::Other) => {
                 self.note_disconnect(i, enc, data);
-                sink(Event::Other)
+                sink(Event::Other { msg: data })
             }
         }
         Ok(())
@@ -712,9 +739,12 @@ impl HeraldClients {
                     }
                     self.mark_ready(i);
                 } else if (200..300).contains(&status) {
-                    sink(Event::Reply { id: 0 });
+                    sink(Event::Reply { id: 0, msg: &[] });
                 } else {
-                    sink(Event::Error { code: status });
+                    sink(Event::Error {
+                        id: 0,
+                        code: status,
+                    });
                 }
             }
             (_, HttpMsg::Response { status, body }) => {
@@ -764,7 +794,7 @@ impl HeraldClients {
                 sink(Event::Unrecovered);
             } else {
                 self.note_disconnect(i, Encoding::Json, data);
-                sink(Event::Other);
+                sink(Event::Other { msg: data });
             }
             return;
         }

@@ -80,6 +80,24 @@ pub fn subscribe_from(
     }
 }
 
+/// Appends an `unsubscribe` command (`channel` must need no JSON escaping).
+pub fn unsubscribe(enc: Encoding, id: u32, channel: &str, out: &mut Vec<u8>) {
+    match enc {
+        Encoding::Json => {
+            out.extend_from_slice(b"{\"id\":");
+            write_u64(out, u64::from(id));
+            out.extend_from_slice(b",\"unsubscribe\":{\"channel\":\"");
+            out.extend_from_slice(channel.as_bytes());
+            out.extend_from_slice(b"\"}}");
+        }
+        Encoding::Binary => {
+            out.push(0x03);
+            put_varint(out, u64::from(id));
+            put_bytes(out, channel.as_bytes());
+        }
+    }
+}
+
 /// Appends the body of `POST /api/publish`: `{"channel":…,"data":…}`
 /// (`data` must be JSON text, `channel` need no escaping).
 pub fn api_publish_body(channel: &str, data: &[u8], out: &mut Vec<u8>) {
@@ -91,7 +109,7 @@ pub fn api_publish_body(channel: &str, data: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Appends `s` as a JSON string.
-fn write_json_string(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_json_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     for &b in s.as_bytes() {
         match b {
@@ -253,10 +271,23 @@ pub fn classify(enc: Encoding, buf: &[u8]) -> Result<Incoming<'_>, String> {
             if let Some(found) = json_reply_fast(buf) {
                 return Ok(found);
             }
+            // The game's pushes are the hot path of `bots --game holdem`:
+            // recognised by their canonical start, read by the scenario.
+            if JSON_GAME_PUSHES.iter().any(|p| buf.starts_with(p)) {
+                return Ok(Incoming::Other);
+            }
             slow(enc, buf)
         }
     }
 }
+
+/// How the game pushes start in canonical JSON (docs/protocol.md §3.4).
+const JSON_GAME_PUSHES: [&[u8]; 4] = [
+    b"{\"game\":{",
+    b"{\"lobby_update\":{",
+    b"{\"seat\":{",
+    b"{\"unseat\":{",
+];
 
 /// `{"id":N,"<op>":` where op is not `error`: the canonical reply shape.
 fn json_reply_fast(buf: &[u8]) -> Option<Incoming<'_>> {
@@ -301,7 +332,7 @@ fn classify_binary(buf: &[u8]) -> Result<Incoming<'_>, String> {
             let data = rest.get(..len).ok_or("truncated publication")?;
             Ok(Incoming::Pub { data, offset })
         }
-        0x81..=0x87 => {
+        0x81..=0x8E => {
             let id = read_varint(&mut rest)?;
             Ok(Incoming::Reply {
                 id: u32::try_from(id).map_err(|_| "id out of range")?,
@@ -315,7 +346,7 @@ fn classify_binary(buf: &[u8]) -> Result<Incoming<'_>, String> {
                 code: u16::try_from(code).unwrap_or(u16::MAX),
             })
         }
-        0xA1..=0xA4 => Ok(Incoming::Other),
+        0xA1..=0xA8 => Ok(Incoming::Other),
         other => Err(format!("unknown binary message type 0x{other:02x}")),
     }
 }
@@ -403,7 +434,7 @@ fn json_offset(buf: &[u8]) -> u64 {
 }
 
 /// A JSON integer at the front of `s` (after spaces), and what follows.
-fn json_int(s: &[u8]) -> Option<(i64, &[u8])> {
+pub(crate) fn json_int(s: &[u8]) -> Option<(i64, &[u8])> {
     let s = s.trim_ascii_start();
     let (neg, digits) = match s.split_first() {
         Some((b'-', rest)) => (true, rest),
@@ -432,7 +463,7 @@ pub fn find_key(data: &[u8], key: &[u8]) -> Option<usize> {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -440,12 +471,12 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
     out.extend_from_slice(b);
 }
 
-fn read_varint(buf: &mut &[u8]) -> Result<u64, String> {
+pub(crate) fn read_varint(buf: &mut &[u8]) -> Result<u64, String> {
     let mut v: u64 = 0;
     for i in 0..10 {
         let (&b, rest) = buf.split_first().ok_or("truncated varint")?;

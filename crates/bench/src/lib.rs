@@ -15,7 +15,8 @@
 //! - `fanout` ([`fanout`]): publishers at a fixed total rate to subscribers
 //!   over Herald's protocol; open-loop latency, loss, duplicates, reordering.
 //! - `bots` ([`bots`]): the game-server load test (one action per bot per
-//!   second, answered), ramped in steps.
+//!   second, answered), ramped in steps; with `--game holdem` ([`holdem`])
+//!   the bots play Texas Hold'em at the server's game tables instead.
 //! - `stream` ([`stream`]): batches of events to consumers at an interval,
 //!   max events/s as batch size and consumers grow.
 //! - `idle` ([`idle`]): many idle connections; server memory per connection.
@@ -33,6 +34,7 @@ pub(crate) mod engine;
 pub mod fanout;
 pub(crate) mod hclients;
 pub(crate) mod herald_wire;
+pub mod holdem;
 pub(crate) mod http1;
 pub mod idle;
 pub mod latency;
@@ -69,6 +71,7 @@ pub enum Scenario {
     /// (Herald protocol); open-loop latency, loss, duplicates, reordering.
     Fanout(fanout::FanoutArgs),
     /// Game-server load test: N bots, one answered action per second each,
+    /// or (--game holdem) playing Texas Hold'em at the server's tables,
     /// ramped in steps (Herald protocol).
     Bots(bots::BotsArgs),
     /// Event streaming: batches of B events to C consumers at an interval;
@@ -139,6 +142,7 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         Scenario::Broadcast(a) => shootout::run(&a, true).map(drop),
         Scenario::Echo(a) => shootout::run(&a, false).map(drop),
         Scenario::Fanout(a) => fanout::run(&a).map(drop),
+        Scenario::Bots(a) if a.game == bots::BotGame::Holdem => holdem::run(&a).map(drop),
         Scenario::Bots(a) => bots::run(&a).map(drop),
         Scenario::Stream(a) => stream::run(&a).map(drop),
         Scenario::Idle(a) => idle::run(&a).map(drop),

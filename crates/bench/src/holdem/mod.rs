@@ -1,0 +1,1047 @@
+//! `bots --game holdem`: the Cubeia Firebase poker load test (seed 003)
+//! over Herald's game engine, with bots that really play Texas Hold'em.
+//!
+//! Each bot is one connection (WebSocket JSON or binary, or raw TCP) that
+//! sends `connect`, subscribes to the lobby (`lobby`, `--lobby` branch,
+//! every table by default, as the seed's bots did: the lobby's traffic is
+//! part of the load), picks a table with a free seat and sends `sit`. Then
+//! it plays: on a `turn` event for its own seat it waits a random think
+//! time (uniform below `--think`, and below 3/4 of the turn's `timeout_ms`)
+//! and answers with a legal random action ([`decide`]); a share of turns
+//! (`--timeout-share`) it leaves to the server's timer, like players who
+//! time out. Busted, it rebuys its first stack; if the rebuy is refused it
+//! stands up and sits again; taken off a table (`unseat`) it sits again.
+//! Seated bots subscribe to their table's chat channel `table:{id}` and
+//! publish to it (`--chat-rate` messages a minute each).
+//!
+//! Picking a table: the bench keeps one view of the lobby (the snapshot
+//! and every newer `lobby_update` any bot receives; all bots subscribe to
+//! the same branch, so it is the view each of them has) and counts the
+//! seats its own bots have asked for, which the lobby only shows after its
+//! coalescing interval. A bot takes the fullest table that still has a free
+//! seat (so tables fill and play, rather than one bot waiting at each),
+//! lowest id first; error 116 (the seat went to someone else) makes it try
+//! another table; when none is free it looks again every half second.
+//!
+//! Per step (`--step-size` bots added every `--step-duration`, measured
+//! once the new bots are connected and seated or waiting):
+//! - players seated, and tables with at least two of them;
+//! - hands per minute: `result` events, each counted once per (table,
+//!   hand) however many bots see it;
+//! - game events received per second (every `game` push to every bot);
+//! - action response time: from sending `act` to the first `game` push of
+//!   type `action` for the bot's seat, i.e. until the game applied the
+//!   action and the bot heard of it (the `act` reply comes before, but
+//!   says only that the game accepted it); answers the timer made instead
+//!   (`auto`) are not counted;
+//! - server CPU and its idle share, from `/proc` ([`crate::sysmon`]);
+//! - bytes per second in and out (counted on the bench's sockets, the
+//!   lobby included), and the lobby's own bytes per second (`lobby`
+//!   replies and `lobby_update` pushes, message bytes without framing) and
+//!   share of the bytes out of the server;
+//! - counts of what went wrong: `errors` (messages that cannot be read,
+//!   undecodable game JSON, unexpected errors or replies), `refused`
+//!   (actions the game refused with 118: answers that arrived after the
+//!   timer acted), `seat_conflicts` (116), and turns left to the timer.
+//!
+//! Nothing a server sends can panic the bench: bad messages are counted as
+//! errors. A lost connection ends the run, as in the other scenarios.
+
+pub mod decide;
+pub mod wire;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+use herald_proto::{Encoding, Push, Reply, ServerMsg, TableEntry};
+use herald_ws::Message;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::bots::BotsArgs;
+use crate::clock;
+use crate::common::Transport;
+use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
+use crate::hclients::{ClientKind, Event, HeraldClients, State, FIRST_SCENARIO_ID};
+use crate::herald_wire;
+use crate::latency::{Latency, LatencySummary};
+use crate::output::RunRecord;
+use crate::progress::Progress;
+use crate::sysmon::{mean_between, Monitor};
+use crate::target::{Scheme, Target};
+use crate::BenchError;
+
+use decide::{Decision, Kind, Turn};
+use wire::GamePush;
+
+/// Command ids, one per kind: a bot has at most one of each in flight
+/// (chat publishes aside, whose replies need no telling apart).
+const LOBBY_ID: u32 = FIRST_SCENARIO_ID + 1;
+const SIT_ID: u32 = FIRST_SCENARIO_ID + 2;
+const ACT_ID: u32 = FIRST_SCENARIO_ID + 3;
+const REBUY_ID: u32 = FIRST_SCENARIO_ID + 4;
+const STAND_ID: u32 = FIRST_SCENARIO_ID + 5;
+const CHAT_ID: u32 = FIRST_SCENARIO_ID + 6;
+const SUB_ID: u32 = FIRST_SCENARIO_ID + 7;
+const UNSUB_ID: u32 = FIRST_SCENARIO_ID + 8;
+
+/// How long a bot with no free table waits before looking again.
+const RETRY_NS: i64 = 500_000_000;
+/// A step whose bots are not all connected and seated (or waiting) after
+/// this long fails the run.
+const SETTLE_LIMIT: Duration = Duration::from_secs(120);
+
+/// Timer kinds in the heap (the low two bits of a token).
+const T_DECIDE: u64 = 0;
+const T_CHAT: u64 = 1;
+const T_CHOOSE: u64 = 2;
+
+/// One step of a `bots --game holdem` run.
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldemStep {
+    /// Bots running.
+    pub bots: usize,
+    /// Bots seated at the end of the step.
+    pub players: usize,
+    /// Tables where at least two of the bots sit (where hands are dealt).
+    pub tables_in_play: usize,
+    /// Hands finished per minute (`result` events, once per table and hand).
+    pub hands_per_min: f64,
+    /// `game` pushes received per second, all bots together.
+    pub game_events_per_s: f64,
+    /// Actions sent per second.
+    pub actions_per_s: f64,
+    /// Action response time: `act` sent to the bot's own `action` event.
+    pub response: Option<LatencySummary>,
+    /// Turns left to the server's timer on purpose (--timeout-share).
+    pub timeouts: u64,
+    /// `action` events for the bots' seats made by the timer (`auto`).
+    pub auto_actions: u64,
+    /// Chat messages published per second.
+    pub chat_sent_per_s: f64,
+    /// Chat messages received per second (every seated bot reads its table's).
+    pub chat_received_per_s: f64,
+    /// Rebuys asked for.
+    pub rebuys: u64,
+    /// Bots that sat again after losing their seat (unseat, refused rebuy).
+    pub resits: u64,
+    /// `sit` answered 116 (the seat went to someone else, or full).
+    pub seat_conflicts: u64,
+    /// Actions refused by the game (118).
+    pub refused: u64,
+    /// Unexpected: unreadable messages, undecodable game data, unexpected
+    /// errors and replies.
+    pub errors: u64,
+    /// Server CPU, % of one core.
+    pub server_cpu_pct: Option<f64>,
+    /// 100 − server CPU %, floored at 0: the idle share of the server's core.
+    pub server_idle_pct: Option<f64>,
+    /// Idle share of the whole machine, %.
+    pub system_idle_pct: Option<f64>,
+    /// Bytes per second into the server (sent by the bots).
+    pub bandwidth_in_bps: f64,
+    /// Bytes per second out of the server (received by the bots), lobby included.
+    pub bandwidth_out_bps: f64,
+    /// Lobby bytes per second (`lobby` replies and `lobby_update` pushes).
+    pub lobby_bps: f64,
+    /// `lobby_bps` / `bandwidth_out_bps`, %.
+    pub lobby_share_pct: f64,
+    /// Time to connect and seat this step's new bots, seconds.
+    pub connect_s: f64,
+    /// Measurement window, seconds since the start.
+    pub started_s: f64,
+    /// See `started_s`.
+    pub ended_s: f64,
+}
+
+/// Where a bot is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// Connecting (`connect` not answered yet).
+    Setup,
+    /// `lobby` sent.
+    Lobby,
+    /// Needs a table (a `T_CHOOSE` timer is set when none was free).
+    Free,
+    /// `sit` sent to this table.
+    Sitting(u64),
+    /// Seated.
+    Seated { table: u64, seat: u32 },
+    /// `stand` sent (its rebuy was refused).
+    Standing(u64),
+}
+
+/// One bot.
+#[derive(Debug, Clone)]
+struct Bot {
+    at: At,
+    /// The stack it sat down with: what it rebuys.
+    buyin: u64,
+    /// Tables that answered 116 since it last sat (skipped when choosing).
+    tried: Vec<u64>,
+    /// The turn awaiting its decision (validated by `gen`).
+    turn: Option<Turn>,
+    /// Bumped to invalidate its pending decision or table search.
+    gen: u64,
+    /// Bumped to invalidate its chat timer (when it leaves a table).
+    chat_gen: u64,
+    /// When its last `act` was sent, until its own `action` event arrives.
+    act_sent_ns: Option<i64>,
+    /// Chat messages sent (numbers the text).
+    chats: u64,
+}
+
+/// One table of the lobby view.
+#[derive(Debug, Clone, Copy)]
+struct LobbyTable {
+    seats: u32,
+    players: u32,
+}
+
+/// The counters of a measurement window.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    hands: u64,
+    game_events: u64,
+    acts: u64,
+    timeouts: u64,
+    auto_actions: u64,
+    chat_sent: u64,
+    chat_received: u64,
+    rebuys: u64,
+    resits: u64,
+    seat_conflicts: u64,
+    refused: u64,
+    errors: u64,
+    lobby_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Connecting,
+    Running,
+    Done,
+}
+
+/// What the clients' callback reported, kept until the callback returns
+/// (it borrows the clients and the engine the answer needs).
+#[derive(Debug, Clone, Copy)]
+enum Got {
+    Reply(u32),
+    Error(u32, u16),
+    Pub,
+    Other,
+    Unreadable,
+}
+
+struct Poker {
+    clients: HeraldClients,
+    enc: Encoding,
+    bots: Vec<Bot>,
+    /// (due ns, bot, token = gen << 2 | kind).
+    heap: BinaryHeap<Reverse<(i64, usize, u64)>>,
+    lobby_path: String,
+    lobby_seq: Option<u64>,
+    lobby: HashMap<u64, LobbyTable>,
+    /// Seats the bots hold or asked for, per table.
+    ours: HashMap<u64, u32>,
+    /// The last hand counted per table.
+    hands_seen: HashMap<u64, u64>,
+    think_ms: u64,
+    timeout_share: f64,
+    /// Mean time between one bot's chat messages (0: no chat).
+    chat_period_ns: i64,
+    max_bots: usize,
+    step_size: usize,
+    step_duration: Duration,
+    deadline: Option<Instant>,
+    phase: Phase,
+    phase_since: Instant,
+    start: Instant,
+    connect_s: f64,
+    window_start_stats: IoStats,
+    c: Counters,
+    response: Latency,
+    steps: Vec<HoldemStep>,
+    /// Messages reported by the clients' callback, and their bytes.
+    got: Vec<(Got, usize, usize)>,
+    inbox: Vec<u8>,
+    frame: Vec<u8>,
+    data: Vec<u8>,
+    channel: String,
+    rng: fastrand::Rng,
+    monitor: Monitor,
+    progress: Progress,
+}
+
+impl Poker {
+    fn add_step(&mut self) {
+        let have = self.bots.len();
+        let n = self.step_size.min(self.max_bots - have);
+        for _ in 0..n {
+            self.clients.add(Vec::new());
+            self.bots.push(Bot {
+                at: At::Setup,
+                buyin: 0,
+                tried: Vec::new(),
+                turn: None,
+                gen: 0,
+                chat_gen: 0,
+                act_sent_ns: None,
+                chats: 0,
+            });
+        }
+    }
+
+    fn conn(&self, b: usize) -> ConnId {
+        self.clients.clients[b].conn
+    }
+
+    fn send_frame(&mut self, io: &mut Io, b: usize) {
+        let conn = self.conn(b);
+        io.send(conn, herald_wire::opcode(self.enc), &self.frame);
+    }
+
+    fn schedule(&mut self, b: usize, due_ns: i64, kind: u64) {
+        let bot = &self.bots[b];
+        let gen = if kind == T_CHAT {
+            bot.chat_gen
+        } else {
+            bot.gen
+        };
+        self.heap.push(Reverse((due_ns, b, gen << 2 | kind)));
+    }
+
+    /// Bot `b` is connected: it subscribes to the lobby.
+    fn ask_lobby(&mut self, io: &mut Io, b: usize) {
+        self.bots[b].at = At::Lobby;
+        self.frame.clear();
+        wire::lobby(self.enc, LOBBY_ID, &self.lobby_path, &mut self.frame);
+        self.send_frame(io, b);
+    }
+
+    /// Bot `b` picks a table and sends `sit`, or waits for one to free up.
+    fn choose(&mut self, io: &mut Io, b: usize, now_ns: i64) {
+        let bot = &mut self.bots[b];
+        let mut best: Option<(u32, Reverse<u64>)> = None;
+        for (&id, t) in &self.lobby {
+            if bot.tried.contains(&id) {
+                continue;
+            }
+            let taken = t.players.max(self.ours.get(&id).copied().unwrap_or(0));
+            if taken >= t.seats {
+                continue;
+            }
+            let key = (taken, Reverse(id));
+            if best.is_none_or(|k| key > k) {
+                best = Some(key);
+            }
+        }
+        match best {
+            Some((_, Reverse(table))) => {
+                bot.at = At::Sitting(table);
+                *self.ours.entry(table).or_insert(0) += 1;
+                self.frame.clear();
+                wire::sit(self.enc, SIT_ID, table, &mut self.frame);
+                self.send_frame(io, b);
+            }
+            None => {
+                bot.at = At::Free;
+                // Tables that refused may have a seat later.
+                bot.tried.clear();
+                bot.gen += 1;
+                let jitter = self.rng.i64(0..RETRY_NS / 2);
+                self.schedule(b, now_ns + RETRY_NS + jitter, T_CHOOSE);
+            }
+        }
+    }
+
+    /// Bot `b` is no longer at `table` (stood up, unseated, refused): it
+    /// leaves the chat channel and looks for a table again.
+    fn left_table(&mut self, io: &mut Io, b: usize, table: u64, was_seated: bool, now_ns: i64) {
+        if let Some(n) = self.ours.get_mut(&table) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.ours.remove(&table);
+            }
+        }
+        let bot = &mut self.bots[b];
+        bot.gen += 1;
+        bot.chat_gen += 1;
+        bot.turn = None;
+        bot.act_sent_ns = None;
+        if was_seated {
+            self.chat_channel(table);
+            self.frame.clear();
+            herald_wire::unsubscribe(self.enc, UNSUB_ID, &self.channel, &mut self.frame);
+            self.send_frame(io, b);
+        }
+        self.choose(io, b, now_ns);
+    }
+
+    fn chat_channel(&mut self, table: u64) {
+        self.channel.clear();
+        self.channel.push_str("table:");
+        let mut buf = Vec::with_capacity(20);
+        herald_wire::write_u64(&mut buf, table);
+        self.channel
+            .push_str(std::str::from_utf8(&buf).unwrap_or("0"));
+    }
+
+    fn on_reply(&mut self, io: &mut Io, b: usize, id: u32, msg: &[u8], now_ns: i64) {
+        match (id, self.bots[b].at) {
+            (LOBBY_ID, At::Lobby) => {
+                self.c.lobby_bytes += msg.len() as u64;
+                match self.enc.decode_server(msg) {
+                    Ok(ServerMsg::Reply {
+                        reply: Reply::Lobby { seq, tables },
+                        ..
+                    }) => {
+                        if self.lobby_seq.is_none_or(|s| seq > s) {
+                            self.lobby.clear();
+                            self.apply_entries(seq, &tables);
+                        }
+                        self.choose(io, b, now_ns);
+                    }
+                    _ => {
+                        self.c.errors += 1;
+                        self.ask_lobby(io, b);
+                    }
+                }
+            }
+            (SIT_ID, At::Sitting(table)) => match self.enc.decode_server(msg) {
+                Ok(ServerMsg::Reply {
+                    reply: Reply::Sit { seat, data },
+                    ..
+                }) => self.seated(io, b, table, seat, &data, now_ns),
+                _ => {
+                    self.c.errors += 1;
+                    self.left_table(io, b, table, false, now_ns);
+                }
+            },
+            (STAND_ID, At::Standing(table)) => self.left_table(io, b, table, true, now_ns),
+            (ACT_ID | REBUY_ID | CHAT_ID | SUB_ID | UNSUB_ID, _) => {}
+            // A reply to a `sit` or `stand` of a table the bot has left
+            // meanwhile (unseated) cannot happen: a reply comes first.
+            _ => self.c.errors += 1,
+        }
+    }
+
+    fn seated(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        table: u64,
+        seat: u32,
+        snapshot: &[u8],
+        now_ns: i64,
+    ) {
+        let bot = &mut self.bots[b];
+        bot.at = At::Seated { table, seat };
+        bot.tried.clear();
+        bot.gen += 1;
+        bot.chat_gen += 1;
+        match decide::parse(snapshot) {
+            Ok(ev) => {
+                if let Some(stack) = ev.stack_of(seat) {
+                    bot.buyin = bot.buyin.max(stack);
+                }
+            }
+            Err(_) => self.c.errors += 1,
+        }
+        self.chat_channel(table);
+        self.frame.clear();
+        herald_wire::subscribe_from(self.enc, SUB_ID, &self.channel, None, &mut self.frame);
+        self.send_frame(io, b);
+        if self.chat_period_ns > 0 {
+            let phase = self.rng.i64(0..self.chat_period_ns);
+            self.schedule(b, now_ns + phase, T_CHAT);
+        }
+    }
+
+    fn on_error(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        id: u32,
+        code: u16,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        match (id, self.bots[b].at) {
+            (LOBBY_ID, _) => {
+                return Err(BenchError::Client(format!(
+                    "bot {}: the server refused `lobby` (error {code}{}); does it run game tables?",
+                    b + 1,
+                    if code == 111 {
+                        ": games not available"
+                    } else {
+                        ""
+                    }
+                )))
+            }
+            (SIT_ID, At::Sitting(table)) => {
+                match code {
+                    116 => {
+                        self.c.seat_conflicts += 1;
+                        self.bots[b].tried.push(table);
+                    }
+                    115 => {
+                        self.lobby.remove(&table);
+                    }
+                    _ => self.c.errors += 1,
+                }
+                self.left_table(io, b, table, false, now_ns);
+            }
+            (ACT_ID, _) => {
+                self.c.refused += 1;
+                self.bots[b].act_sent_ns = None;
+            }
+            (REBUY_ID, At::Seated { table, .. }) => {
+                // No rebuy: stand up and sit again with a fresh buy-in.
+                self.bots[b].at = At::Standing(table);
+                self.frame.clear();
+                wire::stand(self.enc, STAND_ID, table, &mut self.frame);
+                self.send_frame(io, b);
+            }
+            (STAND_ID, At::Standing(table)) => {
+                // 117: the game stood it up already.
+                self.left_table(io, b, table, true, now_ns);
+            }
+            (REBUY_ID, _) => {}
+            _ => self.c.errors += 1,
+        }
+        Ok(())
+    }
+
+    fn on_push(&mut self, io: &mut Io, b: usize, msg: &[u8], now_ns: i64) {
+        match wire::push_kind(self.enc, msg) {
+            GamePush::Game => {
+                self.c.game_events += 1;
+                if let Some((table, data)) = wire::game_in_place(self.enc, msg) {
+                    self.on_game(io, b, table, data, now_ns);
+                } else if let Ok(ServerMsg::Push(Push::Game { table, data })) =
+                    self.enc.decode_server(msg)
+                {
+                    self.on_game(io, b, table, &data, now_ns);
+                } else {
+                    self.c.errors += 1;
+                }
+            }
+            GamePush::LobbyUpdate => {
+                self.c.lobby_bytes += msg.len() as u64;
+                let seq = wire::lobby_update_seq(self.enc, msg);
+                if seq.is_some() && seq <= self.lobby_seq {
+                    return; // this view has it already
+                }
+                match self.enc.decode_server(msg) {
+                    Ok(ServerMsg::Push(Push::LobbyUpdate {
+                        seq,
+                        tables,
+                        removed,
+                        ..
+                    })) => {
+                        if self.lobby_seq.is_none_or(|s| seq > s) {
+                            for id in removed {
+                                self.lobby.remove(&id);
+                            }
+                            self.apply_entries(seq, &tables);
+                        }
+                    }
+                    _ => self.c.errors += 1,
+                }
+            }
+            GamePush::Unseat => match self.enc.decode_server(msg) {
+                Ok(ServerMsg::Push(Push::Unseat { table, .. })) => match self.bots[b].at {
+                    At::Seated { table: t, .. } | At::Standing(t) if t == table => {
+                        self.c.resits += 1;
+                        self.left_table(io, b, table, true, now_ns);
+                    }
+                    _ => {}
+                },
+                _ => self.c.errors += 1,
+            },
+            GamePush::Seat | GamePush::Other => {}
+        }
+    }
+
+    fn apply_entries(&mut self, seq: u64, tables: &[TableEntry]) {
+        self.lobby_seq = Some(seq);
+        for t in tables {
+            self.lobby.insert(
+                t.table,
+                LobbyTable {
+                    seats: t.seats,
+                    players: t.players,
+                },
+            );
+        }
+    }
+
+    /// A `game` push from `table` to bot `b`.
+    fn on_game(&mut self, io: &mut Io, b: usize, table: u64, data: &[u8], now_ns: i64) {
+        let Ok(ev) = decide::parse(data) else {
+            self.c.errors += 1;
+            return;
+        };
+        if ev.t == Kind::Result {
+            match ev.hand {
+                Some(hand) => {
+                    let seen = self.hands_seen.entry(table).or_insert(0);
+                    if hand > *seen {
+                        *seen = hand;
+                        self.c.hands += 1;
+                    }
+                }
+                None => self.c.errors += 1,
+            }
+        }
+        let At::Seated { table: at, seat } = self.bots[b].at else {
+            return;
+        };
+        if at != table {
+            return;
+        }
+        match ev.t {
+            Kind::Turn if ev.seat == Some(seat) => {
+                let Some(turn) = ev.turn() else {
+                    self.c.errors += 1;
+                    return;
+                };
+                let bot = &mut self.bots[b];
+                bot.gen += 1;
+                if self.rng.f64() < self.timeout_share {
+                    bot.turn = None;
+                    self.c.timeouts += 1;
+                    return;
+                }
+                bot.turn = Some(turn);
+                let think = decide::think_ms(self.think_ms, turn.timeout_ms, &mut self.rng);
+                self.schedule(b, now_ns + think as i64 * 1_000_000, T_DECIDE);
+            }
+            Kind::Action if ev.seat == Some(seat) => {
+                let bot = &mut self.bots[b];
+                bot.turn = None;
+                if ev.auto {
+                    self.c.auto_actions += 1;
+                    bot.act_sent_ns = None;
+                } else if let Some(sent) = bot.act_sent_ns.take() {
+                    self.response.record_ns(now_ns - sent);
+                }
+            }
+            // Busted: rebuy its first stack, or, when that is unknown,
+            // stand and sit again.
+            Kind::Result if ev.stack_of(seat) == Some(0) => {
+                let buyin = self.bots[b].buyin;
+                self.frame.clear();
+                if buyin > 0 {
+                    self.c.rebuys += 1;
+                    self.data.clear();
+                    decide::write_rebuy(buyin, &mut self.data);
+                    wire::act(self.enc, REBUY_ID, table, &self.data, &mut self.frame);
+                } else {
+                    self.bots[b].at = At::Standing(table);
+                    wire::stand(self.enc, STAND_ID, table, &mut self.frame);
+                }
+                self.send_frame(io, b);
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs the timers that are due.
+    fn run_due(&mut self, io: &mut Io) {
+        let now_ns = clock::now_ns();
+        while let Some(&Reverse((due, b, token))) = self.heap.peek() {
+            if due > now_ns {
+                break;
+            }
+            self.heap.pop();
+            let Some(bot) = self.bots.get_mut(b) else {
+                continue;
+            };
+            let gen = if token & 3 == T_CHAT {
+                bot.chat_gen
+            } else {
+                bot.gen
+            };
+            if token >> 2 != gen {
+                continue;
+            }
+            match (token & 3, bot.at) {
+                (T_DECIDE, At::Seated { table, .. }) => {
+                    let Some(turn) = bot.turn.take() else {
+                        continue;
+                    };
+                    let d: Decision = decide::decide(&turn, &mut self.rng);
+                    bot.act_sent_ns = Some(now_ns);
+                    self.c.acts += 1;
+                    self.data.clear();
+                    decide::write_decision(d, &mut self.data);
+                    self.frame.clear();
+                    wire::act(self.enc, ACT_ID, table, &self.data, &mut self.frame);
+                    self.send_frame(io, b);
+                }
+                (T_CHAT, At::Seated { table, .. }) => {
+                    bot.chats += 1;
+                    let n = bot.chats;
+                    self.c.chat_sent += 1;
+                    self.data.clear();
+                    self.data.extend_from_slice(b"{\"chat\":\"bot ");
+                    herald_wire::write_u64(&mut self.data, b as u64);
+                    self.data.extend_from_slice(b": nice hand #");
+                    herald_wire::write_u64(&mut self.data, n);
+                    self.data.extend_from_slice(b"\"}");
+                    self.chat_channel(table);
+                    self.frame.clear();
+                    herald_wire::publish(
+                        self.enc,
+                        CHAT_ID,
+                        &self.channel,
+                        &self.data,
+                        &mut self.frame,
+                    );
+                    self.send_frame(io, b);
+                    let next =
+                        self.chat_period_ns / 2 + self.rng.i64(0..self.chat_period_ns.max(1));
+                    self.schedule(b, now_ns + next, T_CHAT);
+                }
+                (T_CHOOSE, At::Free) => self.choose(io, b, now_ns),
+                _ => {}
+            }
+        }
+    }
+
+    /// All bots connected and either seated or waiting for a free table.
+    fn settled(&self) -> bool {
+        self.clients.all_ready()
+            && self
+                .bots
+                .iter()
+                .all(|b| matches!(b.at, At::Seated { .. } | At::Free))
+    }
+
+    fn players(&self) -> usize {
+        self.bots
+            .iter()
+            .filter(|b| matches!(b.at, At::Seated { .. }))
+            .count()
+    }
+
+    fn reset_window(&mut self, io: &Io) {
+        self.window_start_stats = io.stats;
+        self.c = Counters::default();
+        self.response.reset();
+    }
+
+    fn finish_step(&mut self, io: &Io, now: Instant) {
+        let started = (self.phase_since - self.start).as_secs_f64();
+        let ended = (now - self.start).as_secs_f64();
+        let secs = (now - self.phase_since).as_secs_f64().max(1e-9);
+        self.monitor.sample(now);
+        let samples = &self.monitor.samples;
+        let cpu = mean_between(samples, started, ended, |s| s.server_cpu_pct);
+        let out_bps = (io.stats.bytes_in - self.window_start_stats.bytes_in) as f64 / secs;
+        let lobby_bps = self.c.lobby_bytes as f64 / secs;
+        let c = self.c;
+        let step = HoldemStep {
+            bots: self.bots.len(),
+            players: self.players(),
+            tables_in_play: self.ours.values().filter(|&&n| n >= 2).count(),
+            hands_per_min: c.hands as f64 * 60.0 / secs,
+            game_events_per_s: c.game_events as f64 / secs,
+            actions_per_s: c.acts as f64 / secs,
+            response: self.response.summary(),
+            timeouts: c.timeouts,
+            auto_actions: c.auto_actions,
+            chat_sent_per_s: c.chat_sent as f64 / secs,
+            chat_received_per_s: c.chat_received as f64 / secs,
+            rebuys: c.rebuys,
+            resits: c.resits,
+            seat_conflicts: c.seat_conflicts,
+            refused: c.refused,
+            errors: c.errors,
+            server_cpu_pct: cpu,
+            server_idle_pct: cpu.map(|c| (100.0 - c).max(0.0)),
+            system_idle_pct: mean_between(samples, started, ended, |s| s.system_idle_pct),
+            bandwidth_in_bps: (io.stats.bytes_out - self.window_start_stats.bytes_out) as f64
+                / secs,
+            bandwidth_out_bps: out_bps,
+            lobby_bps,
+            lobby_share_pct: if out_bps > 0.0 {
+                100.0 * lobby_bps / out_bps
+            } else {
+                0.0
+            },
+            connect_s: self.connect_s,
+            started_s: started,
+            ended_s: ended,
+        };
+        self.progress.clear();
+        let r = step.response.as_ref();
+        println!(
+            "bots: {:6}    players: {:6}    hands/min: {:8.1}    events/s: {:8.0}    response p50: {:7.2}ms    p99: {:7.2}ms    server cpu: {:5.1}%    out: {:6.0} KiB/s (lobby {:4.1}%)    errors: {}",
+            step.bots,
+            step.players,
+            step.hands_per_min,
+            step.game_events_per_s,
+            r.map_or(0.0, |r| r.p50_ms),
+            r.map_or(0.0, |r| r.p99_ms),
+            step.server_cpu_pct.unwrap_or(f64::NAN),
+            step.bandwidth_out_bps / 1024.0,
+            step.lobby_share_pct,
+            step.errors,
+        );
+        self.steps.push(step);
+    }
+
+    /// Handles what the clients' callback reported for bot `b`.
+    fn dispatch(&mut self, io: &mut Io, b: usize, now_ns: i64) -> Result<(), BenchError> {
+        let got = std::mem::take(&mut self.got);
+        let inbox = std::mem::take(&mut self.inbox);
+        for &(g, from, to) in &got {
+            let msg = inbox.get(from..to).unwrap_or(&[]);
+            match g {
+                Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
+                Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
+                Got::Pub => self.c.chat_received += 1,
+                Got::Other => self.on_push(io, b, msg, now_ns),
+                Got::Unreadable => self.c.errors += 1,
+            }
+        }
+        self.got = got;
+        self.got.clear();
+        self.inbox = inbox;
+        self.inbox.clear();
+        Ok(())
+    }
+}
+
+impl Handler for Poker {
+    fn on_open(
+        &mut self,
+        io: &mut Io,
+        _: ConnId,
+        tag: u64,
+        protocol: Option<&str>,
+    ) -> Result<(), BenchError> {
+        self.clients.on_open(io, tag, protocol)
+    }
+
+    fn on_message(
+        &mut self,
+        io: &mut Io,
+        tag: u64,
+        msg: Message<'_>,
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        let (got, inbox) = (&mut self.got, &mut self.inbox);
+        let mut keep = |g: Got, bytes: &[u8]| {
+            let from = inbox.len();
+            inbox.extend_from_slice(bytes);
+            got.push((g, from, inbox.len()));
+        };
+        self.clients.on_message(io, tag, msg, &mut |ev| match ev {
+            Event::Reply { id, msg } => keep(Got::Reply(id), msg),
+            Event::Error { id, code } => keep(Got::Error(id, code), &[]),
+            Event::Pub { .. } => keep(Got::Pub, &[]),
+            Event::Other { msg } => keep(Got::Other, msg),
+            Event::Unreadable | Event::Unrecovered => keep(Got::Unreadable, &[]),
+        })?;
+        let b = tag as usize;
+        if b >= self.bots.len() {
+            return Err(BenchError::Internal("message for an unknown bot"));
+        }
+        self.dispatch(io, b, now_ns)?;
+        if self.bots[b].at == At::Setup && self.clients.clients[b].state == State::Ready {
+            self.ask_lobby(io, b);
+        }
+        Ok(())
+    }
+
+    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
+        self.clients.on_close(tag, why)
+    }
+
+    fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
+        let mut next = now + Duration::from_millis(20);
+        self.run_due(io);
+        match self.phase {
+            Phase::Connecting => {
+                self.clients.tick(io)?;
+                if self.settled() {
+                    self.connect_s = (now - self.phase_since).as_secs_f64();
+                    self.phase = Phase::Running;
+                    self.phase_since = now;
+                    self.reset_window(io);
+                } else if now - self.phase_since > SETTLE_LIMIT {
+                    return Err(BenchError::Stalled(format!(
+                        "{} of {} bots connected, {} seated after {}s",
+                        self.clients.ready(),
+                        self.bots.len(),
+                        self.players(),
+                        SETTLE_LIMIT.as_secs()
+                    )));
+                }
+            }
+            Phase::Running => {
+                let out_of_time = self.deadline.is_some_and(|d| now >= d);
+                if now - self.phase_since >= self.step_duration || out_of_time {
+                    self.finish_step(io, now);
+                    if self.bots.len() >= self.max_bots || out_of_time {
+                        self.phase = Phase::Done;
+                    } else {
+                        self.add_step();
+                        self.phase = Phase::Connecting;
+                        self.phase_since = now;
+                    }
+                } else {
+                    next = next.min(self.phase_since + self.step_duration);
+                }
+            }
+            Phase::Done => return Ok(Tick::Done),
+        }
+        if let Some(&Reverse((due, _, _))) = self.heap.peek() {
+            let wait = due - clock::now_ns();
+            next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
+        }
+        let sample = self.monitor.tick(now);
+        let text = format!(
+            "[{:>4.0}s] {} bots ({} ready, {} seated) · {} hands this step",
+            (now - self.start).as_secs_f64(),
+            self.bots.len(),
+            self.clients.ready(),
+            self.players(),
+            self.c.hands
+        );
+        let show = self.progress.tick(now, || text);
+        Ok(Tick::Continue(Some(next.min(sample).min(show))))
+    }
+}
+
+/// Runs `bots --game holdem`; returns its steps.
+pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
+    if args.bots == 0 {
+        return Err(BenchError::Args("--bots must be positive".into()));
+    }
+    if !(0.0..=1.0).contains(&args.timeout_share) {
+        return Err(BenchError::Args("--timeout-share must be 0 to 1".into()));
+    }
+    if args.chat_rate.is_nan() || args.chat_rate < 0.0 {
+        return Err(BenchError::Args("--chat-rate must be 0 or more".into()));
+    }
+    let (kind, scheme) = match args.transport {
+        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
+        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
+        Transport::Sse | Transport::Poll => {
+            return Err(BenchError::Args(format!(
+                "poker bots play: use ws-json, ws-binary or tcp, not {}",
+                args.transport.as_str()
+            )))
+        }
+    };
+    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
+    let enc = args.transport.encoding();
+    let step_size = if args.step_size == 0 {
+        (args.bots / 10).max(1)
+    } else {
+        args.step_size
+    };
+    let start = Instant::now();
+    let started_at = clock::now_secs_f64();
+    let mut clients = HeraldClients::with_kind(
+        kind,
+        std::slice::from_ref(&target),
+        enc,
+        args.local_addr.clone(),
+        args.connect_concurrency,
+        0,
+    );
+    clients.lenient = true;
+    let mut poker = Poker {
+        clients,
+        enc,
+        bots: Vec::new(),
+        heap: BinaryHeap::new(),
+        lobby_path: args.lobby.clone(),
+        lobby_seq: None,
+        lobby: HashMap::new(),
+        ours: HashMap::new(),
+        hands_seen: HashMap::new(),
+        think_ms: args.think.as_millis() as u64,
+        timeout_share: args.timeout_share,
+        chat_period_ns: if args.chat_rate > 0.0 {
+            (60e9 / args.chat_rate) as i64
+        } else {
+            0
+        },
+        max_bots: args.bots,
+        step_size,
+        step_duration: args.step_duration,
+        deadline: args.common.duration.map(|d| start + d),
+        phase: Phase::Connecting,
+        phase_since: start,
+        start,
+        connect_s: 0.0,
+        window_start_stats: IoStats::default(),
+        c: Counters::default(),
+        response: Latency::new(),
+        steps: Vec::new(),
+        got: Vec::with_capacity(4),
+        inbox: Vec::with_capacity(4096),
+        frame: Vec::with_capacity(256),
+        data: Vec::with_capacity(128),
+        channel: String::with_capacity(32),
+        rng: fastrand::Rng::new(),
+        monitor: Monitor::new(args.common.server_pid, &args.common.net_iface, start),
+        progress: Progress::new(args.common.quiet, start),
+    };
+    poker.add_step();
+    // Lobby snapshots of many tables are large.
+    let mut engine = Engine::new(16 << 20)?;
+    let result = engine.run(&mut poker);
+    poker.progress.clear();
+    let end = Instant::now();
+    poker.monitor.sample(end);
+
+    let label = args
+        .common
+        .label
+        .clone()
+        .unwrap_or_else(|| format!("holdem bots {}", args.transport.as_str()));
+    let mut record = RunRecord::new("bots-holdem", label, started_at);
+    record.duration_s = (end - start).as_secs_f64();
+    record.params = json!({
+        "url": args.url,
+        "transport": args.transport,
+        "game": args.game,
+        "bots": args.bots,
+        "step_size": step_size,
+        "step_duration_s": args.step_duration.as_secs_f64(),
+        "lobby": args.lobby,
+        "think_ms": args.think.as_millis() as u64,
+        "timeout_share": args.timeout_share,
+        "chat_rate": args.chat_rate,
+    });
+    record.steps = poker
+        .steps
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()
+        .map_err(BenchError::Json)?;
+    let last = poker.steps.last();
+    record.summary = json!({
+        "steps": poker.steps.len(),
+        "players": last.map(|s| s.players),
+        "max_hands_per_min": poker.steps.iter().map(|s| s.hands_per_min).fold(0.0, f64::max),
+        "errors": poker.steps.iter().map(|s| s.errors).sum::<u64>(),
+        "tables_seen": poker.lobby.len(),
+    });
+    record.system = std::mem::take(&mut poker.monitor.samples);
+    record.write_after(
+        result,
+        args.common.out.as_deref(),
+        args.common.csv.as_deref(),
+    )?;
+    Ok(poker.steps)
+}
