@@ -4,7 +4,8 @@
 //! Runs are grouped by scenario; each scenario gets the charts its reports
 //! are known by (latency against clients for the shootout, events/s against
 //! batch size for streaming, throughput, response time, CPU idle and
-//! bandwidth against load for the bots, memory per connection for idle
+//! bandwidth against load for the bots, hands per minute and CPU idle
+//! against players for the poker bots, memory per connection for idle
 //! connections), one line per run, named by the run's label. A table lists
 //! every run with its command line. No JavaScript, no external resources:
 //! the page can be attached to an issue or committed next to the results.
@@ -269,6 +270,51 @@ fn charts_for(scenario: &str, runs: &[&RunRecord]) -> Vec<Chart> {
                 "theoretical events/s",
                 "bytes/s",
                 each("theoretical_eps", "bandwidth_in_bps"),
+            ),
+        ],
+        // Seed 003's poker charts: hands and CPU idle against players.
+        "bots-holdem" => vec![
+            chart(
+                "Hands per minute vs players",
+                "players seated",
+                "hands/min",
+                each("players", "hands_per_min"),
+            ),
+            chart(
+                "Server CPU idle vs players",
+                "players seated",
+                "% idle (of the server's core)",
+                each("players", "server_idle_pct"),
+            ),
+            chart(
+                "Game events received per second vs players",
+                "players seated",
+                "events/s",
+                each("players", "game_events_per_s"),
+            ),
+            chart(
+                "Action response time (p99) vs players",
+                "players seated",
+                "ms",
+                each("players", "response.p99_ms"),
+            ),
+            chart(
+                "Action response time (median) vs players",
+                "players seated",
+                "ms",
+                each("players", "response.p50_ms"),
+            ),
+            chart(
+                "Bandwidth out of the server vs players (lobby included)",
+                "players seated",
+                "bytes/s",
+                each("players", "bandwidth_out_bps"),
+            ),
+            chart(
+                "Lobby bandwidth vs players",
+                "players seated",
+                "bytes/s",
+                each("players", "lobby_bps"),
             ),
         ],
         "stream" => {
@@ -642,5 +688,25 @@ mod tests {
         let html = render("t", &runs);
         assert!(html.contains("p99 delivery latency vs message rate"));
         assert!(html.contains("ws-json (10 clients)"));
+    }
+
+    #[test]
+    fn poker_runs_draw_hands_and_idle_against_players() {
+        let mut r = RunRecord::new("bots-holdem", "ws-json".into(), 0.0);
+        r.steps = vec![
+            serde_json::json!({"players": 6, "hands_per_min": 40.0, "server_idle_pct": 95.0, "response": {"p50_ms": 1.0, "p99_ms": 3.0}}),
+            serde_json::json!({"players": 12, "hands_per_min": 80.0, "server_idle_pct": 90.0, "response": {"p50_ms": 1.0, "p99_ms": 4.0}}),
+        ];
+        let refs = [&r];
+        let charts = charts_for("bots-holdem", &refs);
+        let hands = charts
+            .iter()
+            .find(|c| c.title == "Hands per minute vs players")
+            .unwrap();
+        assert_eq!(hands.series[0].points, vec![(6.0, 40.0), (12.0, 80.0)]);
+        assert!(charts
+            .iter()
+            .any(|c| c.title == "Server CPU idle vs players"));
+        assert!(render("t", &[r]).contains("Action response time (p99) vs players"));
     }
 }

@@ -1,0 +1,159 @@
+//! `bots --game holdem` against the real server (started in-process on
+//! port 0) with Texas Hold'em tables: on WebSocket JSON, WebSocket binary
+//! and raw TCP the bots get seated, hands are played, the lobby is counted,
+//! and nothing unexpected happens; with no table to sit at, the bots wait
+//! without errors.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use common::{parse, read_json, temp_path};
+use herald_bench::Scenario;
+use herald_server::config::TableConfig;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+
+/// A server with `count` 6-seat super-express Hold'em tables, its delays
+/// cut so that a 2-second step sees several hands.
+fn poker_server(count: u32) -> NodeHandle {
+    let mut params = serde_json::Map::new();
+    params.insert("action_ms".into(), 1000.into());
+    params.insert("hand_ms".into(), 100.into());
+    params.insert("street_ms".into(), 50.into());
+    let tables = if count == 0 {
+        Vec::new()
+    } else {
+        vec![TableConfig {
+            game: "holdem".into(),
+            count,
+            seats: 6,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }]
+    };
+    NodeHandle::start(ServeArgs {
+        workers: Some(2),
+        allow_anonymous: Some(true),
+        lobby_interval: Some(50),
+        tables,
+        ..ServeArgs::default()
+    })
+}
+
+fn bots(
+    url: &str,
+    transport: &str,
+    out: &std::path::Path,
+) -> Vec<herald_bench::holdem::HoldemStep> {
+    let Scenario::Bots(a) = parse(&[
+        "bots",
+        url,
+        "--game",
+        "holdem",
+        "--transport",
+        transport,
+        "-n",
+        "12",
+        "--step-size",
+        "6",
+        "--step-duration",
+        "2s",
+        "--think",
+        "50ms",
+        "--chat-rate",
+        "60",
+        "--out",
+        out.to_str().unwrap(),
+    ]) else {
+        panic!("not bots")
+    };
+    herald_bench::holdem::run(&a).unwrap()
+}
+
+#[test]
+fn holdem_bots_play_on_every_transport() {
+    for transport in ["ws-json", "ws-binary", "tcp"] {
+        // A server each: seats of bots gone stay taken for the grace period.
+        let server = poker_server(4);
+        let url = match transport {
+            "tcp" => format!("tcp://{}", server.tcp_addr),
+            _ => server.ws_url(),
+        };
+        let out = temp_path("holdem.json");
+        let steps = bots(&url, transport, &out);
+        assert_eq!(steps.len(), 2, "{transport}");
+        for (s, players) in steps.iter().zip([6, 12]) {
+            // The bots fill whole tables: 6, then 12 seated, at one then
+            // two tables.
+            assert_eq!(s.players, players, "{transport}: {s:?}");
+            assert!(s.hands_per_min > 0.0, "{transport}: {s:?}");
+            assert!(s.game_events_per_s > 0.0, "{transport}: {s:?}");
+            assert!(s.response.is_some(), "{transport}: {s:?}");
+            assert_eq!(s.errors, 0, "{transport}: {s:?}");
+            assert!(s.chat_received_per_s > 0.0, "{transport}: {s:?}");
+            assert!(s.bandwidth_out_bps > s.lobby_bps, "{transport}: {s:?}");
+        }
+        assert_eq!(steps[1].tables_in_play, 2, "{transport}");
+        // The first step includes the lobby snapshots; both get updates.
+        assert!(steps[0].lobby_bps > 0.0, "{transport}");
+        let v = read_json(&out);
+        assert_eq!(v["scenario"], "bots-holdem");
+        assert_eq!(v["passed"], true);
+        assert_eq!(v["params"]["transport"], transport);
+        assert_eq!(v["summary"]["errors"], 0);
+        assert!(v["steps"][1]["response"]["p99_ms"].is_number());
+        assert!(v["steps"][1]["lobby_share_pct"].is_number());
+    }
+}
+
+#[test]
+fn holdem_bots_wait_when_no_table_is_free() {
+    let server = poker_server(0);
+    let out = temp_path("holdem-empty.json");
+    let steps = bots(&server.ws_url(), "ws-json", &out);
+    assert_eq!(steps.len(), 2);
+    for s in &steps {
+        assert_eq!((s.players, s.hands_per_min, s.errors), (0, 0.0, 0), "{s:?}");
+    }
+    let v = read_json(&out);
+    assert_eq!(v["scenario"], "bots-holdem");
+    assert_eq!(v["summary"]["tables_seen"], 0);
+}
+
+#[test]
+fn holdem_bots_refuse_transports_that_cannot_play() {
+    for transport in ["sse", "poll"] {
+        let Scenario::Bots(a) = parse(&[
+            "bots",
+            "http://127.0.0.1:9/",
+            "--game",
+            "holdem",
+            "--transport",
+            transport,
+        ]) else {
+            panic!("not bots")
+        };
+        assert!(matches!(
+            herald_bench::holdem::run(&a),
+            Err(herald_bench::BenchError::Args(_))
+        ));
+    }
+    let Scenario::Bots(a) = parse(&[
+        "bots",
+        "ws://127.0.0.1:9/ws",
+        "--game",
+        "holdem",
+        "--timeout-share",
+        "2",
+    ]) else {
+        panic!("not bots")
+    };
+    assert!(matches!(
+        herald_bench::holdem::run(&a),
+        Err(herald_bench::BenchError::Args(_))
+    ));
+    // The publish mode's entry point does not run the poker bots.
+    assert!(herald_bench::bots::run(&a).is_err());
+}
