@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{parse, read_json, temp_path};
+use common::{parse, read_json, spawn_herald, temp_path, HeraldFaults};
 use herald_bench::Scenario;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
@@ -105,6 +105,59 @@ fn holdem_bots_play_on_every_transport() {
         assert_eq!(v["summary"]["errors"], 0);
         assert!(v["steps"][1]["response"]["p99_ms"].is_number());
         assert!(v["steps"][1]["lobby_share_pct"].is_number());
+    }
+}
+
+/// Against the stub's stand-in game: every bot sits, answers its turns
+/// (timed from `act` to its `action` event), hands are counted once per
+/// table and hand, and game data that is not JSON is counted as an error
+/// without failing the run.
+#[test]
+fn holdem_bots_play_the_stub_game_and_count_bad_data() {
+    let addr = spawn_herald(HeraldFaults {
+        bad_game_data: true,
+        ..HeraldFaults::default()
+    });
+    for transport in ["ws-json", "ws-binary"] {
+        let Scenario::Bots(a) = parse(&[
+            "bots",
+            &format!("ws://{addr}/ws"),
+            "--game",
+            "holdem",
+            "--transport",
+            transport,
+            "-n",
+            "4",
+            "--step-size",
+            "4",
+            "--step-duration",
+            "1s",
+            "--think",
+            "20ms",
+            "--timeout-share",
+            "0",
+        ]) else {
+            panic!("not bots")
+        };
+        let steps = herald_bench::holdem::run(&a).unwrap();
+        let s = &steps[0];
+        assert_eq!(s.players, 4, "{transport}: {s:?}");
+        assert!(s.actions_per_s > 20.0, "{transport}: {s:?}");
+        let r = s.response.as_ref().unwrap();
+        assert!(r.count > 20 && r.p99_ms < 500.0, "{transport}: {s:?}");
+        // Each bot's private game numbers its hands alike: each number is
+        // counted once, not once per bot.
+        let hands = s.hands_per_min * (s.ended_s - s.started_s) / 60.0;
+        assert!(hands >= 1.0, "{transport}: {s:?}");
+        assert!(hands < r.count as f64 / 3.0 / 2.0, "{transport}: {s:?}");
+        assert!(s.game_events_per_s > s.actions_per_s, "{transport}: {s:?}");
+        // One undecodable push per hand per bot: counted, not fatal.
+        assert!(s.errors >= 4, "{transport}: {s:?}");
+        assert_eq!((s.refused, s.timeouts), (0, 0), "{transport}: {s:?}");
+        assert!(
+            s.lobby_bps == 0.0,
+            "snapshots come before the window: {s:?}"
+        );
     }
 }
 

@@ -587,9 +587,8 @@ impl Poker {
         if ev.t == Kind::Result {
             match ev.hand {
                 Some(hand) => {
-                    let seen = self.hands_seen.entry(table).or_insert(0);
-                    if hand > *seen {
-                        *seen = hand;
+                    if self.hands_seen.get(&table).is_none_or(|&seen| hand > seen) {
+                        self.hands_seen.insert(table, hand);
                         self.c.hands += 1;
                     }
                 }

@@ -238,6 +238,9 @@ pub struct HeraldFaults {
     /// Answer every recovery with the publication at the client's own
     /// position too (one it already has: a duplicate).
     pub recover_dup_last: bool,
+    /// After each hand of the stub game, send a `game` push whose data is
+    /// not JSON.
+    pub bad_game_data: bool,
 }
 
 struct Member {
@@ -260,7 +263,10 @@ struct Hub {
 }
 
 /// Starts a minimal Herald-protocol server (connect, subscribe, publish;
-/// both encodings) on `/ws`; returns its address.
+/// both encodings) on `/ws`; returns its address. Its game is a stand-in
+/// for Hold'em's messages: one table (7) in the lobby, where every
+/// connection sits alone at seat 0 and is given turn after turn; every
+/// third action ends a hand (numbered per connection).
 pub fn spawn_herald(faults: HeraldFaults) -> SocketAddr {
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std_listener.set_nonblocking(true).unwrap();
@@ -331,6 +337,8 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
         }
     });
     let h = hub.clone();
+    // Actions in the stub game's current hand, and hands finished.
+    let (mut acts, mut hands) = (0u64, 0u64);
     let encode = move |enc: Encoding, msg: &ServerMsg| {
         let mut out = BytesMut::new();
         enc.encode_server(msg, &mut out);
@@ -454,6 +462,94 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
                 }
             }
             Command::Ping => Reply::Ping,
+            Command::Lobby { .. } => Reply::Lobby {
+                seq: 1,
+                tables: vec![herald_proto::TableEntry {
+                    table: 7,
+                    path: "holdem/6-seat/stub".into(),
+                    seats: 6,
+                    players: 0,
+                    watchers: 0,
+                    attrs: bytes::Bytes::from_static(b"{}"),
+                }],
+            },
+            Command::Sit { table: 7, .. } => {
+                let snapshot =
+                    br#"{"t":"state","hand":0,"seats":[{"seat":0,"stack":1000}],"turn":null}"#;
+                let game = |data: &'static [u8]| {
+                    encode(
+                        enc,
+                        &ServerMsg::Push(Push::Game {
+                            table: 7,
+                            data: bytes::Bytes::from_static(data),
+                        }),
+                    )
+                };
+                let _ = tx.send(encode(
+                    enc,
+                    &ServerMsg::Reply {
+                        id: req.id,
+                        reply: Reply::Sit {
+                            seat: 0,
+                            data: bytes::Bytes::from_static(snapshot),
+                        },
+                    },
+                ));
+                let _ = tx.send(game(STUB_TURN));
+                return;
+            }
+            Command::Act { table: 7, data } => {
+                let _ = tx.send(encode(
+                    enc,
+                    &ServerMsg::Reply {
+                        id: req.id,
+                        reply: Reply::Act,
+                    },
+                ));
+                let game = |data: Vec<u8>| {
+                    encode(
+                        enc,
+                        &ServerMsg::Push(Push::Game {
+                            table: 7,
+                            data: data.into(),
+                        }),
+                    )
+                };
+                let v: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
+                let a = v["a"].as_str().unwrap_or("?").to_owned();
+                if a == "rebuy" {
+                    return;
+                }
+                acts += 1;
+                let action = serde_json::json!({"t": "action", "seat": 0, "a": a, "amount": 0,
+                    "bet": 0, "stack": 1000, "pot": 0, "auto": false});
+                let _ = tx.send(game(action.to_string().into_bytes()));
+                if acts == 3 {
+                    acts = 0;
+                    hands += 1;
+                    let result = serde_json::json!({"t": "result", "hand": hands, "board": [],
+                        "pots": [], "shown": [], "returned": null,
+                        "stacks": [{"seat": 0, "stack": 1000}]});
+                    let _ = tx.send(game(result.to_string().into_bytes()));
+                    if h.faults.bad_game_data {
+                        let _ = tx.send(game(b"\xff not json".to_vec()));
+                    }
+                }
+                let _ = tx.send(game(STUB_TURN.to_vec()));
+                return;
+            }
+            Command::Stand { .. } => Reply::Stand,
+            Command::Sit { .. } | Command::Act { .. } => {
+                let _ = tx.send(encode(
+                    enc,
+                    &ServerMsg::Error {
+                        id: req.id,
+                        code: 115,
+                        message: "unknown table".into(),
+                    },
+                ));
+                return;
+            }
             _ => {
                 let _ = tx.send(encode(
                     enc,
@@ -475,6 +571,10 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
         subs.retain(|m| *m != id);
     }
 }
+
+/// The stub game's `turn` for seat 0.
+const STUB_TURN: &[u8] =
+    br#"{"t":"turn","seat":0,"to_call":10,"min_raise_to":20,"max_raise_to":1000,"pot":15,"timeout_ms":1000}"#;
 
 /// `herald bench`'s command line, for parsing test arguments exactly as a user's.
 #[derive(clap::Parser)]
