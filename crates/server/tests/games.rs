@@ -663,3 +663,91 @@ async fn bad_game_input_gets_its_code_and_the_table_goes_on() {
     let _ = fresh.next().await;
     srv.shutdown.cancel();
 }
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .expect("number")
+}
+
+#[tokio::test]
+async fn game_metrics_count_tables_players_hands_and_pass_promtool() {
+    let srv = start(args(vec![holdem(2, 3)])).await;
+    let table = first_table(srv.addr).await;
+    let mut ann = Player::connect(&srv, Via::WsJson, Some("ann")).await;
+    let mut bob = Player::connect(&srv, Via::WsBinary, Some("bob")).await;
+    ann.sit(2, table, None).await;
+    bob.sit(2, table, None).await;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
+    )
+    .await
+    .expect("the hand ends");
+    let (status, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200);
+    assert_eq!(metric(&text, "herald_game_tables"), 3.0, "{text}");
+    assert_eq!(metric(&text, "herald_game_players"), 2.0, "{text}");
+    assert!(metric(&text, "herald_game_hands_total") >= 1.0, "{text}");
+    assert!(metric(&text, "herald_game_actions_total") >= 2.0, "{text}");
+    assert!(metric(&text, "herald_game_events_total") >= 10.0, "{text}");
+    assert!(
+        metric(&text, "herald_game_action_duration_seconds_count") >= 2.0,
+        "{text}"
+    );
+    promtool_check(&text);
+    srv.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn table_chat_is_a_channel_players_and_watchers_share_with_history() {
+    let srv = start(args(vec![holdem(6, 1)])).await;
+    let table = first_table(srv.addr).await;
+    let chat = format!("table:{table}");
+    let mut ann = Player::connect(&srv, Via::WsJson, Some("ann")).await;
+    ann.sit(2, table, None).await;
+    ann.send(
+        3,
+        Command::Subscribe {
+            channel: chat.clone(),
+            recover: None,
+            join_leave: false,
+            token: None,
+        },
+    )
+    .await;
+    ann.until(|m| is_answer(m, 3)).await;
+    // A watcher over SSE reads the table's chat.
+    let mut events = sse(srv.addr, &format!("table={table}&channel={chat}"), None).await;
+    let mut ws = connect(srv.addr, "/ws", Some("herald.json")).await;
+    send_json(&mut ws, json!({"id":1,"connect":{}})).await;
+    recv_json(&mut ws).await;
+    send_json(
+        &mut ws,
+        json!({"id":2,"publish":{"channel":chat,"data":{"text":"gl hf"}}}),
+    )
+    .await;
+    let got = ann
+        .until(|m| matches!(m, ServerMsg::Push(Push::Publication { .. })))
+        .await;
+    let ServerMsg::Push(Push::Publication { channel, data, .. }) = got else {
+        unreachable!()
+    };
+    assert_eq!(channel, chat);
+    assert_eq!(&data[..], br#"{"text":"gl hf"}"#);
+    let mut seen = false;
+    while !seen {
+        let e = events.next().await;
+        seen = field(&e, "data").is_some_and(|d| d.contains("gl hf"));
+    }
+    // The chat keeps history like any channel: a late joiner reads it.
+    send_json(&mut ws, json!({"id":3,"history":{"channel":chat}})).await;
+    let mut reply = recv_json(&mut ws).await;
+    while reply["id"] != 3 {
+        reply = recv_json(&mut ws).await;
+    }
+    assert!(reply.to_string().contains("gl hf"), "{reply}");
+    srv.shutdown.cancel();
+}
