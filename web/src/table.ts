@@ -129,42 +129,63 @@ function buyinOf(a: Record<string, unknown>): string {
   return a.min_buyin !== undefined && a.max_buyin !== undefined ? `${String(a.min_buyin)}–${String(a.max_buyin)}` : "—";
 }
 
+/** The lobby's rows by table id: updated in place, so that a button with the
+ * keyboard focus keeps it while deltas arrive. */
+const lobbyRows = new Map<number, HTMLTableRowElement>();
+
+function lobbyRow(t: TableEntry): HTMLTableRowElement {
+  const tr = el("tr");
+  tr.dataset.table = String(t.table);
+  for (let i = 0; i < 6; i++) tr.append(el("td"));
+  const td = el("td", undefined, "lobby-actions");
+  if (attrsOf(t).game === "holdem") {
+    for (const [mode, label] of [["sit", "Sit at"], ["watch", "Watch"]] as const) {
+      const b = el("button", mode === "sit" ? "Sit" : "Watch", mode);
+      b.type = "button";
+      b.setAttribute("aria-label", `${label} table ${t.table}`);
+      b.addEventListener("click", () => void join(t.table, mode));
+      td.append(b, " ");
+    }
+  } else {
+    td.textContent = "not Hold'em";
+  }
+  tr.append(td);
+  return tr;
+}
+
 function renderLobby(): void {
   const tbody = document.querySelector<HTMLTableSectionElement>("#lobby tbody")!;
+  for (const [id, tr] of lobbyRows) {
+    if (!lobby.tables.has(id)) {
+      tr.remove();
+      lobbyRows.delete(id);
+    }
+  }
   const tables = [...lobby.tables.values()].sort((a, b) => a.table - b.table);
-  tbody.replaceChildren(
-    ...tables.map((t) => {
-      const a = attrsOf(t);
-      const tr = el("tr");
-      tr.dataset.table = String(t.table);
-      tr.dataset.players = String(t.players);
-      if (view?.table === t.table) tr.className = "current";
-      const watchers = t.watchers > 0 ? ` +${t.watchers} watching` : "";
-      for (const text of [String(t.table), t.path, `${t.players}/${t.seats}${watchers}`, stakesOf(a), buyinOf(a), String(a.timing ?? "—")]) {
-        tr.append(el("td", text));
-      }
-      const td = el("td", undefined, "lobby-actions");
-      if (a.game === "holdem") {
-        const sit = el("button", "Sit");
-        sit.type = "button";
-        sit.className = "sit";
-        sit.setAttribute("aria-label", `Sit at table ${t.table}`);
-        sit.disabled = t.players >= t.seats || (view?.table === t.table && view.seat !== null);
-        sit.addEventListener("click", () => void join(t.table, "sit"));
-        const watch = el("button", "Watch");
-        watch.type = "button";
-        watch.className = "watch";
-        watch.setAttribute("aria-label", `Watch table ${t.table}`);
-        watch.disabled = view?.table === t.table;
-        watch.addEventListener("click", () => void join(t.table, "watch"));
-        td.append(sit, " ", watch);
-      } else {
-        td.textContent = "not Hold'em";
-      }
-      tr.append(td);
-      return tr;
-    }),
-  );
+  let previous: HTMLTableRowElement | null = null;
+  for (const t of tables) {
+    let tr = lobbyRows.get(t.table);
+    if (tr === undefined) {
+      tr = lobbyRow(t);
+      lobbyRows.set(t.table, tr);
+      if (previous === null) tbody.prepend(tr);
+      else previous.after(tr);
+    }
+    previous = tr;
+    const a = attrsOf(t);
+    tr.dataset.players = String(t.players);
+    tr.classList.toggle("current", view?.table === t.table);
+    const watchers = t.watchers > 0 ? ` +${t.watchers} watching` : "";
+    const texts = [String(t.table), t.path, `${t.players}/${t.seats}${watchers}`, stakesOf(a), buyinOf(a), String(a.timing ?? "—")];
+    texts.forEach((text, i) => {
+      const td = tr.cells[i];
+      if (td !== undefined && td.textContent !== text) td.textContent = text;
+    });
+    const sit = tr.querySelector<HTMLButtonElement>("button.sit");
+    if (sit !== null) sit.disabled = t.players >= t.seats || (view?.table === t.table && view.seat !== null);
+    const watch = tr.querySelector<HTMLButtonElement>("button.watch");
+    if (watch !== null) watch.disabled = view?.table === t.table;
+  }
   const status = $("lobby-status");
   status.textContent = `${tables.length} table${tables.length === 1 ? "" : "s"} · seq ${lobby.seq}`;
   status.dataset.seq = String(lobby.seq);
