@@ -82,7 +82,7 @@ pub enum ServerError {
 
 /// The games every server can run tables of.
 pub fn game_factories() -> Vec<Arc<dyn herald_game::GameFactory>> {
-    Vec::new()
+    vec![herald_holdem::factory()]
 }
 
 /// Builds the shared state for `config` on the current tokio runtime.
