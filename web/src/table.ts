@@ -40,7 +40,7 @@ const decoder = new TextDecoder();
 interface SeatState {
   seat: number;
   user: string;
-  /** null while unknown: a player who sat down after our snapshot, until a hand deals them in. */
+  /** null while unknown (a `seat` push before the game's `sat` event). */
   stack: number | null;
   bet: number;
   folded: boolean;
@@ -83,8 +83,9 @@ interface ResultEvent {
 }
 interface SeatFlagEvent { t: "sitout" | "sitin"; seat: number }
 interface RebuyEvent { t: "rebuy"; seat: number; amount: number; stack: number }
+interface SatEvent { t: "sat"; seat: number; user: string; stack: number }
 
-type GameEvent = StateEvent | HandEvent | CardsEvent | TurnEvent | ActionEvent | StreetEvent | ResultEvent | SeatFlagEvent | RebuyEvent;
+type GameEvent = StateEvent | HandEvent | CardsEvent | TurnEvent | ActionEvent | StreetEvent | ResultEvent | SeatFlagEvent | RebuyEvent | SatEvent;
 
 // ------------------------------------------------------------ connection panel
 
@@ -351,6 +352,15 @@ function apply(v: View, e: GameEvent): void {
     case "rebuy": {
       const s = v.seats.get(e.seat);
       if (s !== undefined) s.stack = e.stack;
+      break;
+    }
+    case "sat": {
+      const s = v.seats.get(e.seat);
+      if (s !== undefined) s.stack = e.stack;
+      else v.seats.set(e.seat, {
+        seat: e.seat, user: e.user, stack: e.stack, bet: 0,
+        folded: false, all_in: false, sitting_out: false, in_hand: false,
+      });
       break;
     }
   }
