@@ -1,7 +1,10 @@
-// Bundles the demo's script into web/dist/demo.js (committed: `herald serve`
-// embeds it, so building the server needs no Node; index.html and demo.css
-// need no build and are embedded straight from web/src/). Deterministic: the
-// same sources give the same bytes, which the test command checks.
+// Bundles the pages' scripts into web/dist/ (committed: `herald serve`
+// embeds them, so building the server needs no Node): demo.ts → demo.js for
+// the demo at `/`, table.ts → table.js for the poker table at `/table.html`.
+// The HTML and demo.css need no build and are embedded straight from
+// web/src/. Each page is bundled on its own (no shared chunks), so each is
+// one file. Deterministic: the same sources give the same bytes, which the
+// test command checks.
 import { build } from "esbuild";
 import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -9,8 +12,8 @@ import { fileURLToPath } from "node:url";
 const here = fileURLToPath(new URL(".", import.meta.url));
 mkdirSync(`${here}dist`, { recursive: true });
 await build({
-  entryPoints: [`${here}src/demo.ts`],
-  outfile: `${here}dist/demo.js`,
+  entryPoints: [`${here}src/demo.ts`, `${here}src/table.ts`],
+  outdir: `${here}dist`,
   bundle: true,
   format: "esm",
   target: "es2022",

@@ -800,6 +800,9 @@ impl Game for Holdem {
 
     fn sat(&mut self, ctx: &mut Ctx, seat: Seat, user: &str, data: &[u8]) {
         let stack = parse_buyin(data, &self.cfg).unwrap_or(self.cfg.buyin);
+        ctx.send_table(bytes(
+            json!({"t": "sat", "seat": seat, "user": user, "stack": stack}),
+        ));
         if let Some(slot) = self.players.get_mut(seat as usize) {
             *slot = Some(Player {
                 user: user.to_string(),

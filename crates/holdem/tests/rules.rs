@@ -195,6 +195,13 @@ fn the_evaluator_orders_a_table_of_known_hands() {
 #[test]
 fn heads_up_the_button_posts_the_small_blind_and_acts_first_only_before_the_flop() {
     let mut h = scripted(2, &[1000, 1000], &["Ac Ad Kc Kd 2s 3h 7c 9d 4s Jh 5s 8h"]);
+    assert_eq!(
+        events(&h)[..2],
+        [
+            json!({"t": "sat", "seat": 0, "user": "p0", "stack": 1000}),
+            json!({"t": "sat", "seat": 1, "user": "p1", "stack": 1000}),
+        ]
+    );
     let hand = last(&h, "hand");
     assert_eq!(
         (&hand["button"], &hand["sb_seat"], &hand["bb_seat"]),

@@ -1,10 +1,14 @@
-//! The demo page at `/`, and the synthetic stream it shows.
+//! The demo page at `/` and the poker table at `/table.html`, and the
+//! synthetic stream the demo shows.
 //!
-//! The page (`web/src/index.html` and `demo.css` as written, and the script
-//! bundled into the committed `web/dist/demo.js`) is embedded in the binary with `include_bytes!`, so `herald serve` needs no
-//! files beside it and building the server needs no Node toolchain. It uses
-//! the TypeScript SDK to show a live table and chart of `demo.stream`, a chat
-//! room on `demo.chat` and the transport in use.
+//! The pages (`web/src/index.html`, `table.html` and `demo.css` as written,
+//! and the scripts bundled into the committed `web/dist/demo.js` and
+//! `table.js`) are embedded in the binary with `include_bytes!`, so `herald
+//! serve` needs no files beside it and building the server needs no Node
+//! toolchain. Both use the TypeScript SDK: the demo shows a live table and
+//! chart of `demo.stream`, a chat room on `demo.chat` and the transport in
+//! use; the poker page shows the game lobby and lets a person sit at a
+//! Hold'em table, play and chat on `table:{id}`.
 //!
 //! Herald has no event source of its own, so `--demo-rate N` (off by default:
 //! a production server should not publish anything it was not asked to)
@@ -26,6 +30,8 @@ pub const STREAM_CHANNEL: &str = "demo.stream";
 const INDEX_HTML: &[u8] = include_bytes!("../../../web/src/index.html");
 const DEMO_JS: &[u8] = include_bytes!("../../../web/dist/demo.js");
 const DEMO_CSS: &[u8] = include_bytes!("../../../web/src/demo.css");
+const TABLE_HTML: &[u8] = include_bytes!("../../../web/src/table.html");
+const TABLE_JS: &[u8] = include_bytes!("../../../web/dist/table.js");
 
 /// The embedded file at `path`, if there is one.
 pub fn asset(path: &str) -> Option<Response<Body>> {
@@ -33,6 +39,8 @@ pub fn asset(path: &str) -> Option<Response<Body>> {
         "/" | "/index.html" => (INDEX_HTML, "text/html; charset=utf-8"),
         "/demo.js" => (DEMO_JS, "text/javascript; charset=utf-8"),
         "/demo.css" => (DEMO_CSS, "text/css; charset=utf-8"),
+        "/table.html" => (TABLE_HTML, "text/html; charset=utf-8"),
+        "/table.js" => (TABLE_JS, "text/javascript; charset=utf-8"),
         _ => return None,
     };
     let mut r = Response::new(full(body));
@@ -221,7 +229,12 @@ mod tests {
         assert!(asset("/").is_some());
         assert!(asset("/demo.js").is_some());
         assert!(asset("/demo.css").is_some());
+        assert!(asset("/table.html").is_some());
+        assert!(asset("/table.js").is_some());
         assert!(asset("/nope").is_none());
         assert!(std::str::from_utf8(INDEX_HTML).unwrap().contains("demo.js"));
+        assert!(std::str::from_utf8(TABLE_HTML)
+            .unwrap()
+            .contains("table.js"));
     }
 }
