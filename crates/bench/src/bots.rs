@@ -80,6 +80,11 @@ pub struct BotsArgs {
     /// tables from ("" = every table) [default: ""].
     #[arg(long, default_value = "")]
     pub lobby: String,
+    /// --game holdem: each bot leaves the lobby (`lobby_off`) once seated, so
+    /// the measured play carries no lobby traffic (seed 000 left it out); a
+    /// bot that must find another table subscribes again.
+    #[arg(long)]
+    pub lobby_off_when_seated: bool,
     /// --game holdem: the longest think time; each answer waits a uniform
     /// random time below it (and below 3/4 of the turn's timeout).
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]

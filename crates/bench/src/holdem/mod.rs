@@ -85,6 +85,7 @@ const STAND_ID: u32 = FIRST_SCENARIO_ID + 5;
 const CHAT_ID: u32 = FIRST_SCENARIO_ID + 6;
 const SUB_ID: u32 = FIRST_SCENARIO_ID + 7;
 const UNSUB_ID: u32 = FIRST_SCENARIO_ID + 8;
+const LOBBY_OFF_ID: u32 = FIRST_SCENARIO_ID + 9;
 
 /// How long a bot with no free table waits before looking again.
 const RETRY_NS: i64 = 500_000_000;
@@ -242,6 +243,8 @@ struct Poker {
     /// (due ns, bot, token = gen << 2 | kind).
     heap: BinaryHeap<Reverse<(i64, usize, u64)>>,
     lobby_path: String,
+    /// `--lobby-off-when-seated`.
+    lobby_off_when_seated: bool,
     lobby_seq: Option<u64>,
     lobby: HashMap<u64, LobbyTable>,
     /// Seats the bots hold or asked for, per table.
@@ -421,7 +424,7 @@ impl Poker {
                 }
             },
             (STAND_ID, At::Standing(table)) => self.left_table(io, b, table, true, now_ns),
-            (ACT_ID | REBUY_ID | CHAT_ID | SUB_ID | UNSUB_ID, _) => {}
+            (ACT_ID | REBUY_ID | CHAT_ID | SUB_ID | UNSUB_ID | LOBBY_OFF_ID, _) => {}
             // A reply to a `sit` or `stand` of a table the bot has left
             // meanwhile (unseated) cannot happen: a reply comes first.
             _ => self.c.errors += 1,
@@ -449,6 +452,11 @@ impl Poker {
                 }
             }
             Err(_) => self.c.errors += 1,
+        }
+        if self.lobby_off_when_seated {
+            self.frame.clear();
+            wire::lobby_off(self.enc, LOBBY_OFF_ID, &self.lobby_path, &mut self.frame);
+            self.send_frame(io, b);
         }
         self.chat_channel(table);
         self.frame.clear();
@@ -963,6 +971,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         bots: Vec::new(),
         heap: BinaryHeap::new(),
         lobby_path: args.lobby.clone(),
+        lobby_off_when_seated: args.lobby_off_when_seated,
         lobby_seq: None,
         lobby: HashMap::new(),
         ours: HashMap::new(),
@@ -1018,6 +1027,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         "step_size": step_size,
         "step_duration_s": args.step_duration.as_secs_f64(),
         "lobby": args.lobby,
+        "lobby_off_when_seated": args.lobby_off_when_seated,
         "think_ms": args.think.as_millis() as u64,
         "timeout_share": args.timeout_share,
         "chat_rate": args.chat_rate,

@@ -36,6 +36,24 @@ pub fn lobby(enc: Encoding, id: u32, path: &str, out: &mut Vec<u8>) {
     }
 }
 
+/// Appends a `lobby_off` command for branch `path`.
+pub fn lobby_off(enc: Encoding, id: u32, path: &str, out: &mut Vec<u8>) {
+    match enc {
+        Encoding::Json => {
+            out.extend_from_slice(b"{\"id\":");
+            write_u64(out, u64::from(id));
+            out.extend_from_slice(b",\"lobby_off\":{\"path\":");
+            write_json_string(out, path);
+            out.extend_from_slice(b"}}");
+        }
+        Encoding::Binary => {
+            out.push(0x0A);
+            put_varint(out, u64::from(id));
+            put_bytes(out, path.as_bytes());
+        }
+    }
+}
+
 /// Appends a `sit` command for any free seat at `table`, with no data (the
 /// game's default buy-in).
 pub fn sit(enc: Encoding, id: u32, table: u64, out: &mut Vec<u8>) {
