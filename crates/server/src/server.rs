@@ -366,10 +366,21 @@ async fn drain(shared: &Shared) {
     }
 }
 
+/// Pings clients silent for `ping_interval` and closes those silent for
+/// `ping_interval` + `pong_timeout` (3000).
+///
+/// The sweep runs every `min(ping_interval, pong_timeout) / 2` seconds (at
+/// least 1), so every silence is seen at least once between the two
+/// thresholds: a client gets its ping before it can be closed. (Sweeping
+/// once per `ping_interval` closed clients that fell silent just after a
+/// sweep without ever pinging them: the next sweep but one already found
+/// them past both thresholds.) A client that answers the first ping is not
+/// pinged again before another full interval of silence.
 async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
     let interval = shared.config.node.ping_interval;
     let timeout = shared.config.pong_timeout.as_secs() as u32;
-    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(interval)));
+    let sweep = (interval.min(timeout) / 2).max(1);
+    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(sweep)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
