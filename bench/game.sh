@@ -14,8 +14,10 @@ srv() {
   P=$!
   sleep 2
 }
-stop() { kill "$P"; wait "$P" || true; }
-b() { taskset -c 1 $H bench bots "$@" --server-pid "$P"; }
+stop() { [ -n "$P" ] && kill "$P" 2>/dev/null; wait "$P" 2>/dev/null || true; P=""; }
+trap stop EXIT
+# A failed run (partial results are kept) does not stop the sitting.
+b() { taskset -c 1 $H bench bots "$@" --server-pid "$P" || echo "run failed: $*" >&2; }
 WS=ws://127.0.0.1:18300/ws
 TCP=tcp://127.0.0.1:18301
 

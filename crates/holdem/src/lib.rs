@@ -42,6 +42,8 @@ pub struct Timing {
     pub hand: Duration,
     /// Pause before each new street is dealt.
     pub street: Duration,
+    /// How long a busted player may rebuy before being stood up.
+    pub rebuy: Duration,
 }
 
 impl Timing {
@@ -53,16 +55,19 @@ impl Timing {
                 action: ms(15_000),
                 hand: ms(3_000),
                 street: ms(1_000),
+                rebuy: ms(10 * 3_000).max(ms(5_000)),
             }),
             "express" => Some(Timing {
                 action: ms(8_000),
                 hand: ms(1_500),
                 street: ms(500),
+                rebuy: ms(10 * 1_500).max(ms(5_000)),
             }),
             "super-express" => Some(Timing {
                 action: ms(4_000),
                 hand: ms(750),
                 street: ms(250),
+                rebuy: ms(10 * 750).max(ms(5_000)),
             }),
             _ => None,
         }
@@ -104,7 +109,7 @@ impl Config {
                 TIMINGS.join(", ")
             )
         })?;
-        const KNOWN: [&str; 9] = [
+        const KNOWN: [&str; 10] = [
             "small_blind",
             "big_blind",
             "min_buyin",
@@ -114,6 +119,7 @@ impl Config {
             "action_ms",
             "hand_ms",
             "street_ms",
+            "rebuy_ms",
         ];
         if let Some(k) = p.params.keys().find(|k| !KNOWN.contains(&k.as_str())) {
             return Err(format!(
@@ -150,6 +156,7 @@ impl Config {
             ("action_ms", &mut timing.action),
             ("hand_ms", &mut timing.hand),
             ("street_ms", &mut timing.street),
+            ("rebuy_ms", &mut timing.rebuy),
         ] {
             if let Some(ms) = num(k)? {
                 if ms > 3_600_000 {

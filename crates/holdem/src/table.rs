@@ -678,7 +678,7 @@ impl Holdem {
             "pots": pots, "shown": shown, "returned": returned, "stacks": stacks,
         })));
         ctx.hand_finished();
-        let bust_wait = self.cfg.timing.hand * 10;
+        let bust_wait = self.cfg.timing.rebuy;
         for (s, p) in self.players.iter_mut().enumerate() {
             if let Some(p) = p.as_mut() {
                 if p.stack == 0 && !p.busted {

@@ -337,7 +337,7 @@ fn side_pots_go_to_the_best_hand_each_can_win() {
 }
 
 #[test]
-fn a_busted_player_has_ten_hand_delays_to_rebuy_then_is_stood_up() {
+fn a_busted_player_has_the_rebuy_delay_then_is_stood_up() {
     for rebuys in [false, true] {
         let deck = "Kc Kd Ac Ad 2s 3h 7c 9d 4s Jh 5s 8h";
         let mut h = scripted(2, &[100, 1000], &[deck]);
@@ -509,6 +509,7 @@ fn bad_table_parameters_are_refused() {
         (6, "normal", json!({"big_blind": "ten"})),
         (6, "normal", json!({"bigblind": 10})),
         (6, "normal", json!({"action_ms": 0})),
+        (6, "normal", json!({"rebuy_ms": 3_600_001})),
     ] {
         let mut p = params(seats, extra.clone());
         p.timing = timing.into();

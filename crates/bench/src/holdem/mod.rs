@@ -191,6 +191,9 @@ struct Bot {
     act_sent_ns: Option<i64>,
     /// Chat messages sent (numbers the text).
     chats: u64,
+    /// Subscribed to the lobby (a bot that found a new table from the
+    /// bench's shared view did not subscribe again).
+    in_lobby: bool,
 }
 
 /// One table of the lobby view.
@@ -293,6 +296,7 @@ impl Poker {
                 chat_gen: 0,
                 act_sent_ns: None,
                 chats: 0,
+                in_lobby: false,
             });
         }
     }
@@ -319,6 +323,7 @@ impl Poker {
     /// Bot `b` is connected: it subscribes to the lobby.
     fn ask_lobby(&mut self, io: &mut Io, b: usize) {
         self.bots[b].at = At::Lobby;
+        self.bots[b].in_lobby = true;
         self.frame.clear();
         wire::lobby(self.enc, LOBBY_ID, &self.lobby_path, &mut self.frame);
         self.send_frame(io, b);
@@ -453,7 +458,7 @@ impl Poker {
             }
             Err(_) => self.c.errors += 1,
         }
-        if self.lobby_off_when_seated {
+        if self.lobby_off_when_seated && std::mem::take(&mut self.bots[b].in_lobby) {
             self.frame.clear();
             wire::lobby_off(self.enc, LOBBY_OFF_ID, &self.lobby_path, &mut self.frame);
             self.send_frame(io, b);
