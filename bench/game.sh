@@ -26,7 +26,7 @@ if [ "$WHAT" = seed003 ] || [ "$WHAT" = all ]; then
   # process file limit here is 20,000), every bot on the whole lobby, chatting.
   srv --config bench/game/seed003.toml
   b $WS --game holdem --transport ws-json -n 18000 --step-size 2000 --step-duration 20s \
-    --think 1s --chat-rate 2 --out bench/results/game-seed003-ws-json.json
+    --think 1s --chat-rate 2 --label "seed 003 singleton, ws-json" --out bench/results/game-seed003-ws-json.json
   stop
 fi
 
@@ -39,7 +39,8 @@ if [ "$WHAT" = seed000 ] || [ "$WHAT" = all ]; then
       flag=(); [ $lobby = none ] && flag=(--lobby-off-when-seated)
       srv --config bench/game/seed000.toml
       b $url --game holdem --transport $t -n 6000 --step-size 2000 --step-duration 20s \
-        --think 1s --chat-rate 0 "${flag[@]}" --out bench/results/game-seed000-$t-lobby-$lobby.json
+        --think 1s --chat-rate 0 "${flag[@]}" --label "seed 000 $t, lobby $lobby" \
+        --out bench/results/game-seed000-$t-lobby-$lobby.json
       stop
     done
   done
