@@ -24,7 +24,8 @@
 //! another table; when none is free it looks again every half second.
 //!
 //! Per step (`--step-size` bots added every `--step-duration`, measured
-//! once the new bots are connected and seated or waiting):
+//! from 3 s after the new bots are connected and seated or waiting, so that
+//! the lobby deltas of the seating burst have drained):
 //! - players seated, and tables with at least two of them;
 //! - hands per minute: `result` events, each counted once per (table,
 //!   hand) however many bots see it;
@@ -38,7 +39,8 @@
 //! - bytes per second in and out (counted on the bench's sockets, the
 //!   lobby included), and the lobby's own bytes per second (`lobby`
 //!   replies and `lobby_update` pushes, message bytes without framing) and
-//!   share of the bytes out of the server;
+//!   share of the bytes out of the server, with the snapshots (`lobby`
+//!   replies) also counted apart;
 //! - counts of what went wrong: `errors` (messages that cannot be read,
 //!   undecodable game JSON, unexpected errors or replies), `refused`
 //!   (actions the game refused with 118: answers that arrived after the
@@ -129,6 +131,11 @@ pub struct HoldemStep {
     pub resits: u64,
     /// `sit` answered 116 (the seat went to someone else, or full).
     pub seat_conflicts: u64,
+    /// Lobby snapshots received (`lobby` replies) and their bytes per
+    /// second; the rest of `lobby_bps` is `lobby_update` pushes.
+    pub lobby_snapshots: u64,
+    /// See `lobby_snapshots`.
+    pub lobby_snapshot_bps: f64,
     /// Actions refused by the game (118).
     pub refused: u64,
     /// Unexpected: unreadable messages, undecodable game data, unexpected
@@ -219,14 +226,23 @@ struct Counters {
     refused: u64,
     errors: u64,
     lobby_bytes: u64,
+    lobby_snapshots: u64,
+    lobby_snapshot_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Connecting,
+    /// Every bot is seated; the lobby deltas of the last sits (one flush per
+    /// lobby interval, to every subscriber) are still draining.
+    Settling,
     Running,
     Done,
 }
+
+/// Pause between the last bot of a step being seated and the step's measured
+/// window: the window measures play, not the tail of the seating burst.
+const SETTLE: Duration = Duration::from_secs(3);
 
 /// What the clients' callback reported, kept until the callback returns
 /// (it borrows the clients and the engine the answer needs).
@@ -401,6 +417,8 @@ impl Poker {
         match (id, self.bots[b].at) {
             (LOBBY_ID, At::Lobby) => {
                 self.c.lobby_bytes += msg.len() as u64;
+                self.c.lobby_snapshots += 1;
+                self.c.lobby_snapshot_bytes += msg.len() as u64;
                 match self.enc.decode_server(msg) {
                     Ok(ServerMsg::Reply {
                         reply: Reply::Lobby { seq, tables },
@@ -771,6 +789,8 @@ impl Poker {
             rebuys: c.rebuys,
             resits: c.resits,
             seat_conflicts: c.seat_conflicts,
+            lobby_snapshots: c.lobby_snapshots,
+            lobby_snapshot_bps: c.lobby_snapshot_bytes as f64 / secs,
             refused: c.refused,
             errors: c.errors,
             server_cpu_pct: cpu,
@@ -883,9 +903,8 @@ impl Handler for Poker {
                 self.clients.tick(io)?;
                 if self.settled() {
                     self.connect_s = (now - self.phase_since).as_secs_f64();
-                    self.phase = Phase::Running;
+                    self.phase = Phase::Settling;
                     self.phase_since = now;
-                    self.reset_window(io);
                 } else if now - self.phase_since > SETTLE_LIMIT {
                     return Err(BenchError::Stalled(format!(
                         "{} of {} bots connected, {} seated after {}s",
@@ -894,6 +913,13 @@ impl Handler for Poker {
                         self.players(),
                         SETTLE_LIMIT.as_secs()
                     )));
+                }
+            }
+            Phase::Settling => {
+                if now - self.phase_since >= SETTLE {
+                    self.phase = Phase::Running;
+                    self.phase_since = now;
+                    self.reset_window(io);
                 }
             }
             Phase::Running => {
