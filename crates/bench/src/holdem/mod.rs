@@ -136,6 +136,12 @@ pub struct HoldemStep {
     pub lobby_snapshots: u64,
     /// See `lobby_snapshots`.
     pub lobby_snapshot_bps: f64,
+    /// Lobby bytes (snapshots and deltas) the bots received while this
+    /// step's new bots connected and sat down, before the measured window:
+    /// the cost of seating, which the steady window does not show.
+    pub seating_lobby_bytes: u64,
+    /// All bytes the bots received in that seating phase.
+    pub seating_bytes_out: u64,
     /// Actions refused by the game (118).
     pub refused: u64,
     /// Unexpected: unreadable messages, undecodable game data, unexpected
@@ -262,6 +268,10 @@ struct Poker {
     /// (due ns, bot, token = gen << 2 | kind).
     heap: BinaryHeap<Reverse<(i64, usize, u64)>>,
     lobby_path: String,
+    /// (lobby bytes, all bytes in) of the last seating phase.
+    seating: (u64, u64),
+    /// The same counters when that phase began (the end of the last step).
+    seating_from: (u64, u64),
     /// `--lobby-off-when-seated`.
     lobby_off_when_seated: bool,
     lobby_seq: Option<u64>,
@@ -759,12 +769,17 @@ impl Poker {
     }
 
     fn reset_window(&mut self, io: &Io) {
+        self.seating = (
+            self.c.lobby_bytes.saturating_sub(self.seating_from.0),
+            io.stats.bytes_in.saturating_sub(self.seating_from.1),
+        );
         self.window_start_stats = io.stats;
         self.c = Counters::default();
         self.response.reset();
     }
 
     fn finish_step(&mut self, io: &Io, now: Instant) {
+        self.seating_from = (self.c.lobby_bytes, io.stats.bytes_in);
         let started = (self.phase_since - self.start).as_secs_f64();
         let ended = (now - self.start).as_secs_f64();
         let secs = (now - self.phase_since).as_secs_f64().max(1e-9);
@@ -790,6 +805,8 @@ impl Poker {
             resits: c.resits,
             seat_conflicts: c.seat_conflicts,
             lobby_snapshots: c.lobby_snapshots,
+            seating_lobby_bytes: self.seating.0,
+            seating_bytes_out: self.seating.1,
             lobby_snapshot_bps: c.lobby_snapshot_bytes as f64 / secs,
             refused: c.refused,
             errors: c.errors,
@@ -1002,6 +1019,8 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         bots: Vec::new(),
         heap: BinaryHeap::new(),
         lobby_path: args.lobby.clone(),
+        seating: (0, 0),
+        seating_from: (0, 0),
         lobby_off_when_seated: args.lobby_off_when_seated,
         lobby_seq: None,
         lobby: HashMap::new(),
