@@ -218,37 +218,54 @@ async fn first_table(addr: SocketAddr) -> u64 {
     v["tables"][0]["table"].as_u64().expect("a table")
 }
 
-/// Plays on until the hand's result, answering every turn of `seat` with a
-/// call (or a check). Returns the result event.
+/// Plays on until the hand's result, answering every turn with a call (or
+/// a check). Returns the result event.
+///
+/// Players are read in turn; a `turn` event is public, so whichever player
+/// reads it first makes the seat named in it act (sending needs no
+/// reading). Turns are counted per reader so each is answered once: a
+/// reader that joined later sees fewer and never leads.
 async fn play_hand(players: &mut [(&mut Player, u32)]) -> Value {
     let mut next_id = 100;
+    let mut seen = vec![0usize; players.len()];
+    let mut answered = 0usize;
     loop {
-        // Read from each player in turn until someone sees the result; a
-        // player whose turn it is acts.
-        for (p, seat) in players.iter_mut() {
-            let m = p.recv().await;
+        for i in 0..players.len() {
+            let m = players[i].0.recv().await;
             let Some(ev) = game_json(&m) else { continue };
             match ev["t"].as_str() {
                 Some("result") => return ev,
-                Some("turn") if ev["seat"].as_u64() == Some(u64::from(*seat)) => {
+                Some("turn") => {
+                    seen[i] += 1;
+                    if seen[i] <= answered {
+                        continue;
+                    }
+                    answered = seen[i];
+                    let Some(actor) = players
+                        .iter()
+                        .position(|(_, s)| ev["seat"].as_u64() == Some(u64::from(*s)))
+                    else {
+                        continue;
+                    };
                     let action = if ev["to_call"].as_u64() == Some(0) {
                         json!({"a": "check"})
                     } else {
                         json!({"a": "call"})
                     };
                     next_id += 1;
-                    let table = match &m {
-                        ServerMsg::Push(Push::Game { table, .. }) => *table,
-                        _ => unreachable!(),
+                    let ServerMsg::Push(Push::Game { table, .. }) = &m else {
+                        unreachable!()
                     };
-                    p.send(
-                        next_id,
-                        Command::Act {
-                            table,
-                            data: Bytes::from(action.to_string()),
-                        },
-                    )
-                    .await;
+                    players[actor]
+                        .0
+                        .send(
+                            next_id,
+                            Command::Act {
+                                table: *table,
+                                data: Bytes::from(action.to_string()),
+                            },
+                        )
+                        .await;
                 }
                 _ => {}
             }
@@ -691,10 +708,14 @@ async fn game_metrics_count_tables_players_hands_and_pass_promtool() {
     assert_eq!(metric(&text, "herald_game_tables"), 3.0, "{text}");
     assert_eq!(metric(&text, "herald_game_players"), 2.0, "{text}");
     assert!(metric(&text, "herald_game_hands_total") >= 1.0, "{text}");
-    assert!(metric(&text, "herald_game_actions_total") >= 2.0, "{text}");
+    // A heads-up hand takes at least two actions (call, check) unless
+    // someone folds, and play_hand never folds.
+    let actions = metric(&text, "herald_game_actions_total");
+    assert!(actions >= 2.0, "{text}");
     assert!(metric(&text, "herald_game_events_total") >= 10.0, "{text}");
-    assert!(
-        metric(&text, "herald_game_action_duration_seconds_count") >= 2.0,
+    assert_eq!(
+        metric(&text, "herald_game_action_duration_seconds_count"),
+        actions,
         "{text}"
     );
     promtool_check(&text);
