@@ -178,6 +178,16 @@ impl Player {
     }
 }
 
+/// Ann (WebSocket JSON) and Bob (on `bob_via`) sit at `table`, in that
+/// order, at any free seat.
+async fn ann_and_bob_sit(srv: &TestServer, table: u64, bob_via: Via) -> (Player, Player) {
+    let mut ann = Player::connect(srv, Via::WsJson, Some("ann")).await;
+    let mut bob = Player::connect(srv, bob_via, Some("bob")).await;
+    ann.sit(2, table, None).await;
+    bob.sit(2, table, None).await;
+    (ann, bob)
+}
+
 fn is_answer(m: &ServerMsg, want: u32) -> bool {
     match m {
         ServerMsg::Reply { id, .. } | ServerMsg::Error { id, .. } => *id == want,
@@ -226,6 +236,12 @@ async fn first_table(addr: SocketAddr) -> u64 {
 /// reading). Turns are counted per reader so each is answered once: a
 /// reader that joined later sees fewer and never leads.
 async fn play_hand(players: &mut [(&mut Player, u32)]) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), answer_turns(players))
+        .await
+        .expect("the hand ends within 30 s")
+}
+
+async fn answer_turns(players: &mut [(&mut Player, u32)]) -> Value {
     let mut next_id = 100;
     let mut seen = vec![0usize; players.len()];
     let mut answered = 0usize;
@@ -299,12 +315,7 @@ async fn a_whole_hand_over(via: Via) {
         ),
         "{r:?}"
     );
-    let result = tokio::time::timeout(
-        Duration::from_secs(30),
-        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
-    )
-    .await
-    .expect("the hand ends");
+    let result = play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]).await;
     let pots = result["pots"].as_array().expect("pots");
     assert!(!pots.is_empty(), "{result}");
     // Chips are conserved: two buy-ins of 100 big blinds (10) each.
@@ -419,12 +430,7 @@ async fn a_dropped_player_returns_to_the_seat_on_another_transport() {
     })
     .await;
     // And the game goes on with her.
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
-    )
-    .await
-    .expect("a hand ends after the return");
+    play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]).await;
     srv.shutdown.cancel();
 }
 
@@ -468,16 +474,8 @@ async fn watchers_over_sse_and_long_polling_see_the_game() {
     .await;
     assert_eq!(status, 202);
 
-    let mut ann = Player::connect(&srv, Via::WsJson, Some("ann")).await;
-    let mut bob = Player::connect(&srv, Via::WsJson, Some("bob")).await;
-    ann.sit(2, table, None).await;
-    bob.sit(2, table, None).await;
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
-    )
-    .await
-    .expect("the hand ends");
+    let (mut ann, mut bob) = ann_and_bob_sit(&srv, table, Via::WsJson).await;
+    play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]).await;
     // The SSE watcher saw the hand: seat pushes, then game events up to the result.
     let mut saw_result = false;
     while !saw_result {
@@ -667,12 +665,7 @@ async fn bad_game_input_gets_its_code_and_the_table_goes_on() {
     }
     // A game command before connect, and on a server whose games are fine:
     // the hand is still played to the end.
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
-    )
-    .await
-    .expect("the hand ends");
+    play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]).await;
     let mut fresh = connect(srv.addr, "/ws", Some("herald.json")).await;
     send_json(&mut fresh, json!({"id":1,"sit":{"table":table}})).await;
     assert_eq!(recv_json(&mut fresh).await["error"]["code"], 101);
@@ -693,16 +686,8 @@ fn metric(text: &str, series: &str) -> f64 {
 async fn game_metrics_count_tables_players_hands_and_pass_promtool() {
     let srv = start(args(vec![holdem(2, 3)])).await;
     let table = first_table(srv.addr).await;
-    let mut ann = Player::connect(&srv, Via::WsJson, Some("ann")).await;
-    let mut bob = Player::connect(&srv, Via::WsBinary, Some("bob")).await;
-    ann.sit(2, table, None).await;
-    bob.sit(2, table, None).await;
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]),
-    )
-    .await
-    .expect("the hand ends");
+    let (mut ann, mut bob) = ann_and_bob_sit(&srv, table, Via::WsBinary).await;
+    play_hand(&mut [(&mut ann, 0), (&mut bob, 1)]).await;
     let (status, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
     assert_eq!(status, 200);
     assert_eq!(metric(&text, "herald_game_tables"), 3.0, "{text}");
