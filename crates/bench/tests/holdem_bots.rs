@@ -62,6 +62,10 @@ fn bots(
         "2s",
         "--think",
         "50ms",
+        // Every turn answered: a turn left to the 1 s timer could take a
+        // whole hand out of a 2 s window (hands/min is asserted per step).
+        "--timeout-share",
+        "0",
         "--chat-rate",
         "60",
         "--out",
