@@ -56,7 +56,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
-use herald_proto::{Encoding, Push, Reply, ServerMsg, TableEntry};
+use herald_proto::{Command, Encoding, Push, Reply, ServerMsg, TableEntry};
 use herald_ws::Message;
 use serde::Serialize;
 use serde_json::json;
@@ -351,7 +351,10 @@ impl Poker {
         self.bots[b].at = At::Lobby;
         self.bots[b].in_lobby = true;
         self.frame.clear();
-        wire::lobby(self.enc, LOBBY_ID, &self.lobby_path, &mut self.frame);
+        let cmd = Command::Lobby {
+            path: self.lobby_path.clone(),
+        };
+        wire::command(self.enc, LOBBY_ID, cmd, &mut self.frame);
         self.send_frame(io, b);
     }
 
@@ -377,7 +380,7 @@ impl Poker {
                 bot.at = At::Sitting(table);
                 *self.ours.entry(table).or_insert(0) += 1;
                 self.frame.clear();
-                wire::sit(self.enc, SIT_ID, table, &mut self.frame);
+                wire::command(self.enc, SIT_ID, wire::sit(table), &mut self.frame);
                 self.send_frame(io, b);
             }
             None => {
@@ -488,7 +491,10 @@ impl Poker {
         }
         if self.lobby_off_when_seated && std::mem::take(&mut self.bots[b].in_lobby) {
             self.frame.clear();
-            wire::lobby_off(self.enc, LOBBY_OFF_ID, &self.lobby_path, &mut self.frame);
+            let cmd = Command::LobbyOff {
+                path: self.lobby_path.clone(),
+            };
+            wire::command(self.enc, LOBBY_OFF_ID, cmd, &mut self.frame);
             self.send_frame(io, b);
         }
         self.chat_channel(table);
@@ -542,7 +548,12 @@ impl Poker {
                 // No rebuy: stand up and sit again with a fresh buy-in.
                 self.bots[b].at = At::Standing(table);
                 self.frame.clear();
-                wire::stand(self.enc, STAND_ID, table, &mut self.frame);
+                wire::command(
+                    self.enc,
+                    STAND_ID,
+                    Command::Stand { table },
+                    &mut self.frame,
+                );
                 self.send_frame(io, b);
             }
             (STAND_ID, At::Standing(table)) => {
@@ -681,7 +692,12 @@ impl Poker {
                     wire::act(self.enc, REBUY_ID, table, &self.data, &mut self.frame);
                 } else {
                     self.bots[b].at = At::Standing(table);
-                    wire::stand(self.enc, STAND_ID, table, &mut self.frame);
+                    wire::command(
+                        self.enc,
+                        STAND_ID,
+                        Command::Stand { table },
+                        &mut self.frame,
+                    );
                 }
                 self.send_frame(io, b);
             }

@@ -1,6 +1,6 @@
-//! The game commands a poker bot sends (`lobby`, `sit`, `stand`, `act`;
-//! docs/protocol.md §5e) and the readers of the game messages it receives,
-//! without allocating on the hot path.
+//! The game commands a poker bot sends (`act` hand-encoded, the rare ones
+//! through `herald_proto`; docs/protocol.md §5e) and the readers of the game
+//! messages it receives, without allocating on the hot path.
 //!
 //! Why not `herald_proto`'s typed codec for everything: every seated bot
 //! receives every public event of its table, so `game` pushes are most of
@@ -12,84 +12,28 @@
 //! `Encoding::decode_server`. The unit tests check every encoder and reader
 //! here against `herald_proto`.
 
-use herald_proto::Encoding;
+use bytes::{Bytes, BytesMut};
+use herald_proto::{Command, Encoding, Request};
 
-use crate::herald_wire::{
-    json_int, put_bytes, put_varint, read_varint, write_json_string, write_u64,
-};
+use crate::herald_wire::{json_int, put_bytes, put_varint, read_varint, write_u64};
 
-/// Appends a `lobby` command for branch `path` ("" = every table).
-pub fn lobby(enc: Encoding, id: u32, path: &str, out: &mut Vec<u8>) {
-    match enc {
-        Encoding::Json => {
-            out.extend_from_slice(b"{\"id\":");
-            write_u64(out, u64::from(id));
-            out.extend_from_slice(b",\"lobby\":{\"path\":");
-            write_json_string(out, path);
-            out.extend_from_slice(b"}}");
-        }
-        Encoding::Binary => {
-            out.push(0x09);
-            put_varint(out, u64::from(id));
-            put_bytes(out, path.as_bytes());
-        }
-    }
+/// Appends a rare command (`lobby`, `lobby_off`, `sit`, `stand`) through
+/// `herald_proto`'s own encoder: these are sent once per seating, so the
+/// typed codec's allocation does not matter and no type byte is written
+/// twice.
+pub fn command(enc: Encoding, id: u32, cmd: Command, out: &mut Vec<u8>) {
+    let mut buf = BytesMut::new();
+    enc.encode_request(&Request { id, cmd }, &mut buf);
+    out.extend_from_slice(&buf);
 }
 
-/// Appends a `lobby_off` command for branch `path`.
-pub fn lobby_off(enc: Encoding, id: u32, path: &str, out: &mut Vec<u8>) {
-    match enc {
-        Encoding::Json => {
-            out.extend_from_slice(b"{\"id\":");
-            write_u64(out, u64::from(id));
-            out.extend_from_slice(b",\"lobby_off\":{\"path\":");
-            write_json_string(out, path);
-            out.extend_from_slice(b"}}");
-        }
-        Encoding::Binary => {
-            out.push(0x0A);
-            put_varint(out, u64::from(id));
-            put_bytes(out, path.as_bytes());
-        }
-    }
-}
-
-/// Appends a `sit` command for any free seat at `table`, with no data (the
-/// game's default buy-in).
-pub fn sit(enc: Encoding, id: u32, table: u64, out: &mut Vec<u8>) {
-    match enc {
-        Encoding::Json => {
-            out.extend_from_slice(b"{\"id\":");
-            write_u64(out, u64::from(id));
-            out.extend_from_slice(b",\"sit\":{\"table\":");
-            write_u64(out, table);
-            out.extend_from_slice(b"}}");
-        }
-        Encoding::Binary => {
-            out.push(0x0B);
-            put_varint(out, u64::from(id));
-            out.push(0); // flags: no seat
-            put_varint(out, table);
-            put_bytes(out, b"");
-        }
-    }
-}
-
-/// Appends a `stand` command.
-pub fn stand(enc: Encoding, id: u32, table: u64, out: &mut Vec<u8>) {
-    match enc {
-        Encoding::Json => {
-            out.extend_from_slice(b"{\"id\":");
-            write_u64(out, u64::from(id));
-            out.extend_from_slice(b",\"stand\":{\"table\":");
-            write_u64(out, table);
-            out.extend_from_slice(b"}}");
-        }
-        Encoding::Binary => {
-            out.push(0x0D);
-            put_varint(out, u64::from(id));
-            put_varint(out, table);
-        }
+/// `sit` at any free seat of `table`, with no data (the game's default
+/// buy-in).
+pub fn sit(table: u64) -> Command {
+    Command::Sit {
+        table,
+        seat: None,
+        data: Bytes::new(),
     }
 }
 
@@ -225,18 +169,19 @@ mod tests {
     fn commands_decode_with_herald_proto() {
         for enc in BOTH {
             let mut out = Vec::new();
-            lobby(enc, 1_048_577, "holdem/6-seat", &mut out);
+            let lobby = |path: &str| Command::Lobby { path: path.into() };
+            command(enc, 1_048_577, lobby("holdem/6-seat"), &mut out);
             let r = enc.decode_request(&out).unwrap();
             assert_eq!(r.id, 1_048_577);
             assert!(matches!(r.cmd, Command::Lobby { ref path } if path == "holdem/6-seat"));
 
             out.clear();
-            lobby(enc, 3, "", &mut out);
+            command(enc, 3, lobby(""), &mut out);
             let r = enc.decode_request(&out).unwrap();
             assert!(matches!(r.cmd, Command::Lobby { ref path } if path.is_empty()));
 
             out.clear();
-            sit(enc, 4, 9_007_199_254_740_991, &mut out);
+            command(enc, 4, sit(9_007_199_254_740_991), &mut out);
             let r = enc.decode_request(&out).unwrap();
             assert_eq!(r.id, 4);
             assert!(matches!(
@@ -245,7 +190,7 @@ mod tests {
             ));
 
             out.clear();
-            stand(enc, 5, 7, &mut out);
+            command(enc, 5, Command::Stand { table: 7 }, &mut out);
             let r = enc.decode_request(&out).unwrap();
             assert!(matches!(r.cmd, Command::Stand { table: 7 }));
 
