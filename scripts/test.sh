@@ -56,6 +56,10 @@ echo "== TypeScript SDK and demo page: vectors, real servers on every transport,
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
 ./sdk/typescript/test.sh
 
+echo "== outside yardsticks: the field's own tools against the real binary"
+echo "   (Autobahn|Testsuite, h2load, curl, eventsource, slow and malformed HTTP)"
+HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}" tests/outside/run.sh
+
 echo "== fuzzing: every cargo-fuzz target in fuzz/ for a few seconds"
 # The targets' bodies also run on stable over the seed corpus in
 # crates/proto/tests/fuzz_corpus.rs (above); this runs the real libFuzzer
