@@ -12,12 +12,23 @@
 //!
 //! The lock is a plain `std::sync::Mutex` held only for queue operations and for
 //! one non-blocking write; it is never held across an `.await`.
+//!
+//! **Tracked frames** ([`Tracked`]) tell their sender when every recipient has
+//! its copy: one allocation per broadcast, shared by every recipient's queue,
+//! whose last drop (the last copy handed to the kernel, or dropped with its
+//! connection) pushes a follow-up frame to the sender. Because that last drop
+//! locks another outbox, a queue never drops a tracked frame while its own lock
+//! is held: [`Queue::advance_retiring`] hands them to a [`Retired`] that the
+//! driver drops after unlocking, and discards move them out before unlocking.
+//! (Two drivers each holding its own lock while pushing to the other's would
+//! otherwise deadlock.)
 
 use crate::broker::Publication;
+use crate::client::Client;
 use bytes::Bytes;
 use herald_proto::DisconnectCode;
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -44,6 +55,90 @@ pub enum Frame {
     /// per stream (SSE ids carry the stream's positions). Shared by every such
     /// subscriber of the publication.
     Publication(Arc<Publication>),
+    /// A text or binary message whose sender waits until every recipient has
+    /// it (the shootout's `broadcastResult`); see [`Tracked`].
+    Tracked(Arc<Tracked>),
+}
+
+/// One broadcast's message, shared by every recipient's queue. The `Arc`'s
+/// reference count is the broadcast's only counter: when the last copy is
+/// written (or dropped with a closed connection), `then` is pushed to the
+/// sender's outbox. No per-recipient allocation.
+#[derive(Debug)]
+pub struct Tracked {
+    payload: Bytes,
+    binary: bool,
+    then: Option<(Weak<Client>, Frame)>,
+}
+
+impl Tracked {
+    /// A message (`binary` or text) that pushes `then` to `sender` once every
+    /// copy of it is gone from every queue. The sender is held weakly: its
+    /// own queue holds a copy, and a closed sender simply gets nothing.
+    pub fn new(payload: Bytes, binary: bool, sender: &Arc<Client>, then: Frame) -> Tracked {
+        Tracked {
+            payload,
+            binary,
+            then: Some((Arc::downgrade(sender), then)),
+        }
+    }
+
+    /// Whether it goes out as a binary message (text otherwise).
+    pub fn is_binary(&self) -> bool {
+        self.binary
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Some((sender, frame)) = self.then.take() {
+            if let Some(sender) = sender.upgrade() {
+                sender.outbox.push(frame);
+            }
+        }
+    }
+}
+
+/// Tracked frames taken off a queue by [`Queue::advance_retiring`], kept here
+/// (on the driver's stack, no allocation) until the queue's lock is released,
+/// then dropped with this.
+#[derive(Debug)]
+pub struct Retired {
+    slots: [Option<Arc<Tracked>>; RETIRED_SLOTS],
+    len: usize,
+}
+
+/// How many tracked frames one [`Queue::advance_retiring`] can retire: at
+/// least as many as a driver writes in one batch.
+pub const RETIRED_SLOTS: usize = 64;
+
+impl Default for Retired {
+    fn default() -> Retired {
+        Retired {
+            slots: std::array::from_fn(|_| None),
+            len: 0,
+        }
+    }
+}
+
+impl Retired {
+    /// How many are held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Drops what is held (outside any queue lock).
+    pub fn clear(&mut self) {
+        for slot in &mut self.slots[..self.len] {
+            *slot = None;
+        }
+        self.len = 0;
+    }
 }
 
 impl Frame {
@@ -52,6 +147,7 @@ impl Frame {
         match self {
             Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
             Frame::Publication(p) => &p.data,
+            Frame::Tracked(t) => &t.payload,
             Frame::Ping | Frame::Close(_) => &[],
         }
     }
@@ -100,7 +196,10 @@ pub struct Queue {
 
 impl Queue {
     /// Removes the first `n` frames (fully written) and resets the head offset to
-    /// `head_written`.
+    /// `head_written`. For queues that never hold [`Frame::Tracked`] (SSE,
+    /// long-polling): a tracked frame dropped here would lock its sender's
+    /// outbox under this one's lock. Drivers of queues that may hold them use
+    /// [`Queue::advance_retiring`].
     pub fn advance(&mut self, n: usize, head_written: u32) {
         for _ in 0..n {
             if let Some(f) = self.frames.pop_front() {
@@ -110,20 +209,55 @@ impl Queue {
         self.head_written = head_written;
     }
 
-    /// Drops every queued frame except one already partly written (cutting that
-    /// one would corrupt the stream before the close frame).
-    fn discard(&mut self) {
+    /// [`Queue::advance`] that moves tracked frames to `retired`, for the
+    /// caller to drop once the lock is released. `n` must not exceed
+    /// [`RETIRED_SLOTS`] less what `retired` already holds (a driver's batch).
+    pub fn advance_retiring(&mut self, n: usize, head_written: u32, retired: &mut Retired) {
+        for _ in 0..n {
+            match self.frames.pop_front() {
+                Some(Frame::Tracked(t)) => {
+                    self.bytes = self
+                        .bytes
+                        .saturating_sub(FRAME_OVERHEAD as u32 + t.payload.len() as u32);
+                    match retired.slots.get_mut(retired.len) {
+                        Some(slot) => {
+                            *slot = Some(t);
+                            retired.len += 1;
+                        }
+                        // More than a batch: put it back unwritten rather than
+                        // drop it here (cannot happen with a driver's batch).
+                        None => {
+                            debug_assert!(false, "advance_retiring past RETIRED_SLOTS");
+                            self.frames.push_front(Frame::Tracked(t));
+                            self.bytes += cost(&self.frames[0]);
+                            return;
+                        }
+                    }
+                }
+                Some(f) => self.bytes = self.bytes.saturating_sub(cost(&f)),
+                None => break,
+            }
+        }
+        self.head_written = head_written;
+    }
+
+    /// Takes every queued frame except one already partly written (cutting that
+    /// one would corrupt the stream before the close frame). The caller drops
+    /// what it returns after releasing the lock (it may hold tracked frames).
+    #[must_use]
+    fn discard(&mut self) -> VecDeque<Frame> {
         let head = if self.head_written > 0 {
             self.frames.pop_front()
         } else {
             None
         };
-        self.frames.clear();
+        let dropped = std::mem::take(&mut self.frames);
         self.bytes = 0;
         if let Some(h) = head {
             self.bytes = cost(&h);
             self.frames.push_back(h);
         }
+        dropped
     }
 
     /// The close requested for this connection, if any.
@@ -177,17 +311,21 @@ impl Outbox {
     pub fn push(&self, frame: Frame) -> PushOutcome {
         let mut q = self.lock();
         if q.closing.is_some() {
+            drop(q);
+            drop(frame);
             return PushOutcome::Closed;
         }
         let cost = cost(&frame);
         if q.bytes.saturating_add(cost) > self.max_bytes {
-            q.discard();
+            let dropped = q.discard();
             q.closing = Some(Closing {
                 code: DisconnectCode::SlowConsumer.code(),
             });
             if let Some(w) = q.waker.take() {
                 w.wake();
             }
+            drop(q);
+            drop((dropped, frame));
             return PushOutcome::Overflow;
         }
         q.bytes += cost;
@@ -208,13 +346,17 @@ impl Outbox {
         if q.closing.is_some() {
             return;
         }
-        if discard {
-            q.discard();
-        }
+        let dropped = if discard {
+            q.discard()
+        } else {
+            VecDeque::new()
+        };
         q.closing = Some(Closing { code });
         if let Some(w) = q.waker.take() {
             w.wake();
         }
+        drop(q);
+        drop(dropped);
     }
 
     /// Whether a close has been requested.
@@ -241,6 +383,106 @@ impl Outbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herald_proto::Encoding;
+
+    fn client(id: u64) -> Arc<Client> {
+        Arc::new(Client::new(id, Encoding::Json, 1 << 20, 0))
+    }
+
+    fn tracked(sender: &Arc<Client>, result: &'static [u8]) -> Frame {
+        Frame::Tracked(Arc::new(Tracked::new(
+            Bytes::from_static(b"copy"),
+            false,
+            sender,
+            Frame::Text(Bytes::from_static(result)),
+        )))
+    }
+
+    /// Writes (advances past) everything queued, like a driver.
+    fn write_all(c: &Client) -> usize {
+        let mut retired = Retired::default();
+        let n = c.outbox.with_queue(|q| {
+            let n = q.frames.len();
+            q.advance_retiring(n, 0, &mut retired);
+            n
+        });
+        retired.clear();
+        n
+    }
+
+    #[test]
+    fn tracked_result_follows_the_last_copy() {
+        let (sender, a, b) = (client(1), client(2), client(3));
+        let frame = tracked(&sender, b"done");
+        for c in [&sender, &a, &b] {
+            c.outbox.push(frame.clone());
+        }
+        drop(frame);
+        assert_eq!(write_all(&sender), 1, "its own copy only");
+        assert_eq!(write_all(&a), 1);
+        assert!(sender.outbox.is_empty(), "b has not written its copy");
+        // b closes with its copy still queued: the copy is dropped, the
+        // sender is answered.
+        b.outbox.close(1000, true);
+        assert_eq!(sender.outbox.len(), 1);
+        assert_eq!(
+            sender.outbox.with_queue(|q| q.frames[0].payload().to_vec()),
+            b"done"
+        );
+    }
+
+    #[test]
+    fn tracked_result_is_dropped_when_the_sender_is_gone() {
+        let (sender, a) = (client(1), client(2));
+        a.outbox.push(tracked(&sender, b"done"));
+        let weak = Arc::downgrade(&sender);
+        drop(sender);
+        assert_eq!(write_all(&a), 1);
+        assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn tracked_overflow_answers_the_sender() {
+        let sender = client(1);
+        let small = Arc::new(Client::new(2, Encoding::Json, 200, 0));
+        small.outbox.push(tracked(&sender, b"first"));
+        // Overflow discards the queued copy (and refuses this one).
+        let big = Frame::Text(Bytes::from(vec![0u8; 300]));
+        assert_eq!(small.outbox.push(big), PushOutcome::Overflow);
+        assert_eq!(sender.outbox.len(), 1);
+    }
+
+    /// Two drivers, each writing copies of the other's broadcasts under its
+    /// own lock: the results are pushed after unlocking, so this ends.
+    #[test]
+    fn crossed_tracked_frames_do_not_deadlock() {
+        let (a, b) = (client(1), client(2));
+        let rounds = 20_000;
+        let mut threads = Vec::new();
+        for (me, other) in [(a.clone(), b.clone()), (b.clone(), a.clone())] {
+            threads.push(std::thread::spawn(move || {
+                let mut results = 0;
+                for _ in 0..rounds {
+                    other.outbox.push(tracked(&me, b"r"));
+                    let mut retired = Retired::default();
+                    me.outbox.with_queue(|q| {
+                        results += q
+                            .frames
+                            .iter()
+                            .filter(|f| matches!(f, Frame::Text(_)))
+                            .count();
+                        let n = q.frames.len().min(RETIRED_SLOTS);
+                        q.advance_retiring(n, 0, &mut retired);
+                    });
+                    retired.clear();
+                }
+                results
+            }));
+        }
+        let results: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+        let left = a.outbox.len() + b.outbox.len();
+        assert!(results + left >= 2 * rounds - 2, "{results} + {left}");
+    }
 
     #[test]
     fn overflow_discards_and_closes_once() {

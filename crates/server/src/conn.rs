@@ -19,7 +19,7 @@
 //! and the connection ends.
 
 use bytes::Bytes;
-use herald_core::outbox::{Closing, Frame, Queue};
+use herald_core::outbox::{Closing, Frame, Queue, Retired, RETIRED_SLOTS};
 use herald_core::{Client, Node, Session};
 use std::cell::RefCell;
 use std::future::Future;
@@ -37,6 +37,7 @@ const READ_BUF: usize = 64 * 1024;
 const READ_BUDGET: usize = 16;
 /// Frames per vectored write.
 const WRITE_BATCH: usize = 64;
+const _: () = assert!(WRITE_BATCH <= RETIRED_SLOTS);
 /// Bytes per vectored write (beyond this the kernel buffer is full anyway).
 const WRITE_BYTES: usize = 256 * 1024;
 /// How long to wait for the peer's close after sending ours.
@@ -359,7 +360,11 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
     }
 
     fn poll_write(&mut self, cx: &mut Context<'_>) -> WriteOutcome {
+        // Tracked frames written in a batch are dropped here, after the queue's
+        // lock is released (their last drop pushes to another outbox).
+        let mut retired = Retired::default();
         loop {
+            retired.clear();
             if self.close_sent {
                 return WriteOutcome::Closed;
             }
@@ -380,7 +385,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
                         }
                     }
                 }
-                write_batch(stream, cx, wire, q, metrics)
+                write_batch(stream, cx, wire, q, metrics, &mut retired)
             });
             match step {
                 Step::Idle => {
@@ -420,6 +425,7 @@ fn write_batch(
     wire: &impl Wire,
     q: &mut Queue,
     metrics: &herald_core::metrics::Metrics,
+    retired: &mut Retired,
 ) -> Step {
     let mut headers = [[0u8; 14]; WRITE_BATCH];
     let mut hlens = [0usize; WRITE_BATCH];
@@ -478,7 +484,7 @@ fn write_batch(
                     break;
                 }
             }
-            q.advance(done, head as u32);
+            q.advance_retiring(done, head as u32, retired);
             metrics.messages_out.add(done as u64);
             Step::Progress
         }

@@ -462,7 +462,7 @@ impl SseStream {
                 let node = self.session.node();
                 self.session.client().touch(node.now());
             }
-            Frame::Binary(_) | Frame::Pong(_) | Frame::Close(_) => {}
+            Frame::Binary(_) | Frame::Pong(_) | Frame::Close(_) | Frame::Tracked(_) => {}
         }
     }
 }

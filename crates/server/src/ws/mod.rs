@@ -63,6 +63,8 @@ impl Wire for WsWire {
             // Unrendered publications only go to SSE clients; text if ever here.
             Frame::Text(_) | Frame::Publication(_) => OpCode::Text,
             Frame::Binary(_) => OpCode::Binary,
+            Frame::Tracked(t) if t.is_binary() => OpCode::Binary,
+            Frame::Tracked(_) => OpCode::Text,
             Frame::Ping => OpCode::Ping,
             Frame::Pong(_) => OpCode::Pong,
             Frame::Close(_) => OpCode::Close,

@@ -3,13 +3,20 @@
 //!
 //! All shootout connections form one broadcast group. A broadcast is copied out
 //! of the read buffer once and the same bytes are queued to every member, in
-//! whatever mode each member speaks (the frame is forwarded as it came). The
-//! sender's `broadcastResult` is queued after the broadcast has been queued to
-//! everyone, so it never overtakes the sender's own copy.
+//! whatever mode each member speaks (the frame is forwarded as it came).
+//!
+//! **The sender's `broadcastResult` promises what the reference servers
+//! promise** (Go x/net and uWebSockets write the broadcast to every socket
+//! before they answer): it is sent only once every member's connection has
+//! handed its copy to the kernel, or has closed. The copies share one
+//! [`Tracked`] frame whose last drop queues the result, so the shootout's
+//! round trip measures a whole broadcast, and a client that has its result
+//! knows every other member's copy is on its way. One allocation per
+//! broadcast, none per recipient.
 
 use crate::conn::Handler;
 use bytes::{Bytes, BytesMut};
-use herald_core::outbox::Frame;
+use herald_core::outbox::{Frame, Tracked};
 use herald_core::{Client, Node};
 use herald_proto::shootout::{self, ShootoutKind};
 use indexmap::IndexMap;
@@ -26,13 +33,23 @@ impl ShootoutGroup {
         self.members.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `frame` to every member; returns how many there were.
-    fn broadcast(&self, frame: &Frame) -> usize {
+    /// Queues `payload` to every member, then `result(members)` to `sender`
+    /// once every member's copy is written or dropped with its connection.
+    fn broadcast(
+        &self,
+        payload: Bytes,
+        binary: bool,
+        sender: &Arc<Client>,
+        result: impl FnOnce(usize) -> Frame,
+    ) {
         let members = self.lock();
+        let tracked = Arc::new(Tracked::new(payload, binary, sender, result(members.len())));
         for c in members.values() {
-            c.outbox.push(frame.clone());
+            c.outbox.push(Frame::Tracked(tracked.clone()));
         }
-        members.len()
+        drop(members);
+        // If every copy is already written, this queues the result.
+        drop(tracked);
     }
 
     /// Number of members.
@@ -87,11 +104,15 @@ impl Handler for ShootoutConn {
                             .push(Frame::Binary(Bytes::copy_from_slice(payload)));
                     }
                     ShootoutKind::Broadcast => {
-                        self.group
-                            .broadcast(&Frame::Binary(Bytes::copy_from_slice(payload)));
                         let mut result = BytesMut::from(payload);
                         result[0] = b'r';
-                        self.client.outbox.push(Frame::Binary(result.freeze()));
+                        let result = Frame::Binary(result.freeze());
+                        self.group.broadcast(
+                            Bytes::copy_from_slice(payload),
+                            true,
+                            &self.client,
+                            |_| result,
+                        );
                     }
                     ShootoutKind::BroadcastResult => self.reject("unexpected broadcastResult"),
                 },
@@ -107,12 +128,17 @@ impl Handler for ShootoutConn {
                         .push(Frame::Text(Bytes::copy_from_slice(payload)));
                 }
                 ShootoutKind::Broadcast => {
-                    let n = self
-                        .group
-                        .broadcast(&Frame::Text(Bytes::copy_from_slice(payload)));
-                    let mut out = BytesMut::with_capacity(m.payload.len() + 64);
-                    shootout::write_json_broadcast_result(m.payload, n as u64, &mut out);
-                    self.client.outbox.push(Frame::Text(out.freeze()));
+                    let result = |n: usize| {
+                        let mut out = BytesMut::with_capacity(m.payload.len() + 64);
+                        shootout::write_json_broadcast_result(m.payload, n as u64, &mut out);
+                        Frame::Text(out.freeze())
+                    };
+                    self.group.broadcast(
+                        Bytes::copy_from_slice(payload),
+                        false,
+                        &self.client,
+                        result,
+                    );
                 }
                 ShootoutKind::BroadcastResult => self.reject("unexpected broadcastResult"),
             },
