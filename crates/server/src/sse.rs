@@ -42,6 +42,14 @@
 //! nothing for `ping_interval` seconds, which keeps proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
 //!
+//! A channel whose subscribe fails with an error worth retrying (114: the
+//! broker is unreachable, as on a cluster node that has not reached Redis yet
+//! or has lost it; or 100) ends the stream right after that error event. An
+//! `EventSource` reconnects to a stream that ends, after the `retry:` the
+//! stream opened with, and resumes from its `Last-Event-ID`; a stream kept
+//! open without that channel would look healthy and never deliver it. (An
+//! HTTP error status would not do: `EventSource` gives up on those.)
+//!
 //! Games: `table=ID` (repeatable) watches a game table and `lobby=PATH`
 //! subscribes to a lobby branch (`lobby=` for all of it): the watch and lobby
 //! replies, `game`, `seat`, `unseat` and `lobby_update` pushes arrive as
@@ -230,6 +238,7 @@ pub async fn open_resuming(
         streams,
         started: false,
         done: false,
+        ending: false,
     };
     let mut r = Response::new(stream.boxed());
     let h = r.headers_mut();
@@ -332,6 +341,9 @@ struct SseStream {
     streams: Vec<ChannelPos>,
     started: bool,
     done: bool,
+    /// A channel's subscribe failed in a way worth retrying: the stream ends
+    /// once what is rendered so far is sent, and the client reconnects.
+    ending: bool,
 }
 
 impl SseStream {
@@ -429,8 +441,8 @@ impl SseStream {
                 // Our own subscribe replies give the starting positions (and
                 // recovered publications); other protocol messages are shown
                 // to the client.
-                if let Ok(ServerMsg::Reply { id, reply }) = Encoding::Json.decode_server(json) {
-                    match reply {
+                match Encoding::Json.decode_server(json) {
+                    Ok(ServerMsg::Reply { id, reply }) => match reply {
                         Reply::Connect { .. } => return,
                         Reply::Subscribe {
                             epoch,
@@ -452,7 +464,19 @@ impl SseStream {
                             return;
                         }
                         _ => {}
+                    },
+                    // One of the stream's channels could not be subscribed,
+                    // for now: shown, then the stream ends (module docs).
+                    Ok(ServerMsg::Error { id, code, .. }) => {
+                        let ours = id
+                            .checked_sub(FIRST_SUB)
+                            .is_some_and(|i| (i as usize) < self.streams.len());
+                        let retry = [ErrorCode::BrokerUnavailable, ErrorCode::Internal]
+                            .iter()
+                            .any(|c| c.code() == code);
+                        self.ending |= ours && retry;
                     }
+                    _ => {}
                 }
                 out.extend_from_slice(b"event: herald\n");
                 data_lines(&String::from_utf8_lossy(json), out);
@@ -523,6 +547,9 @@ impl HttpBody for SseStream {
         for f in &frames {
             this.render(f, &mut out);
         }
+        // A channel could not be subscribed: end with what was rendered (its
+        // error event last), so that the client reconnects (module docs).
+        this.done |= this.ending;
         if out.is_empty() {
             return if this.done {
                 Poll::Ready(None)

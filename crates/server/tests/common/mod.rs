@@ -438,6 +438,22 @@ impl Events {
     }
 }
 
+impl Events {
+    /// Waits for the server to end the stream; fails on any further event.
+    pub async fn end(&mut self) {
+        use http_body_util::BodyExt;
+        while let Some(frame) = tokio::time::timeout(WAIT, self.body.frame())
+            .await
+            .expect("timed out waiting for the stream to end")
+        {
+            if let Ok(data) = frame.expect("body error").into_data() {
+                self.buf.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+        assert!(self.buf.trim().is_empty(), "more after: {:?}", self.buf);
+    }
+}
+
 /// The value of `field` in an event.
 pub fn field<'a>(event: &'a [String], name: &str) -> Option<&'a str> {
     let prefix = format!("{name}: ");
