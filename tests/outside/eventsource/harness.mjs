@@ -132,14 +132,15 @@ export class Herald extends Child {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  /** Starts the process and waits for `/readyz` (broker reachable, too). */
-  async restart() {
+  /** Starts the process and waits for `/readyz` (broker reachable, too),
+   * or with `ready: false` only for `/healthz` (listening). */
+  async restart({ ready = true } = {}) {
     const proc = this.spawn();
     const deadline = Date.now() + 15_000;
     for (;;) {
       if (proc.exitCode !== null) throw new Error(`${this.name} exited with ${proc.exitCode}; log: ${this.log}`);
       try {
-        const res = await fetch(`${this.url}/readyz`);
+        const res = await fetch(`${this.url}/${ready ? "readyz" : "healthz"}`);
         if (res.ok) return;
       } catch {
         // not listening yet
@@ -153,7 +154,8 @@ export class Herald extends Child {
 /** Forwards 127.0.0.1:port to `target` (a port, changeable at any time),
  * recording each request's `Last-Event-ID` header (null when absent) in
  * `requests`. `cut()` destroys the client side of every forwarded connection,
- * as a network failure would; the proxy keeps listening. */
+ * as a network failure would; the proxy keeps listening. `refuse()` stops
+ * listening and cuts, `accept()` listens again: the host is down, then up. */
 export class Proxy {
   constructor(target) {
     this.target = target;
@@ -203,11 +205,32 @@ export class Proxy {
     return n;
   }
 
+  /** Stops listening (connections are refused, as by a host that is down)
+   * and cuts every connection. */
+  async refuse() {
+    await new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.cut();
+    });
+  }
+
+  /** Listens again, on the same port. */
+  accept() {
+    return new Promise((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(this.port, "127.0.0.1", () => {
+        this.server.off("error", reject);
+        resolve();
+      });
+    });
+  }
+
   stop() {
     for (const { down, up } of this.pairs) {
       down.destroy();
       up.destroy();
     }
+    if (!this.server.listening) return Promise.resolve();
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 }
