@@ -33,8 +33,16 @@
 //! that resynchronises has no use for it. The `id:` moves the browser past the
 //! gap, so a later reconnect does not report it again. An id that does not
 //! parse (not one `epoch:offset` per `channel` parameter, offsets not decimal)
-//! is ignored and the stream starts live, as if none had been sent. A stream
-//! has no id until its first event: one that ends before any reconnects live.
+//! is ignored and the stream starts live, as if none had been sent.
+//!
+//! Once every channel of the stream is subscribed, a stream that has sent no
+//! id yet sends its starting position as an id alone (`id: ...` and a blank
+//! line, no data, so no event fires): by the WHATWG rules an `EventSource`
+//! still takes it as its last event id, so a stream lost before its first
+//! publication resumes from where it started instead of reconnecting live
+//! and missing what was published meanwhile. (Clients that drop ids without
+//! data, such as the `eventsource` npm package from version 3, keep that
+//! gap; tests/outside/eventsource shows both.)
 //!
 //! Protocol messages that are not publications (an error, the final
 //! `disconnect`) arrive as `event: herald` with the JSON message as data. A
@@ -239,6 +247,7 @@ pub async fn open_resuming(
         started: false,
         done: false,
         ending: false,
+        id_sent: false,
     };
     let mut r = Response::new(stream.boxed());
     let h = r.headers_mut();
@@ -344,10 +353,13 @@ struct SseStream {
     /// A channel's subscribe failed in a way worth retrying: the stream ends
     /// once what is rendered so far is sent, and the client reconnects.
     ending: bool,
+    /// An `id:` was rendered: the client has a position to resume from.
+    id_sent: bool,
 }
 
 impl SseStream {
-    fn render_id(&self, out: &mut BytesMut) {
+    fn render_id(&mut self, out: &mut BytesMut) {
+        self.id_sent = true;
         out.extend_from_slice(b"id: ");
         for (i, s) in self.streams.iter().enumerate() {
             if i > 0 {
@@ -428,6 +440,13 @@ impl SseStream {
             self.render_id(out);
             out.extend_from_slice(b"event: herald\n");
             data_lines(&notice.to_string(), out);
+        }
+        // Every channel has its position and none was sent: send it alone,
+        // so that the stream is resumable before its first event (module docs).
+        let placed = |s: &ChannelPos| !s.epoch.is_empty() && !s.recovering;
+        if !self.id_sent && self.streams.iter().all(placed) {
+            self.render_id(out);
+            out.put_u8(b'\n');
         }
     }
 

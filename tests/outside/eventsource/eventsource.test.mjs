@@ -37,19 +37,24 @@ const SETTLE_MS = 300;
 const summary = [];
 after(() => {
   console.log("\neventsource summary:");
-  for (const line of summary) console.log(`  ${line}`);
+  for (const line of summary.sort()) console.log(`  ${line}`);
 });
 
 /**
  * One scenario for every library at once: a collector per library on
  * `urlFor(lib)` (after `wire(lib)` if given), `count` publications `gapMs`
- * apart through `publishUrl()`, `at[seq]` run after publication `seq` without
+ * apart through `publishUrl()` (after `first()` if given, once every client is
+ * open), `at[seq]` run after publication `seq` without
  * holding up the next one; then every collector must hold 1..count once, in
  * order, with at least `reconnects` reconnects, each of which (where a proxy
  * saw it) sent the id of the last event received before it. Events other
- * than publications fail the scenario unless `allowed`.
+ * than publications fail the scenario unless `allowed`. A library for which
+ * `exact(lib)` is false is only reported, not checked.
  */
-async function scenario({ name, channel, urlFor, publishUrl, count, gapMs, at = {}, reconnects = 0, proxies, allowed = () => false }) {
+async function scenario({
+  name, channel, urlFor, publishUrl, count, gapMs, first, at = {}, reconnects = 0, proxies,
+  allowed = () => false, exact = () => true,
+}) {
   let published = 0;
   const collectors = LIBS.map((lib) => {
     const c = new Collector(lib.label, lib.make, `${urlFor(lib)}/sse?channel=${channel}`);
@@ -71,6 +76,7 @@ async function scenario({ name, channel, urlFor, publishUrl, count, gapMs, at = 
   const pending = [];
   try {
     await Promise.all(collectors.map((c) => waitOpen(c)));
+    if (first) await first();
     await publishAll({
       url: publishUrl,
       channel,
@@ -82,18 +88,22 @@ async function scenario({ name, channel, urlFor, publishUrl, count, gapMs, at = 
       },
     });
     await Promise.all(pending);
-    await Promise.all(collectors.map((c) => c.waitFor(count, CATCH_UP_MS)));
+    await Promise.all(
+      collectors.map((c, i) => (exact(LIBS[i]) ? c.waitFor(count, CATCH_UP_MS) : c.waitFor(1, CATCH_UP_MS))),
+    );
     await sleep(SETTLE_MS);
   } finally {
     for (const c of collectors) c.close();
   }
   for (const [i, c] of collectors.entries()) {
     const t = c.tally(count);
+    const checked = exact(LIBS[i]);
     summary.push(
       `${c.label} ${name}: published ${count}, received ${t.received}, reconnects ${c.reconnects} ` +
         `(${c.away} published while away), duplicates ${t.duplicates}, missing ${t.missing}, ` +
-        `out of order ${t.outOfOrder}`,
+        `out of order ${t.outOfOrder}${checked ? "" : " (known gap of this client: not checked)"}`,
     );
+    if (!checked) continue;
     assert.deepEqual(c.others.filter((o) => !allowed(o)), [], `${c.label}: events other than publications`);
     assert.deepEqual(
       { duplicates: t.duplicates, missing: t.missing, outOfOrder: t.outOfOrder, unexpected: t.unexpected },
@@ -126,6 +136,9 @@ function waitOpen(c) {
   });
 }
 
+// The one-node and the cluster scenarios run side by side (each suite's own
+// tests one after the other): the waits are mostly the clients' `retry:`.
+describe("eventsource on Herald", { concurrency: 2 }, () => {
 describe("one node", () => {
   let node;
   before(async () => {
@@ -157,6 +170,32 @@ describe("one node", () => {
         at: { 50: cut, 150: cut },
         reconnects: 2,
         proxies,
+      });
+    } finally {
+      await Promise.all(proxies.map((p) => p.stop()));
+    }
+  });
+
+  test("e. connection cut before the first publication: resumes from the id sent alone", async () => {
+    const proxies = await Promise.all(LIBS.map(() => new Proxy(node.port).start()));
+    try {
+      await scenario({
+        name: "e. cut before the first publication",
+        channel: "es.e",
+        urlFor: (lib) => proxies[LIBS.indexOf(lib)].url,
+        publishUrl: () => node.url,
+        // The id comes right after the response head; leave it time to land.
+        first: () => sleep(300).then(() => proxies.forEach((p) => assert.ok(p.cut() > 0))),
+        count: 150,
+        gapMs: 20,
+        reconnects: 1,
+        proxies,
+        // eventsource >= 3 drops an `id:` that comes without data (its
+        // parser dispatches nothing, so its last event id stays empty): it
+        // reconnects without Last-Event-ID, live, and misses what was
+        // published meanwhile. Browsers and eventsource 2 keep the id, as
+        // the WHATWG rules say.
+        exact: (lib) => lib.pkg === "eventsource2",
       });
     } finally {
       await Promise.all(proxies.map((p) => p.stop()));
@@ -252,4 +291,5 @@ describe("cluster of two nodes on Redis", () => {
     });
     assert.ok(refusals.length >= LIBS.length, `each client met the node without Redis: ${refusals}`);
   });
+});
 });

@@ -412,7 +412,19 @@ pub struct Events {
 }
 
 impl Events {
+    /// The next event, skipping comments, `retry:` and ids without data
+    /// (which fire no event in an `EventSource`).
     pub async fn next(&mut self) -> Vec<String> {
+        loop {
+            let block = self.next_block().await;
+            if block.iter().any(|l| !l.starts_with("id:")) {
+                return block;
+            }
+        }
+    }
+
+    /// The next block up to a blank line, skipping comments and `retry:`.
+    pub async fn next_block(&mut self) -> Vec<String> {
         use http_body_util::BodyExt;
         loop {
             if let Some(end) = self.buf.find("\n\n") {
