@@ -3,9 +3,12 @@
 # Node services use (issue 14): versions 2.0.2 and 4.1.1 side by side connect,
 # receive, lose their connection (cut by a TCP proxy; their node SIGKILLed and
 # restarted on its port; their node SIGKILLed and the proxy moved to another
-# node of a Redis cluster), reconnect with Last-Event-ID, and must receive
-# every publication exactly once, in order. The test itself is the npm package
-# in eventsource/ (node:test); this script installs what it needs and runs it.
+# node of a Redis cluster; their node restarted while it cannot reach Redis;
+# cut before the first publication), reconnect with Last-Event-ID, and must
+# receive every publication exactly once, in order (4.x is only reported in
+# the last case: it ignores an id sent without data). The test itself is the
+# npm package in eventsource/ (node:test); this script installs what it needs
+# and runs it, and prints a summary line per version and scenario.
 #
 # Needs Node.js >= 20 with npm, and redis-server; installed with apt when
 # missing and running as root. Missing and not installable: fails under

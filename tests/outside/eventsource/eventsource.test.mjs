@@ -1,16 +1,21 @@
 // Herald's SSE endpoint read by the `eventsource` npm package, the client most
-// Node services use (issue 14): it connects, receives, loses its connection
-// (cut by a proxy; its node SIGKILLed and restarted on the same port; its
-// node SIGKILLed and the proxy pointed at another node), reconnects with
-// `Last-Event-ID`, and must end up with every publication exactly once, in
-// order. Publications carry `{"seq": n}`, so order and exactly-once are
-// checked on what the client's `onmessage` saw, not on ids.
+// Node services use (issue 14): it connects, receives, loses its connection,
+// reconnects with `Last-Event-ID`, and must end up with every publication
+// exactly once, in order. The connection is lost (a) never, (b) cut twice by
+// a TCP proxy, (c1) by SIGKILL of its cluster node, restarted on the same
+// port, (c2) by SIGKILL of its node, the proxy then pointing at the other
+// node, (d) by a restart of its node while that node cannot reach Redis, (e)
+// cut before the first publication. Publications carry `{"seq": n}` and go
+// through a node that stays up, so order and exactly-once are checked on
+// what the client's `onmessage` saw, not on ids.
 //
 // Two majors are tested side by side on the same streams, since both are in
 // wide use and they reconnect differently: 2.0.2 (Node's `http`, the classic
 // one; retries on network errors and 5xx) and 4.1.1 (WHATWG-conforming, on
 // `fetch`; retries on network errors only). 5.x needs Node 22.12; Node 20 is
-// what we have.
+// what we have. Both take the server's `retry: 2000` and send the last id
+// they saw as `Last-Event-ID`; 4.x ignores an id that comes without data,
+// which scenario e shows.
 //
 // Run by ../eventsource.test.sh (HERALD_BIN, npm ci); alone:
 //   HERALD_BIN=target/debug/herald node --test-reporter=spec eventsource.test.mjs
@@ -42,7 +47,7 @@ after(() => {
 
 /**
  * One scenario for every library at once: a collector per library on
- * `urlFor(lib)` (after `wire(lib)` if given), `count` publications `gapMs`
+ * `urlFor(lib)`, `count` publications `gapMs`
  * apart through `publishUrl()` (after `first()` if given, once every client is
  * open), `at[seq]` run after publication `seq` without
  * holding up the next one; then every collector must hold 1..count once, in
