@@ -34,11 +34,19 @@ export function freePort() {
 }
 
 const LOGS = mkdtempSync(join(tmpdir(), "herald-eventsource-"));
-/** Every child process, killed when the test process exits whatever happens. */
+/** Every child process, killed when the test process exits whatever happens
+ * (a signal, such as the runner's `timeout`, included). */
 const children = new Set();
-process.on("exit", () => {
+const killChildren = () => {
   for (const p of children) p.kill("SIGKILL");
-});
+};
+process.on("exit", killChildren);
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+  process.on(signal, () => {
+    killChildren();
+    process.exit(128 + 1);
+  });
+}
 
 /** A child process that can be SIGKILLed and started again with the same
  * arguments (so on the same port). */
