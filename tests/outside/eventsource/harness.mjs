@@ -44,7 +44,7 @@ process.on("exit", killChildren);
 for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
   process.on(signal, () => {
     killChildren();
-    process.exit(128 + 1);
+    process.exit(1);
   });
 }
 
