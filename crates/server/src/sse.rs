@@ -33,14 +33,30 @@
 //! that resynchronises has no use for it. The `id:` moves the browser past the
 //! gap, so a later reconnect does not report it again. An id that does not
 //! parse (not one `epoch:offset` per `channel` parameter, offsets not decimal)
-//! is ignored and the stream starts live, as if none had been sent. A stream
-//! has no id until its first event: one that ends before any reconnects live.
+//! is ignored and the stream starts live, as if none had been sent.
+//!
+//! Once every channel of the stream is subscribed, a stream that has sent no
+//! id yet sends its starting position as an id alone (`id: ...` and a blank
+//! line, no data, so no event fires): by the WHATWG rules an `EventSource`
+//! still takes it as its last event id, so a stream lost before its first
+//! publication resumes from where it started instead of reconnecting live
+//! and missing what was published meanwhile. (Clients that drop ids without
+//! data, such as the `eventsource` npm package from version 3, keep that
+//! gap; tests/outside/eventsource shows both.)
 //!
 //! Protocol messages that are not publications (an error, the final
 //! `disconnect`) arrive as `event: herald` with the JSON message as data. A
 //! comment line (`: ping`) is sent as a heartbeat to a stream that has carried
 //! nothing for `ping_interval` seconds, which keeps proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
+//!
+//! A channel whose subscribe fails with an error worth retrying (114: the
+//! broker is unreachable, as on a cluster node that has not reached Redis yet
+//! or has lost it; or 100) ends the stream right after that error event. An
+//! `EventSource` reconnects to a stream that ends, after the `retry:` the
+//! stream opened with, and resumes from its `Last-Event-ID`; a stream kept
+//! open without that channel would look healthy and never deliver it. (An
+//! HTTP error status would not do: `EventSource` gives up on those.)
 //!
 //! Games: `table=ID` (repeatable) watches a game table and `lobby=PATH`
 //! subscribes to a lobby branch (`lobby=` for all of it): the watch and lobby
@@ -230,6 +246,8 @@ pub async fn open_resuming(
         streams,
         started: false,
         done: false,
+        ending: false,
+        id_sent: false,
     };
     let mut r = Response::new(stream.boxed());
     let h = r.headers_mut();
@@ -332,10 +350,16 @@ struct SseStream {
     streams: Vec<ChannelPos>,
     started: bool,
     done: bool,
+    /// A channel's subscribe failed in a way worth retrying: the stream ends
+    /// once what is rendered so far is sent, and the client reconnects.
+    ending: bool,
+    /// An `id:` was rendered: the client has a position to resume from.
+    id_sent: bool,
 }
 
 impl SseStream {
-    fn render_id(&self, out: &mut BytesMut) {
+    fn render_id(&mut self, out: &mut BytesMut) {
+        self.id_sent = true;
         out.extend_from_slice(b"id: ");
         for (i, s) in self.streams.iter().enumerate() {
             if i > 0 {
@@ -417,6 +441,13 @@ impl SseStream {
             out.extend_from_slice(b"event: herald\n");
             data_lines(&notice.to_string(), out);
         }
+        // Every channel has its position and none was sent: send it alone,
+        // so that the stream is resumable before its first event (module docs).
+        let placed = |s: &ChannelPos| !s.epoch.is_empty() && !s.recovering;
+        if !self.id_sent && self.streams.iter().all(placed) {
+            self.render_id(out);
+            out.put_u8(b'\n');
+        }
     }
 
     fn render(&mut self, frame: &Frame, out: &mut BytesMut) {
@@ -429,8 +460,8 @@ impl SseStream {
                 // Our own subscribe replies give the starting positions (and
                 // recovered publications); other protocol messages are shown
                 // to the client.
-                if let Ok(ServerMsg::Reply { id, reply }) = Encoding::Json.decode_server(json) {
-                    match reply {
+                match Encoding::Json.decode_server(json) {
+                    Ok(ServerMsg::Reply { id, reply }) => match reply {
                         Reply::Connect { .. } => return,
                         Reply::Subscribe {
                             epoch,
@@ -452,7 +483,19 @@ impl SseStream {
                             return;
                         }
                         _ => {}
+                    },
+                    // One of the stream's channels could not be subscribed,
+                    // for now: shown, then the stream ends (module docs).
+                    Ok(ServerMsg::Error { id, code, .. }) => {
+                        let ours = id
+                            .checked_sub(FIRST_SUB)
+                            .is_some_and(|i| (i as usize) < self.streams.len());
+                        let retry = [ErrorCode::BrokerUnavailable, ErrorCode::Internal]
+                            .iter()
+                            .any(|c| c.code() == code);
+                        self.ending |= ours && retry;
                     }
+                    _ => {}
                 }
                 out.extend_from_slice(b"event: herald\n");
                 data_lines(&String::from_utf8_lossy(json), out);
@@ -523,6 +566,9 @@ impl HttpBody for SseStream {
         for f in &frames {
             this.render(f, &mut out);
         }
+        // A channel could not be subscribed: end with what was rendered (its
+        // error event last), so that the client reconnects (module docs).
+        this.done |= this.ending;
         if out.is_empty() {
             return if this.done {
                 Poll::Ready(None)

@@ -674,6 +674,45 @@ async fn an_sse_stream_resumes_on_another_node() {
     assert!(live[0].1.ends_with(":7"), "{live:?}");
 }
 
+/// `/readyz` answers `status` (the node has noticed Redis go or come back).
+async fn wait_ready(addr: SocketAddr, status: u16) {
+    let deadline = Instant::now() + WAIT;
+    while http(addr, "GET", "/readyz", &[], "").await.0 != status {
+        assert!(Instant::now() < deadline, "/readyz never answered {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_sse_stream_that_cannot_subscribe_ends_so_that_the_client_retries() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis);
+    wait_ready(a.addr, 200).await;
+    redis.kill();
+    wait_ready(a.addr, 503).await;
+    // The stream opens (its response waits for the subscribe's answer), shows
+    // error 114 and ends: an EventSource then reconnects after `retry:`. It
+    // used to stay open, subscribed to nothing, for good.
+    let mut events = common::sse(a.addr, "channel=news", None).await;
+    let e = events.next().await;
+    assert_eq!(common::field(&e, "event"), Some("herald"), "{e:?}");
+    let error: Value = serde_json::from_str(common::field(&e, "data").unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], 114, "{error}");
+    assert_eq!(error["id"], 2, "{error}");
+    events.end().await;
+
+    // The reconnect, once Redis is back, is an ordinary live stream.
+    redis.restart();
+    wait_ready(a.addr, 200).await;
+    let mut events = common::sse(a.addr, "channel=news", None).await;
+    let mut publisher = json_client(a.addr).await;
+    publish(&mut publisher, 1, "news", json!(1)).await;
+    let got = common::read_events(&mut events, 1).await;
+    assert_eq!(got[0].0, "1");
+}
+
 #[tokio::test]
 async fn unsubscribing_before_the_subscribe_completes_cancels_it() {
     let Some(redis) = RedisServer::start() else {

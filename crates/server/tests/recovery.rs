@@ -654,6 +654,28 @@ async fn sse_resumes_from_the_last_event_id_header() {
     sse_resumes(true).await;
 }
 
+/// A stream lost before its first publication resumes from the id it sent
+/// alone once subscribed: it used to have no id then, and reconnected live,
+/// missing what was published in between.
+#[tokio::test]
+async fn sse_lost_before_its_first_event_resumes_from_where_it_started() {
+    let srv = server(ServeArgs::default()).await;
+    let mut p = Publisher::new(&srv).await;
+    let pos = p.publish("quiet", 1).await;
+    let at = |n: u64| format!("{}:{n}", pos.epoch);
+    let mut events = sse(srv.addr, "channel=quiet", None).await;
+    let first = events.next_block().await;
+    assert_eq!(first, [format!("id: {}", at(1))], "an id alone, no data");
+    drop(events);
+    sse_publish(&mut p, "quiet", 2).await;
+    sse_publish(&mut p, "quiet", 3).await;
+    let mut events = sse(srv.addr, "channel=quiet", Some(&at(1))).await;
+    assert_eq!(
+        read_events(&mut events, 2).await,
+        vec![("2".to_string(), at(2)), ("3".to_string(), at(3))]
+    );
+}
+
 #[tokio::test]
 async fn sse_resumes_every_channel_of_a_multi_channel_stream() {
     let srv = server(ServeArgs::default()).await;

@@ -412,7 +412,19 @@ pub struct Events {
 }
 
 impl Events {
+    /// The next event, skipping comments, `retry:` and ids without data
+    /// (which fire no event in an `EventSource`).
     pub async fn next(&mut self) -> Vec<String> {
+        loop {
+            let block = self.next_block().await;
+            if block.iter().any(|l| !l.starts_with("id:")) {
+                return block;
+            }
+        }
+    }
+
+    /// The next block up to a blank line, skipping comments and `retry:`.
+    pub async fn next_block(&mut self) -> Vec<String> {
         use http_body_util::BodyExt;
         loop {
             if let Some(end) = self.buf.find("\n\n") {
@@ -435,6 +447,22 @@ impl Events {
                 self.buf.push_str(&String::from_utf8_lossy(&data));
             }
         }
+    }
+}
+
+impl Events {
+    /// Waits for the server to end the stream; fails on any further event.
+    pub async fn end(&mut self) {
+        use http_body_util::BodyExt;
+        while let Some(frame) = tokio::time::timeout(WAIT, self.body.frame())
+            .await
+            .expect("timed out waiting for the stream to end")
+        {
+            if let Ok(data) = frame.expect("body error").into_data() {
+                self.buf.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+        assert!(self.buf.trim().is_empty(), "more after: {:?}", self.buf);
     }
 }
 
