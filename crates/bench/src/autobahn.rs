@@ -86,7 +86,8 @@ impl Handler for OneConnection {
         if self.echo {
             io.send(id, opcode, payload);
         } else if opcode == OpCode::Text {
-            self.texts.push(String::from_utf8_lossy(payload).into_owned());
+            self.texts
+                .push(String::from_utf8_lossy(payload).into_owned());
         }
         Ok(())
     }
