@@ -780,6 +780,9 @@ impl Engine {
                     }
                 }
                 Err(e) => {
+                    // Fail the connection as RFC 6455 §7.1.7 asks: a close
+                    // frame with the matching code (1002, 1007, 1009) first.
+                    io.send(id, OpCode::Close, &e.close_code().to_be_bytes());
                     failure = Some(CloseReason::Protocol(e));
                     break;
                 }

@@ -21,10 +21,13 @@
 //!   max events/s as batch size and consumers grow.
 //! - `idle` ([`idle`]): many idle connections; server memory per connection.
 //! - `report` ([`report`]): result files to one HTML page of SVG charts.
+//! - `__autobahn-client` ([`autobahn`], hidden): the WebSocket client as the
+//!   testee of Autobahn|Testsuite, for `tests/outside/autobahn.test.sh`.
 //!
 //! Every scenario writes the same result file shape ([`output`]) and samples
 //! the server from `/proc` ([`sysmon`]).
 
+pub mod autobahn;
 pub mod bots;
 mod clock;
 pub mod common;
@@ -85,6 +88,10 @@ pub enum Scenario {
     /// Internal: a worker process holding some of a run's clients.
     #[command(name = "__worker", hide = true)]
     Worker,
+    /// Test only: the bench's WebSocket client as the testee of
+    /// Autobahn|Testsuite's fuzzingserver (`tests/outside/autobahn.test.sh`).
+    #[command(name = "__autobahn-client", hide = true)]
+    AutobahnClient(autobahn::AutobahnArgs),
 }
 
 /// Why a bench run failed.
@@ -148,5 +155,6 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         Scenario::Idle(a) => idle::run(&a).map(drop),
         Scenario::Report(a) => report::run(&a),
         Scenario::Worker => shootout::workers::run_worker(),
+        Scenario::AutobahnClient(a) => autobahn::run(&a),
     }
 }

@@ -216,6 +216,17 @@ pub struct ServeArgs {
     #[arg(skip)]
     #[serde(default)]
     pub tables: Vec<TableConfig>,
+
+    /// Test only, hidden from `--help`: also serve `/echo`, a WebSocket
+    /// endpoint that sends every message back unchanged (text as text,
+    /// binary as binary) over the same handshake and connection driver as
+    /// `/ws`, for conformance tools (Autobahn|Testsuite, see
+    /// `tests/outside/autobahn.test.sh`). It has no auth, so it is never on
+    /// unless asked for; flag only, not read from the environment or the TOML
+    /// file [default: false].
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "true")]
+    #[serde(skip)]
+    pub test_echo_route: Option<bool>,
 }
 
 /// One `[[tables]]` entry of the TOML file: `count` tables alike.
@@ -328,6 +339,9 @@ pub struct ServerConfig {
     /// Whether `/shootout` (a benchmark protocol without auth) is served:
     /// only while anonymous clients are allowed.
     pub shootout: bool,
+    /// Whether the test-only `/echo` WebSocket endpoint is served
+    /// (`--test-echo-route`, hidden; default false).
+    pub test_echo_route: bool,
     /// Session settings.
     pub node: NodeConfig,
     /// Game engine settings.
@@ -525,6 +539,7 @@ impl ServerConfig {
             max_connections_per_ip: a.max_connections_per_ip.unwrap_or(0),
             auth_summary,
             shootout,
+            test_echo_route: a.test_echo_route.unwrap_or(false),
             node: NodeConfig {
                 max_subscriptions: a.max_subscriptions.unwrap_or(d.max_subscriptions),
                 history_size: a.history_size.unwrap_or(d.history_size),
@@ -595,6 +610,7 @@ impl ServeArgs {
             } else {
                 self.tables
             },
+            test_echo_route: self.test_echo_route.or(other.test_echo_route),
         }
     }
 }

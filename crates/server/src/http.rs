@@ -12,6 +12,7 @@ use crate::conn::{AsyncIo, Connection, Io};
 use crate::limits::IpSlot;
 use crate::rewind::Rewind;
 use crate::server::Shared;
+use crate::ws::echo::EchoConn;
 use crate::ws::shootout::ShootoutConn;
 use crate::ws::WsWire;
 use bytes::Bytes;
@@ -211,7 +212,7 @@ enum Decision {
     },
 }
 
-fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool) -> Decision {
+fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) -> Decision {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     if !matches!(req.parse(buf), Ok(httparse::Status::Complete(_))) {
@@ -243,6 +244,8 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool) -> Decision {
             };
         }
         "/shootout" if wants_upgrade => Endpoint::Shootout,
+        // Test only (`--test-echo-route`): absent otherwise, so hyper's 404.
+        "/echo" if wants_upgrade && echo => Endpoint::Echo,
         _ => return Decision::Hyper,
     };
     let origin = req
@@ -283,7 +286,7 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool) -> Decision {
             upgrade.protocols,
             &[Encoding::Json.subprotocol(), Encoding::Binary.subprotocol()],
         ),
-        Endpoint::Shootout => None,
+        Endpoint::Shootout | Endpoint::Echo => None,
     };
     let encoding = if protocol == Some(Encoding::Binary.subprotocol()) {
         Encoding::Binary
@@ -307,8 +310,8 @@ async fn route<S: Stream>(
     head_len: usize,
     slot: Option<Box<IpSlot>>,
 ) {
-    let shootout = shared.config.shootout;
-    let (endpoint, encoding) = match decide(&buf, &shared.config.allowed_origins, shootout) {
+    let (shootout, echo) = (shared.config.shootout, shared.config.test_echo_route);
+    let (endpoint, encoding) = match decide(&buf, &shared.config.allowed_origins, shootout, echo) {
         Decision::Upgrade {
             endpoint,
             encoding,
@@ -352,6 +355,13 @@ async fn route<S: Stream>(
                 .holding(slot);
             shared.tracker.spawn(conn);
         }
+        Endpoint::Echo => {
+            let client = node.new_client(Encoding::Json);
+            let handler = EchoConn::new(client, node.clone());
+            let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
+                .holding(slot);
+            shared.tracker.spawn(conn);
+        }
     }
 }
 
@@ -380,4 +390,6 @@ impl Drop for Handshaking {
 enum Endpoint {
     Herald,
     Shootout,
+    /// The test-only echo (`--test-echo-route`, see [`crate::ws::echo`]).
+    Echo,
 }

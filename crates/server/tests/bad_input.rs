@@ -129,3 +129,25 @@ async fn malformed_binary_commands_get_error_replies() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// Regression (Autobahn 3.2, 4.1.3, 5.15): a message that arrived before a
+/// protocol error, in the same read, is still answered before the close; the
+/// driver used to discard the queued answer with the connection.
+#[tokio::test]
+async fn answers_before_a_protocol_error_still_go_out() {
+    let srv = start_default().await;
+    let mut raw = Raw::connect(srv.addr, "/ws", Some("herald.json")).await;
+    let mut both = bytes::BytesMut::new();
+    herald_ws::encode_frame(
+        &mut both,
+        OpCode::Text,
+        br#"{"id":1,"connect":{}}"#,
+        Some(herald_ws::random_mask()),
+    );
+    // Reserved bits set: a protocol error right behind the command.
+    both.extend_from_slice(&[0xC1, 0x80, 1, 2, 3, 4]);
+    raw.send_raw(&both).await;
+    assert_eq!(raw.next_json().await["id"], 1);
+    assert_eq!(raw.close_code().await, Some(1002));
+    assert_serving(srv.addr).await;
+}

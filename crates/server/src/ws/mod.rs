@@ -1,6 +1,8 @@
 //! WebSocket transport: Herald's protocol on `/ws`, the shootout protocol on
-//! `/shootout`, both over the shared connection driver with WebSocket framing.
+//! `/shootout` and, for conformance tests only, an echo on `/echo`, all over
+//! the shared connection driver with WebSocket framing.
 
+pub mod echo;
 pub mod shootout;
 
 use crate::conn::{Incoming, Wire};
