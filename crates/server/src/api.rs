@@ -181,6 +181,14 @@ pub async fn handle(
         (_, p) if p == "/api/tables" || p.starts_with("/api/tables/") => {
             crate::tables::handle(req, &shared).await
         }
+        // An event stream is a GET without a body (EventSource never sends
+        // one); one that comes with a body would leave that body unread on a
+        // connection held open for as long as the stream lasts.
+        (&Method::GET, "/sse") if !hyper::body::Body::is_end_stream(req.body()) => error(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadRequest,
+            "GET /sse takes no request body",
+        ),
         (&Method::GET, "/sse") => {
             crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared).await
         }

@@ -3,7 +3,9 @@
 //! found on the hyper path (hyper enforces no timeout without a timer): a
 //! trickled request body, a slow second head on a kept-alive connection, an
 //! idle keep-alive connection and a silent h2c peer were each held forever.
-//! (The first head's deadline, 408, is in `handshake.rs`.)
+//! An event stream request carrying a body is refused instead of streamed
+//! with the body left unread. (The first head's deadline, 408, is in
+//! `handshake.rs`.)
 mod common;
 
 use common::*;
@@ -139,4 +141,17 @@ async fn an_oversized_first_head_gets_431() {
         promptly(held);
     }
     assert_serving(srv.addr).await;
+}
+
+#[tokio::test]
+async fn an_event_stream_request_with_a_body_gets_400() {
+    let srv = start(quick()).await;
+    for framing in ["content-length: 100", "transfer-encoding: chunked"] {
+        let req = format!("GET /sse?channel=a HTTP/1.1\r\nhost: x\r\n{framing}\r\n\r\n1");
+        let (answer, held) = trickle(srv.addr, req.as_bytes(), b"2").await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{framing}: {answer}");
+        promptly(held);
+    }
+    let (status, _, _) = http(srv.addr, "GET", "/sse?channel=a", &[], "").await;
+    assert_eq!(status, 200, "a stream without a body still opens");
 }
