@@ -18,6 +18,12 @@
 //! otherwise; `GET /metrics` is the Prometheus text format (see
 //! [`crate::metrics`]). Browser transports (`/sse`, `/poll`) obey the Origin
 //! allowlist (403, code 104), as WebSocket upgrades do.
+//!
+//! Request bodies are read by [`read_body`] only, which bounds both their size
+//! and the time they take (`request_body_timeout`): a body trickled a byte at
+//! a time (R-U-Dead-Yet), or shorter than its `Content-Length`, would
+//! otherwise hold its connection and its handler for as long as the client
+//! likes.
 
 use crate::server::Shared;
 use bytes::Bytes;
@@ -65,6 +71,46 @@ pub fn json(status: StatusCode, body: Vec<u8>) -> Response<Body> {
 pub fn error(status: StatusCode, code: ErrorCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({"error": {"code": code.code(), "message": message}});
     json(status, body.to_string().into_bytes())
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// Longer than the limit (413).
+    #[error("request body larger than {0} bytes")]
+    TooLarge(usize),
+    /// Not complete within `request_body_timeout` (408).
+    #[error("request body not received within {0} s")]
+    Timeout(u64),
+    /// The connection failed or the framing was invalid (400).
+    #[error("cannot read request body")]
+    Broken,
+}
+
+impl BodyError {
+    /// The answer to a request whose body failed this way. Its connection is
+    /// closed after it: hyper does not keep a connection whose request body
+    /// was left unread.
+    pub fn response(&self) -> Response<Body> {
+        let (status, code) = match self {
+            BodyError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::MessageTooLarge),
+            BodyError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::BadRequest),
+            BodyError::Broken => (StatusCode::BAD_REQUEST, ErrorCode::BadRequest),
+        };
+        error(status, code, &self.to_string())
+    }
+}
+
+/// Reads a whole request body of at most `limit` bytes, within the server's
+/// `request_body_timeout`.
+pub async fn read_body(body: Incoming, limit: usize, shared: &Shared) -> Result<Bytes, BodyError> {
+    let timeout = shared.config.request_body_timeout;
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyError::Timeout(timeout.as_secs())),
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge(limit)),
+        Ok(Err(_)) => Err(BodyError::Broken),
+    }
 }
 
 /// Routes one request.
@@ -135,6 +181,14 @@ pub async fn handle(
         (_, p) if p == "/api/tables" || p.starts_with("/api/tables/") => {
             crate::tables::handle(req, &shared).await
         }
+        // An event stream is a GET without a body (EventSource never sends
+        // one); one that comes with a body would leave that body unread on a
+        // connection held open for as long as the stream lasts.
+        (&Method::GET, "/sse") if !hyper::body::Body::is_end_stream(req.body()) => error(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::BadRequest,
+            "GET /sse takes no request body",
+        ),
         (&Method::GET, "/sse") => {
             crate::sse::open_with_headers(req.uri().query(), req.headers(), &shared).await
         }
@@ -213,29 +267,16 @@ struct PublishBody<'a> {
 async fn publish(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     // The body holds the payload plus the envelope: allow some room for it.
     let limit = shared.config.max_message_size + 1024;
-    let body = match Limited::new(req.into_body(), limit).collect().await {
-        Ok(b) => b.to_bytes(),
+    let body = match read_body(req.into_body(), limit, shared).await {
+        Ok(b) => b,
         Err(e) => {
-            return if e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
+            if matches!(e, BodyError::TooLarge(_)) {
                 shared
                     .node
                     .metrics
                     .dropped(herald_core::metrics::Drop::TooLarge, 1);
-                error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    ErrorCode::MessageTooLarge,
-                    "body larger than the maximum message size",
-                )
-            } else {
-                error(
-                    StatusCode::BAD_REQUEST,
-                    ErrorCode::BadRequest,
-                    "cannot read body",
-                )
-            };
+            }
+            return e.response();
         }
     };
     let parsed: PublishBody<'_> = match serde_json::from_slice(&body) {

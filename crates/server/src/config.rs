@@ -98,11 +98,21 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_POLL_TIMEOUT")]
     pub poll_timeout: Option<u64>,
 
-    /// Seconds a new connection has to send its HTTP request (else HTTP 408),
-    /// and then, on WebSocket and raw TCP, its `connect` (else close 3003)
-    /// [default: 10].
+    /// Seconds a new connection has to send its HTTP request head (else HTTP
+    /// 408), and then, on WebSocket and raw TCP, its `connect` (else close
+    /// 3003). On a kept-alive HTTP/1.1 connection each later request head has
+    /// as long, counted from the previous response, so an idle keep-alive
+    /// connection is closed after it too [default: 10].
     #[arg(long, env = "HERALD_HANDSHAKE_TIMEOUT")]
     pub handshake_timeout: Option<u64>,
+
+    /// Seconds an HTTP request body (`POST /api/*`, `POST /poll/<id>`) has to
+    /// arrive in full once its head is read; a slower one (a trickled body,
+    /// a `Content-Length` larger than what is sent) is answered 408 and its
+    /// connection closed. 10 s carries the largest body (a 64 KiB message)
+    /// at under 7 KB/s [default: 10].
+    #[arg(long, env = "HERALD_REQUEST_BODY_TIMEOUT")]
+    pub request_body_timeout: Option<u64>,
 
     /// Seconds to drain connections on SIGINT/SIGTERM before exiting [default: 10].
     #[arg(long, env = "HERALD_SHUTDOWN_TIMEOUT")]
@@ -314,8 +324,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Time to pong before the connection is closed.
     pub pong_timeout: Duration,
-    /// Time to send the HTTP request.
+    /// Time to send the HTTP request head (each one, on keep-alive).
     pub handshake_timeout: Duration,
+    /// Time to send an HTTP request body once its head is read.
+    pub request_body_timeout: Duration,
     /// Time a long poll waits.
     pub poll_timeout: Duration,
     /// Time to drain on shutdown.
@@ -445,6 +457,11 @@ impl ServerConfig {
         if ping_interval == 0 {
             return Err(ConfigError::Invalid("ping_interval must be > 0".into()));
         }
+        if a.handshake_timeout == Some(0) || a.request_body_timeout == Some(0) {
+            return Err(ConfigError::Invalid(
+                "handshake_timeout and request_body_timeout must be > 0".into(),
+            ));
+        }
         let demo_rate = a.demo_rate.unwrap_or(0);
         if demo_rate > 10_000 {
             return Err(ConfigError::Invalid(format!(
@@ -520,6 +537,7 @@ impl ServerConfig {
             max_connections: a.max_connections.unwrap_or(100_000),
             pong_timeout: Duration::from_secs(u64::from(a.pong_timeout.unwrap_or(10))),
             handshake_timeout: Duration::from_secs(a.handshake_timeout.unwrap_or(10)),
+            request_body_timeout: Duration::from_secs(a.request_body_timeout.unwrap_or(10)),
             poll_timeout: a
                 .poll_timeout
                 .map_or(crate::poll::DEFAULT_TIMEOUT, Duration::from_secs),
@@ -582,6 +600,7 @@ impl ServeArgs {
             ping_interval: self.ping_interval.or(other.ping_interval),
             pong_timeout: self.pong_timeout.or(other.pong_timeout),
             handshake_timeout: self.handshake_timeout.or(other.handshake_timeout),
+            request_body_timeout: self.request_body_timeout.or(other.request_body_timeout),
             poll_timeout: self.poll_timeout.or(other.poll_timeout),
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
@@ -923,5 +942,10 @@ mod tests {
             ..ServeArgs::default()
         });
         assert!(e.is_err());
+        let e = ServerConfig::resolve(ServeArgs {
+            request_body_timeout: Some(0),
+            ..ServeArgs::default()
+        });
+        assert!(e.is_err(), "a zero body timeout would refuse every body");
     }
 }

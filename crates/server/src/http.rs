@@ -7,6 +7,15 @@
 //! that held it is freed before the connection's long-lived driver starts, so
 //! nothing from the handshake stays resident. A WebSocket upgrade must be the
 //! first request on its connection (browsers always open a fresh one).
+//!
+//! Every phase of a request has a deadline, so a client that trickles bytes
+//! (slowloris, R-U-Dead-Yet) holds its connection for a bounded time only:
+//! the first head must arrive within `handshake_timeout` (else 408), each
+//! later head on a kept-alive HTTP/1.1 connection too (hyper's header read
+//! timeout, which also closes idle keep-alive connections), a request body
+//! within `request_body_timeout` (else 408, see [`crate::api::read_body`]),
+//! and an HTTP/2 peer must answer pings like a WebSocket client. A head that
+//! is not HTTP gets 400; one over 8 KiB or 32 headers gets 431.
 
 use crate::conn::{AsyncIo, Connection, Io};
 use crate::limits::IpSlot;
@@ -21,6 +30,7 @@ use herald_core::Session;
 use herald_proto::Encoding;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -32,14 +42,25 @@ const MAX_HEADERS: usize = 32;
 /// The HTTP/2 connection preface (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+/// Why no request head could be read.
+#[derive(Debug)]
+enum HeadError {
+    /// The connection failed or ended.
+    Io(io::Error),
+    /// The bytes are not an HTTP/1.1 request head.
+    Malformed,
+    /// The head is over [`MAX_HEAD`] bytes or [`MAX_HEADERS`] headers.
+    TooLarge,
+}
+
 /// Reads the request head; returns the buffer and the head's length (0 when
 /// the client opened with the HTTP/2 preface).
-async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>, usize)> {
+async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Vec<u8>, usize), HeadError> {
     let mut buf = vec![0u8; 1024];
     let mut len = 0;
     loop {
-        match stream.read(&mut buf[len..]).await? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+        match stream.read(&mut buf[len..]).await.map_err(HeadError::Io)? {
+            0 => return Err(HeadError::Io(io::ErrorKind::UnexpectedEof.into())),
             n => len += n,
         }
         let seen = len.min(H2_PREFACE.len());
@@ -56,10 +77,7 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>,
         }
         if len == buf.len() {
             if buf.len() >= MAX_HEAD {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "request head too large",
-                ));
+                return Err(HeadError::TooLarge);
             }
             buf.resize((buf.len() * 2).min(MAX_HEAD), 0);
         }
@@ -68,13 +86,14 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<(Vec<u8>,
 
 /// The length of the request head in `buf`, if it is complete. A plain
 /// function, so the header array never lives in a future's state.
-fn head_len(buf: &[u8]) -> io::Result<Option<usize>> {
+fn head_len(buf: &[u8]) -> Result<Option<usize>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(head)) => Ok(Some(head)),
         Ok(httparse::Status::Partial) => Ok(None),
-        Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooLarge),
+        Err(_) => Err(HeadError::Malformed),
     }
 }
 
@@ -150,7 +169,7 @@ async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>, slot: Optio
     let head = tokio::time::timeout(shared.config.handshake_timeout, read_head(&mut stream)).await;
     let (buf, head_len) = match head {
         Ok(Ok(h)) => h,
-        Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+        Ok(Err(HeadError::Malformed)) => {
             Box::pin(answer(
                 stream,
                 "400 Bad Request",
@@ -160,7 +179,16 @@ async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>, slot: Optio
             .await;
             return;
         }
-        Ok(Err(_)) => return,
+        Ok(Err(HeadError::TooLarge)) => {
+            let body = "request head over 8 KiB or 32 headers\n";
+            let status = "431 Request Header Fields Too Large";
+            Box::pin(answer(stream, status, "", body)).await;
+            return;
+        }
+        Ok(Err(HeadError::Io(e))) => {
+            tracing::debug!(error = %e, "connection ended before its request head");
+            return;
+        }
         Err(_) => {
             shared.node.metrics.refused.inc();
             let body = "request head not received in time\n";
@@ -184,9 +212,25 @@ async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     // Held while hyper serves this connection (SSE streams included).
     let _slot = slot;
     let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
-    let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
-    let builder =
+    let mut builder =
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    // Without a timer hyper enforces no timeout at all: a slowloris on the
+    // second request of a kept-alive connection, or an idle one, would be
+    // held for good. Each later head gets what the first one got.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(shared.config.handshake_timeout);
+    // HTTP/2 has no request heads to time: a peer that sent the preface and
+    // then nothing is found dead by pings, like a silent WebSocket client.
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(u64::from(
+            shared.config.node.ping_interval,
+        )))
+        .keep_alive_timeout(shared.config.pong_timeout);
+    let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
     if let Err(e) = builder.serve_connection(io, service).await {
         tracing::debug!(error = %e, "http connection ended with an error");
     }

@@ -30,7 +30,6 @@ use herald_core::shard::{lock, Sharded};
 use herald_core::{Client, Session};
 use herald_proto::{Encoding, ErrorCode, Push, ServerMsg};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
@@ -163,15 +162,9 @@ async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Bod
     s.client.touch(shared.node.now());
     // A batch may hold many commands; each is still bounded by the message size.
     let limit = shared.config.max_message_size.saturating_mul(16);
-    let body = match Limited::new(req.into_body(), limit).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::MessageTooLarge,
-                "request body too large",
-            )
-        }
+    let body = match crate::api::read_body(req.into_body(), limit, shared).await {
+        Ok(b) => b,
+        Err(e) => return e.response(),
     };
     // One command, or an array of them; a malformed command is answered
     // through the poll like on any other transport.

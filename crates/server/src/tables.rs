@@ -19,7 +19,6 @@ use base64::Engine as _;
 use bytes::Bytes;
 use herald_game::{EngineError, TableInfo};
 use herald_proto::{ErrorCode, TableEntry};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
@@ -77,15 +76,9 @@ fn not_found() -> Response<Body> {
 }
 
 async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
-    let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::BadRequest,
-                "cannot read body (at most 64 KiB)",
-            )
-        }
+    let body = match crate::api::read_body(req.into_body(), 64 * 1024, shared).await {
+        Ok(b) => b,
+        Err(e) => return e.response(),
     };
     let spec: TableConfig = match serde_json::from_slice(&body) {
         Ok(s) => s,
