@@ -195,6 +195,7 @@ class SseTransport implements Transport {
         buf = buf.slice(nl + (buf.startsWith("\r\n", nl) ? 2 : 1));
         if (line === "") {
           if (data.length) this.dispatch(channel, stream, event, data.join("\n"), id);
+          else if (id !== null) this.place(channel, stream, id);
           data = [];
           event = "";
           id = null;
@@ -214,6 +215,21 @@ class SseTransport implements Transport {
         return;
       }
     }
+  }
+
+  /**
+   * An id sent alone: the stream's starting position, which the server sends
+   * once subscribed, before any event (protocol.md §1). Keeping it lets a
+   * stream lost before its first publication resume from there instead of
+   * starting live and missing what was published meanwhile.
+   */
+  private place(channel: string, stream: Stream, id: string): void {
+    if (this.done || this.streams.get(channel) !== stream) return;
+    const pos = parseId(id);
+    if (pos === null || stream.epoch === pos.epoch) return;
+    const gap = stream.epoch !== "";
+    stream.epoch = pos.epoch;
+    this.o.handlers.position(channel, pos, gap);
   }
 
   private dispatch(channel: string, stream: Stream, event: string, data: string, id: string | null): void {
