@@ -186,6 +186,12 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let listeners = listeners.into();
+    let mut config = config;
+    // The address actually bound (`--listen 127.0.0.1:0`, tests): `/api/nodes`
+    // and the cluster's node list show where each node can be reached.
+    if let Ok(addr) = listeners.http.local_addr() {
+        config.listen = addr;
+    }
     let shared = shared(config)?;
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
     let demo = tokio::spawn(crate::demo::stream(
