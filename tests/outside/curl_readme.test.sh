@@ -302,9 +302,21 @@ wait "$SERVER_PID" || fail "server exited with an error"
 sse_wait one '.*\n\nevent: herald\ndata: \{"disconnect":\{"code":1001,"reason":"[^"]+"\}\}\n\n'
 
 # ---------------------------------------------------------------- heartbeats
-start_server ping --ping-interval 1
+# protocol.md §1: an idle SSE stream gets `: ping` comments; a long-poll
+# session not polled for ping_interval + pong timeout expires (its last poll
+# may still carry the disconnect, 3000), then its id gets 404.
+start_server ping --ping-interval 1 --pong-timeout 1
+req POST /poll
+SID="$(echo "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session"])')"
 sse_open idle 'channel=quiet'
 sse_wait idle 'retry: 2000\n: herald\n\n: ping\n\n.*'
+sleep 3
+req GET "/poll/$SID"
+if [ "$STATUS" = 200 ]; then
+  expect 200 '\[\{"disconnect":\{"code":3000,"reason":"[^"]+"\}\}\]' "an expired session's last poll"
+  req GET "/poll/$SID"
+fi
+expect 404 "$(ERR 103)" "an expired poll session (404)"
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true
 
 # ---------------------------------------------------------------- "Safe to expose"

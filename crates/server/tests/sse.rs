@@ -182,8 +182,7 @@ async fn presence_clients(ws: &mut Ws, channel: &str) -> u64 {
 
 /// Many streams share one HTTP/2 connection: a stream the client cancels
 /// (RST_STREAM) ends its own session at once — it leaves the channel's
-/// presence and the connection count — while its neighbours on the same
-/// connection keep streaming.
+/// presence — while its neighbours on the same connection keep streaming.
 #[tokio::test]
 async fn a_cancelled_h2_stream_ends_its_session_and_spares_its_neighbours() {
     let srv = start_default().await;
