@@ -40,8 +40,9 @@
 //! `disconnect`) arrive as `event: herald` with the JSON message as data. The
 //! stream opens with `retry: 2000` (how long a browser waits before it
 //! reconnects, in ms) and a `: herald` comment, so its first bytes go out as
-//! soon as it is live. A comment line (`: ping`) is sent as a heartbeat to a stream that has carried
-//! nothing for `ping_interval` seconds, which keeps proxies from closing it.
+//! soon as it is live. A comment line (`: ping`) is sent as a heartbeat to a
+//! stream that has carried nothing for `ping_interval` seconds, which keeps
+//! proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
 //!
 //! Games: `table=ID` (repeatable) watches a game table and `lobby=PATH`
