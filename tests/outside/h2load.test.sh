@@ -142,7 +142,8 @@ if got != list(range(1, n + 1)):
 EOF
 }
 
-# run_server_round NAME SCHEME: one server, every subscriber, every publish run.
+# run_round NAME SCHEME PUBLISHER: on the running server, every subscriber,
+# then PUBLISHER (a function of publish_load runs), then the counts.
 run_round() {
   local name="$1" scheme="$2"; shift 2
   PUBLISHED=0
@@ -151,9 +152,10 @@ run_round() {
   # Subscribers: curl over HTTP/1.1 and HTTP/2, and 200 streams held by h2load
   # on 2 connections (h2load counts each as done when the server ends it).
   curl -sN "${CURL_TLS[@]}" --http1.1 "$sse" >"$WORK/$name-curl-h1.txt" &
-  PIDS+=($!)
+  local curl_h1=$!
   curl -sN "${CURL_TLS[@]}" "${CURL_H2[@]}" "$sse" >"$WORK/$name-curl-h2.txt" &
-  PIDS+=($!)
+  local curl_h2=$!
+  PIDS+=("$curl_h1" "$curl_h2")
   h2load -n 200 -c 2 -m 100 "$sse" >"$WORK/$name-h2load-sse.txt" 2>&1 &
   local holder=$!
   PIDS+=("$holder")
@@ -162,6 +164,7 @@ run_round() {
 
   "$@"
 
+  wait_for data_lines_are "$WORK/$name-curl-h1.txt" "$PUBLISHED" || true
   wait_for data_lines_are "$WORK/$name-curl-h2.txt" "$PUBLISHED" || true
   check_stream "$WORK/$name-curl-h1.txt" "$PUBLISHED"
   check_stream "$WORK/$name-curl-h2.txt" "$PUBLISHED"
@@ -173,7 +176,8 @@ run_round() {
   # must then have carried exactly what curl's HTTP/2 stream carried.
   kill -TERM "$SERVER_PID"
   wait "$SERVER_PID" || fail "$name: server exited with an error"
-  wait "$holder" || true
+  # The streams have ended: wait until curl and h2load have written them out.
+  wait "$holder" "$curl_h1" "$curl_h2" || true
   local out="$WORK/$name-h2load-sse.txt"
   grep -q '^requests: 200 total, 200 started, 200 done, 200 succeeded, 0 failed, 0 errored, 0 timeout' "$out" \
     || { cat "$out" >&2; fail "$name: h2load's SSE streams failed"; }
