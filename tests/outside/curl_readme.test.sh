@@ -295,8 +295,8 @@ jcheck 200 "v['table']['table'] == $TABLE" "DELETE /api/tables/{id}"
 req GET "/api/tables/$TABLE"
 expect 404 "$(ERR 115)" "a closed table is gone (404, code 115)"
 
-# Shutdown: streams end with the disconnect event (protocol.md §1, §3.2),
-# and /readyz said 503 is for shutting down; here the final event is checked.
+# Shutdown (README: SIGTERM closes clients with 1001): an SSE stream ends
+# with the disconnect as an `event: herald` (protocol.md §1, §3.2).
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || fail "server exited with an error"
 sse_wait one '.*\n\nevent: herald\ndata: \{"disconnect":\{"code":1001,"reason":"[^"]+"\}\}\n\n'
