@@ -203,6 +203,15 @@ async fn serve_stream<S: Stream>(mut stream: S, shared: Arc<Shared>, slot: Optio
 }
 
 /// Serves the connection with hyper, replaying what was already read.
+///
+/// The connection counts on the shutdown tracker, like a WebSocket driver:
+/// its SSE streams and pending long-polls are clients that shutdown closes
+/// with 1001, and the process must not exit before they have written that
+/// last event (it used to, cutting off most streams of a busy HTTP/2
+/// connection mid-body). When shutdown starts, hyper is told to stop
+/// gracefully: HTTP/2 sends GOAWAY and finishes the streams in flight,
+/// HTTP/1.1 finishes the response in flight, and idle keep-alive connections
+/// close at once instead of holding the drain until `shutdown_timeout`.
 async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     stream: S,
     shared: Arc<Shared>,
@@ -211,6 +220,8 @@ async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
 ) {
     // Held while hyper serves this connection (SSE streams included).
     let _slot = slot;
+    let stopping = shared.stopping.clone();
+    let tracker = shared.tracker.clone();
     let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
     let mut builder =
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
@@ -231,7 +242,18 @@ async fn hyper_serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
         )))
         .keep_alive_timeout(shared.config.pong_timeout);
     let service = hyper::service::service_fn(move |req| crate::api::handle(req, shared.clone()));
-    if let Err(e) = builder.serve_connection(io, service).await {
+    let served = tracker.track_future(async move {
+        let conn = builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        tokio::select! {
+            r = conn.as_mut() => r,
+            _ = stopping.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        }
+    });
+    if let Err(e) = served.await {
         tracing::debug!(error = %e, "http connection ended with an error");
     }
 }

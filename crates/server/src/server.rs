@@ -3,10 +3,11 @@
 //! One [`run`] serves a listener until its [`CancellationToken`] fires; the
 //! binary and the integration tests both use it (tests on port 0). A counter
 //! caps connections (over the cap: HTTP 503); accept errors back off instead of
-//! spinning (e.g. out of file descriptors). Every connection driver runs on a
-//! [`TaskTracker`], so shutdown is: stop accepting, ask every client to go away
-//! (close 1001, after whatever is already queued), and wait for the drivers,
-//! at most `shutdown_timeout`.
+//! spinning (e.g. out of file descriptors). Every connection driver, and every
+//! connection hyper serves (SSE streams and long-polls are clients too), runs
+//! on a [`TaskTracker`], so shutdown is: stop accepting, ask every client to
+//! go away (close 1001, or the last SSE event, after whatever is already
+//! queued), and wait for the drivers, at most `shutdown_timeout`.
 //!
 //! Heartbeats use one sweeper task, not a timer per connection: every
 //! `ping_interval` it pings clients that have been silent that long and closes
@@ -186,6 +187,12 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let listeners = listeners.into();
+    let mut config = config;
+    // The address actually bound (`--listen 127.0.0.1:0`, tests): `/api/nodes`
+    // and the cluster's node list show where each node can be reached.
+    if let Ok(addr) = listeners.http.local_addr() {
+        config.listen = addr;
+    }
     let shared = shared(config)?;
     let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
     let demo = tokio::spawn(crate::demo::stream(

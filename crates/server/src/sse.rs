@@ -45,9 +45,12 @@
 //! gap; tests/outside/eventsource shows both.)
 //!
 //! Protocol messages that are not publications (an error, the final
-//! `disconnect`) arrive as `event: herald` with the JSON message as data. A
-//! comment line (`: ping`) is sent as a heartbeat to a stream that has carried
-//! nothing for `ping_interval` seconds, which keeps proxies from closing it.
+//! `disconnect`) arrive as `event: herald` with the JSON message as data. The
+//! stream opens with `retry: 2000` (how long a browser waits before it
+//! reconnects, in ms) and a `: herald` comment, so its first bytes go out as
+//! soon as it is live. A comment line (`: ping`) is sent as a heartbeat to a
+//! stream that has carried nothing for `ping_interval` seconds, which keeps
+//! proxies from closing it.
 //! SSE clients publish through `POST /api/publish`.
 //!
 //! A channel whose subscribe fails with an error worth retrying (114: the

@@ -168,3 +168,61 @@ async fn silent_stream_gets_heartbeat_comments_and_stays_open() {
     let e = events.next().await;
     assert!(e.contains(&"data: \"still here\"".to_string()), "{e:?}");
 }
+
+/// The number of connections subscribed to `channel` (`presence_stats`).
+async fn presence_clients(ws: &mut Ws, channel: &str) -> u64 {
+    send_json(ws, json!({"id": 9, "presence_stats": {"channel": channel}})).await;
+    loop {
+        let m = recv_json(ws).await;
+        if m["id"] == 9 {
+            return m["presence_stats"]["clients"].as_u64().expect("clients");
+        }
+    }
+}
+
+/// Many streams share one HTTP/2 connection: a stream the client cancels
+/// (RST_STREAM) ends its own session at once — it leaves the channel's
+/// presence — while its neighbours on the same connection keep streaming.
+#[tokio::test]
+async fn a_cancelled_h2_stream_ends_its_session_and_spares_its_neighbours() {
+    let srv = start_default().await;
+    let io = TokioIo::new(
+        tokio::net::TcpStream::connect(srv.addr)
+            .await
+            .expect("connect"),
+    );
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+        .await
+        .expect("h2");
+    tokio::spawn(conn);
+    let mut bodies = Vec::new();
+    for _ in 0..3 {
+        let req = http::Request::builder()
+            .uri(format!("http://{}/sse?channel=room", srv.addr))
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let resp = send.send_request(req).await.expect("send");
+        assert_eq!(resp.status(), 200);
+        bodies.push(resp.into_body());
+    }
+    let mut ws = json_client(srv.addr).await;
+    assert_eq!(presence_clients(&mut ws, "room").await, 3);
+    drop(bodies.remove(1));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while presence_clients(&mut ws, "room").await != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cancelled stream's session lives on"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    publish_when_ready(&mut ws, "room", json!("still")).await;
+    for body in bodies {
+        let mut events = Events {
+            body,
+            buf: String::new(),
+        };
+        let e = events.next().await;
+        assert!(e.contains(&"data: \"still\"".to_string()), "{e:?}");
+    }
+}
