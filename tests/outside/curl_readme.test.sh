@@ -118,7 +118,9 @@ EOF
   ok
 }
 # SSE streams answer once subscribed; a short wait for curl to get there.
-sse_ready() { sse_wait "$1" 'retry: 2000\n: herald\n\n.*'; }
+# Ready once subscribed: the stream's starting position comes as an id
+# alone (protocol.md §5b), before any publication.
+sse_ready() { sse_wait "$1" 'retry: 2000\n: herald\n\nid: [^\n]*\n\n.*'; }
 publish() { curl -sf -H 'content-type: application/json' -d "$1" "$BASE/api/publish" >/dev/null || fail "publish $1"; }
 
 start=$SECONDS
@@ -223,8 +225,8 @@ publish '{"channel":"sport","data":"go"}'
 publish '{"channel":"news","b64":"AP8="}'
 publish '{"channel":"sport","b64":"AP8="}'
 E="$EPOCH"
-sse_wait one "retry: 2000\n: herald\n\nid: ($E):1\ndata: \\{\"a\":\ndata: 1\\}\n\nid: \\1:2\nevent: b64\ndata: AP8=\n\n"
-sse_wait two "retry: 2000\n: herald\n\nid: ($E):1,($E):0\nevent: news\ndata: \\{\"a\":\ndata: 1\\}\n\nid: \\1:1,\\2:1\nevent: sport\ndata: \"go\"\n\nid: \\1:2,\\2:1\nevent: news#b64\ndata: AP8=\n\nid: \\1:2,\\2:2\nevent: sport#b64\ndata: AP8=\n\n"
+sse_wait one "retry: 2000\n: herald\n\nid: ($E):0\n\nid: \\1:1\ndata: \\{\"a\":\ndata: 1\\}\n\nid: \\1:2\nevent: b64\ndata: AP8=\n\n"
+sse_wait two "retry: 2000\n: herald\n\nid: ($E):0,($E):0\n\nid: \\1:1,\\2:0\nevent: news\ndata: \\{\"a\":\ndata: 1\\}\n\nid: \\1:1,\\2:1\nevent: sport\ndata: \"go\"\n\nid: \\1:2,\\2:1\nevent: news#b64\ndata: AP8=\n\nid: \\1:2,\\2:2\nevent: sport#b64\ndata: AP8=\n\n"
 NEWS_EPOCH="$(grep -m1 -o '^id: [^:]*' "$WORK/one.sse" | cut -c5-)"
 
 # protocol.md §5b: resuming with Last-Event-ID or lastEventId=; the
@@ -238,7 +240,7 @@ sse_wait lost "retry: 2000\n: herald\n\nid: $NEWS_EPOCH:2\nevent: herald\ndata: 
 sse_open junk 'channel=news' -H 'Last-Event-ID: not an id'
 sse_ready junk
 publish '{"channel":"news","data":3}'
-sse_wait junk "retry: 2000\n: herald\n\nid: $NEWS_EPOCH:3\ndata: 3\n\n"
+sse_wait junk "retry: 2000\n: herald\n\nid: $NEWS_EPOCH:2\n\nid: $NEWS_EPOCH:3\ndata: 3\n\n"
 sse_wait lost "retry: 2000\n: herald\n\nid: $NEWS_EPOCH:2\nevent: herald\ndata: .*\n\nid: $NEWS_EPOCH:3\ndata: 3\n\n"
 
 # Limits: Origin allowlist (403, code 104) on SSE and long-poll; a request
@@ -309,7 +311,7 @@ start_server ping --ping-interval 1 --pong-timeout 1
 req POST /poll
 SID="$(echo "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin)["session"])')"
 sse_open idle 'channel=quiet'
-sse_wait idle 'retry: 2000\n: herald\n\n: ping\n\n.*'
+sse_wait idle 'retry: 2000\n: herald\n\nid: [^\n]*\n\n: ping\n\n.*'
 sleep 3
 req GET "/poll/$SID"
 if [ "$STATUS" = 200 ]; then
@@ -344,7 +346,7 @@ sse_open query "channel=chat:1&token=$TOKEN"
 sse_ready bearer; sse_ready query
 req POST /api/publish -H "Authorization: apikey $API_KEY" -d '{"channel":"chat:1","data":{"text":"hi"}}'
 expect 200 "\\{\"epoch\":\"$EPOCH\",\"offset\":1\\}" "publish with Authorization: apikey KEY"
-sse_wait bearer "retry: 2000\n: herald\n\nid: $EPOCH:1\ndata: \\{\"text\":\"hi\"\\}\n\n"
-sse_wait query "retry: 2000\n: herald\n\nid: $EPOCH:1\ndata: \\{\"text\":\"hi\"\\}\n\n"
+sse_wait bearer "retry: 2000\n: herald\n\nid: $EPOCH:0\n\nid: $EPOCH:1\ndata: \\{\"text\":\"hi\"\\}\n\n"
+sse_wait query "retry: 2000\n: herald\n\nid: $EPOCH:0\n\nid: $EPOCH:1\ndata: \\{\"text\":\"hi\"\\}\n\n"
 
 echo "curl_readme: $CHECKS checks as documented ($((SECONDS - start)) s)"

@@ -109,7 +109,8 @@ check_stream() {
   python3 - "$1" "$2" <<'EOF' || fail "stream $1 did not carry publications 1..$2"
 import sys
 path, n = sys.argv[1], int(sys.argv[2])
-events = [e for e in open(path).read().split("\n\n") if e.startswith("id: ")]
+# Publications only: the starting position comes first as an id alone.
+events = [e for e in open(path).read().split("\n\n") if e.startswith("id: ") and "\ndata: " in e]
 offsets = [int(e.split("\n")[0].rsplit(":", 1)[1]) for e in events]
 datas = [e.split("\n")[1] for e in events]
 if offsets != list(range(1, n + 1)) or any(d != 'data: {"n":1}' for d in datas):

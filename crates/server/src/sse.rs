@@ -447,7 +447,8 @@ impl SseStream {
         // Every channel has its position and none was sent: send it alone,
         // so that the stream is resumable before its first event (module docs).
         let placed = |s: &ChannelPos| !s.epoch.is_empty() && !s.recovering;
-        if !self.id_sent && self.streams.iter().all(placed) {
+        // (A stream of tables and lobbies only has no position to send.)
+        if !self.id_sent && !self.streams.is_empty() && self.streams.iter().all(placed) {
             self.render_id(out);
             out.put_u8(b'\n');
         }
