@@ -896,7 +896,7 @@ mod tests {
         );
         assert_eq!(
             take(&herald_listener).len(),
-            3,
+            2,
             "Herald listeners see every connection"
         );
         hub.unsubscribe("p", ann1.id);
