@@ -216,6 +216,16 @@ pub struct ServeArgs {
     #[arg(skip)]
     #[serde(default)]
     pub tables: Vec<TableConfig>,
+
+    /// The Pusher Channels endpoint (`/app/{key}`, `/apps/{id}/...`); TOML
+    /// only (`[pusher]` with `activity_timeout`, `client_event_rate`,
+    /// `max_event_size`, and `[[pusher.apps]]` tables with `id`, `key`, one
+    /// of `secret_env` (an environment variable's name), `secret_file` or
+    /// `secret`, and `namespace` (default `pusher-<id>`)) [default: none:
+    /// the endpoint answers 4001 to every key].
+    #[arg(skip)]
+    #[serde(default)]
+    pub pusher: Option<crate::pusher::PusherArgs>,
 }
 
 /// One `[[tables]]` entry of the TOML file: `count` tables alike.
@@ -334,10 +344,13 @@ pub struct ServerConfig {
     pub games: herald_game::EngineConfig,
     /// Tables created at start-up.
     pub tables: Vec<TableConfig>,
+    /// Pusher apps and settings (no apps: the endpoint refuses every key).
+    pub pusher: crate::pusher::PusherConfig,
 }
 
 /// A secret that never appears in `Debug` output (logs, panics).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
 pub struct Secret(pub String);
 
 impl std::fmt::Debug for Secret {
@@ -454,6 +467,7 @@ impl ServerConfig {
         }
         let policy = policy(&a)?;
         let games = games_config(&a)?;
+        let pusher = crate::pusher::PusherConfig::resolve(a.pusher.as_ref())?;
         let listen = a
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
@@ -544,6 +558,7 @@ impl ServerConfig {
             },
             games,
             tables: a.tables,
+            pusher,
         })
     }
 }
@@ -595,6 +610,7 @@ impl ServeArgs {
             } else {
                 self.tables
             },
+            pusher: self.pusher.or(other.pusher),
         }
     }
 }

@@ -52,6 +52,8 @@ pub struct Shared {
     pub cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// The game engine: tables, seats, lobby (`/api/tables`).
     pub games: Arc<herald_game::Engine>,
+    /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
+    pub pusher: Arc<crate::pusher::Apps>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -143,6 +145,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
     }
     node.set_games(games.clone());
     Ok(Arc::new(Shared {
+        pusher: Arc::new(crate::pusher::Apps::new(&config.pusher)),
         games,
         cluster,
         per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),

@@ -1,0 +1,473 @@
+//! One Pusher WebSocket connection (`/app/{key}?protocol=7`): the protocol's
+//! state machine over the shared connection driver ([`crate::conn`]).
+//!
+//! On open the client gets `pusher:connection_established` with its
+//! `socket_id` (the Herald client id, [`herald_pusher::socket_id`]). Then:
+//!
+//! - `pusher:ping` → `pusher:pong`; any input counts as activity for the
+//!   server's own heartbeats (WebSocket pings, `--ping-interval`).
+//! - `pusher:subscribe`: public channels at once; `private-`,
+//!   `private-encrypted-` and `presence-` only with the app's signature of
+//!   `socket_id:channel[:channel_data]`, else `pusher:subscription_error`
+//!   (`AuthError`, 401). The subscription goes through the broker like a
+//!   Herald subscribe, so `pusher_internal:subscription_succeeded` precedes
+//!   every live event. On presence channels it carries the member list, and
+//!   members come and go as `pusher_internal:member_added`/`_removed`, one per
+//!   user (not per connection). A connection has one user: its first presence
+//!   subscription's `user_id` becomes the Herald client's identity, and a
+//!   later presence subscription with another `user_id` is refused. On
+//!   `cache-` channels the newest retained publication is replayed after the
+//!   reply, or `pusher:cache_miss` is sent.
+//! - `client-*` events: only on subscribed private and presence channels
+//!   (not encrypted ones), at most `client_event_rate` per second and
+//!   `max_event_size` bytes of data; refused ones get `pusher:error` (4301
+//!   for rate and size) and the connection stays. They are published to the
+//!   channel for everyone but the sender, with `user_id` on presence channels.
+//! - Anything else (unknown events, bad JSON, binary frames) gets a
+//!   `pusher:error` with code `null`; the connection stays.
+
+use super::App;
+use crate::conn::Handler;
+use bytes::Bytes;
+use herald_core::broker::{BrokerError, Completion, History};
+use herald_core::metrics::Transport;
+use herald_core::{Client, Frame, Identity, Node};
+use herald_pusher::channel::{self, data_string, ChannelType, Envelope, Kind};
+use herald_pusher::message::{self, Inbound};
+use herald_pusher::{sign, Code};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// One subscription of a Pusher connection.
+#[derive(Debug)]
+struct Sub {
+    /// The Pusher channel name.
+    pusher: Box<str>,
+    /// The Herald channel; the attach callback holds it weakly, so dropping
+    /// this tells a late broker answer to undo itself (as in the session).
+    herald: Arc<str>,
+    kind: ChannelType,
+}
+
+/// A Pusher connection's protocol state.
+#[derive(Debug)]
+pub struct PusherConn {
+    app: Arc<App>,
+    client: Arc<Client>,
+    node: Arc<Node>,
+    socket_id: String,
+    subs: Vec<Sub>,
+    /// Client-event token bucket: milli-events left and the node millisecond
+    /// of the last refill.
+    bucket: u32,
+    refilled: u64,
+    rate: u32,
+    max_event_size: usize,
+}
+
+/// Queues one text message.
+fn send(client: &Client, bytes: Vec<u8>) {
+    client.outbox.push(Frame::Text(Bytes::from(bytes)));
+}
+
+/// Answers a connection that cannot be served (unknown key, bad protocol
+/// version): `pusher:error` with `code`, then the close with the same code.
+pub fn refuse(client: &Client, code: Code, message: &str) {
+    send(client, message::render_error(Some(code.code()), message));
+    client.outbox.close(code.code(), false);
+}
+
+impl PusherConn {
+    /// Starts the protocol on `client` for `app`: queues
+    /// `pusher:connection_established`.
+    pub fn new(
+        app: Arc<App>,
+        client: Arc<Client>,
+        node: Arc<Node>,
+        settings: &super::PusherConfig,
+    ) -> PusherConn {
+        node.metrics.opened(Transport::Pusher);
+        let socket_id = herald_pusher::socket_id(client.id);
+        send(
+            &client,
+            message::render_connection_established(&socket_id, settings.activity_timeout),
+        );
+        PusherConn {
+            app,
+            client,
+            node,
+            socket_id,
+            subs: Vec::new(),
+            bucket: settings.client_event_rate.saturating_mul(1000),
+            refilled: 0,
+            rate: settings.client_event_rate,
+            max_event_size: settings.max_event_size,
+        }
+    }
+
+    fn error(&self, code: Option<Code>, msg: &str) {
+        send(
+            &self.client,
+            message::render_error(code.map(Code::code), msg),
+        );
+    }
+
+    fn subscription_error(&self, channel: &str, kind: &str, error: &str, status: u16) {
+        send(
+            &self.client,
+            message::render_subscription_error(channel, kind, error, status),
+        );
+    }
+
+    /// Takes one client event from the bucket (refilled at `rate` per
+    /// second, holding one second's worth).
+    fn admit(&mut self) -> bool {
+        let now = self.node.now_ms();
+        let cap = u64::from(self.rate) * 1000;
+        let filled = (u64::from(self.bucket)
+            + (now - self.refilled.min(now)) * u64::from(self.rate))
+        .min(cap);
+        self.refilled = now;
+        if filled >= 1000 {
+            self.bucket = (filled - 1000) as u32;
+            true
+        } else {
+            self.bucket = filled as u32;
+            false
+        }
+    }
+
+    fn subscribe(&mut self, name: String, auth: Option<String>, channel_data: Option<String>) {
+        if !channel::valid_name(&name) {
+            let why = "invalid channel name: 1 to 164 of A-Z a-z 0-9 _ - = @ , . ;";
+            return self.subscription_error(&name, "InvalidChannel", why, 400);
+        }
+        if self.subs.iter().any(|s| *s.pusher == *name) {
+            return self.error(None, &format!("already subscribed to {name}"));
+        }
+        if self.subs.len() >= self.node.config.max_subscriptions {
+            let why = "too many subscriptions on this connection";
+            return self.subscription_error(&name, "LimitReached", why, 429);
+        }
+        let kind = ChannelType::of(&name);
+        let presence = kind.kind == Kind::Presence;
+        if kind.needs_auth() {
+            let data = if presence {
+                channel_data.as_deref()
+            } else {
+                None
+            };
+            if let Err(e) = sign::verify_channel_auth(
+                &self.app.config.key,
+                self.app.secret(),
+                &self.socket_id,
+                &name,
+                data,
+                auth.as_deref(),
+            ) {
+                return self.subscription_error(&name, "AuthError", &e.to_string(), 401);
+            }
+        }
+        if presence {
+            let Some(member) = channel_data.as_deref().and_then(message::parse_member) else {
+                let why =
+                    "presence channels need channel_data {\"user_id\": ..., \"user_info\"?: ...}";
+                return self.subscription_error(&name, "AuthError", why, 400);
+            };
+            match self.client.identity() {
+                Some(id) if *id.user != *member.user_id => {
+                    let why = "one user per connection: this connection's presence user is another";
+                    return self.subscription_error(&name, "AuthError", why, 400);
+                }
+                Some(_) => {}
+                None => {
+                    self.client.set_identity(Arc::new(Identity {
+                        user: Arc::from(member.user_id.as_str()),
+                        expires_at: None,
+                        grants: Vec::new(),
+                        info: Bytes::from(member.user_info.into_bytes()),
+                    }));
+                    // Channels joined before the identity count it now.
+                    for s in &self.subs {
+                        self.node.hub.count_user(&s.herald, &self.client);
+                    }
+                }
+            }
+        }
+        let herald: Arc<str> = Arc::from(self.app.herald_channel(&name));
+        let held = Arc::downgrade(&herald);
+        self.subs.push(Sub {
+            pusher: name.clone().into_boxed_str(),
+            herald: herald.clone(),
+            kind,
+        });
+        let (node, client, app) = (self.node.clone(), self.client.clone(), self.app.clone());
+        // A cache channel asks for the retained publications (a position of
+        // no epoch is before all of them) to replay the newest.
+        let since = kind.cache.then(herald_proto::Position::default);
+        self.node.broker.subscribe(
+            &herald,
+            since.as_ref(),
+            Box::new(move |result: Result<History, BrokerError>| {
+                let history = match (result, held.upgrade()) {
+                    (Err(e), _) => {
+                        let why = format!("subscription failed: {e}");
+                        let m = message::render_subscription_error(&name, "BrokerError", &why, 503);
+                        return send(&client, m);
+                    }
+                    // Unsubscribed (or gone) before the broker answered.
+                    (Ok(_), None) => return,
+                    (Ok(h), Some(herald)) => {
+                        node.presence.joined(&herald, &client);
+                        node.hub.subscribe_with(&herald, &client, presence);
+                        if Arc::strong_count(&herald) < 2 {
+                            if node.hub.unsubscribe(&herald, client.id) {
+                                node.presence.left(&herald, &client);
+                            }
+                            return;
+                        }
+                        h
+                    }
+                };
+                let data = if presence {
+                    let members = node.hub.presence(&herald_name(&app, &name));
+                    message::presence_data(
+                        members
+                            .iter()
+                            .filter(|m| !m.user.is_empty())
+                            .map(|m| (m.user.as_str(), std::str::from_utf8(&m.info).unwrap_or(""))),
+                    )
+                } else {
+                    "{}".to_string()
+                };
+                send(
+                    &client,
+                    message::render_subscription_succeeded(&name, &data),
+                );
+                if kind.cache {
+                    let last = history
+                        .publications
+                        .last()
+                        .and_then(|p| app.render.render(&herald_name(&app, &name), &p.data));
+                    match last {
+                        Some(r) => {
+                            client.outbox.push(r.frame);
+                        }
+                        None => send(&client, message::render_cache_miss(&name)),
+                    }
+                }
+            }),
+        );
+    }
+
+    fn unsubscribe(&mut self, name: &str) {
+        if let Some(i) = self.subs.iter().position(|s| *s.pusher == *name) {
+            let sub = self.subs.swap_remove(i);
+            let herald = sub.herald.to_string();
+            drop(sub);
+            self.release(&herald);
+        }
+    }
+
+    fn release(&self, herald: &str) {
+        if self.node.hub.unsubscribe(herald, self.client.id) {
+            self.node.presence.left(herald, &self.client);
+        }
+        self.node.broker.unsubscribe(herald);
+    }
+
+    fn client_event(&mut self, event: &str, name: &str, data: &str) {
+        let Some(sub) = self.subs.iter().find(|s| *s.pusher == *name) else {
+            return self.error(
+                None,
+                &format!("client event on {name}: not subscribed to it"),
+            );
+        };
+        if !sub.kind.allows_client_events() {
+            return self.error(
+                None,
+                "client event rejected: only private and presence channels (not encrypted ones) take client events",
+            );
+        }
+        let (herald, presence) = (sub.herald.clone(), sub.kind.kind == Kind::Presence);
+        if data.len() > self.max_event_size {
+            let why = format!(
+                "client event rejected: data over {} bytes",
+                self.max_event_size
+            );
+            return self.error(Some(Code::ClientEventRejected), &why);
+        }
+        if !self.admit() {
+            let why = format!("client event rejected: more than {} per second", self.rate);
+            return self.error(Some(Code::ClientEventRejected), &why);
+        }
+        let raw = serde_json::from_str::<&RawValue>(data).ok();
+        let envelope = Envelope {
+            event: Cow::Borrowed(event),
+            data: raw.map_or(Cow::Borrowed(data), data_string),
+            user_id: presence
+                .then(|| self.client.user())
+                .filter(|u| !u.is_empty())
+                .map(Cow::Borrowed),
+            except: Some(self.client.id),
+        };
+        let done = self
+            .node
+            .broker
+            .publish(&herald, Bytes::from(envelope.to_payload()));
+        self.node.metrics.publications.inc();
+        if let Completion::Pending(fut) = done {
+            self.node.spawn(Box::pin(async move {
+                let _ = fut.await;
+            }));
+        }
+    }
+}
+
+fn herald_name(app: &App, name: &str) -> String {
+    app.herald_channel(name)
+}
+
+impl Handler for PusherConn {
+    fn on_message(&mut self, payload: &[u8], binary: bool) {
+        if binary {
+            return self.error(None, "binary frames are not part of the Pusher protocol");
+        }
+        match Inbound::parse(payload) {
+            Ok(Inbound::Ping) => send(&self.client, message::render_pong()),
+            Ok(Inbound::Pong) => {}
+            Ok(Inbound::Subscribe {
+                channel,
+                auth,
+                channel_data,
+            }) => self.subscribe(channel, auth, channel_data),
+            Ok(Inbound::Unsubscribe { channel }) => self.unsubscribe(&channel),
+            Ok(Inbound::ClientEvent {
+                event,
+                channel,
+                data,
+            }) => self.client_event(&event, &channel, data),
+            Ok(Inbound::Unknown { event }) => {
+                self.error(None, &format!("unsupported event {event:?}"))
+            }
+            Err(e) => self.error(None, &e.to_string()),
+        }
+    }
+
+    fn client(&self) -> &Arc<Client> {
+        &self.client
+    }
+
+    fn node(&self) -> &Arc<Node> {
+        &self.node
+    }
+}
+
+impl Drop for PusherConn {
+    fn drop(&mut self) {
+        self.node.remove_client(self.client.id);
+        for sub in std::mem::take(&mut self.subs) {
+            let herald = sub.herald.to_string();
+            drop(sub);
+            self.release(&herald);
+        }
+        let m = &self.node.metrics;
+        m.closed(Transport::Pusher);
+        let code = self
+            .client
+            .outbox
+            .with_queue(|q| q.closing().map(|c| c.code));
+        m.disconnected(code.unwrap_or(0));
+    }
+}
+
+/// The handler of a `/app/{key}` connection: the protocol, or a refusal
+/// (unknown key, missing or unsupported protocol version) that sends
+/// `pusher:error` and closes with its code.
+#[derive(Debug)]
+pub enum Endpoint {
+    /// A served connection.
+    Open(Box<PusherConn>),
+    /// A refused one; input is ignored until the close goes out.
+    Refused {
+        /// The client whose outbox carries the refusal.
+        client: Arc<Client>,
+        /// Its node.
+        node: Arc<Node>,
+    },
+}
+
+/// Starts a `/app/{key}?protocol=N` connection.
+pub fn open(shared: &crate::server::Shared, key: &str, protocol: Option<&str>) -> Endpoint {
+    let node = shared.node.clone();
+    let refusal = match protocol.map(str::parse::<u32>) {
+        None => Some((
+            Code::NoProtocol,
+            "no protocol version given (?protocol=7)".to_string(),
+        )),
+        Some(Err(_)) => Some((Code::InvalidVersion, "protocol is not a number".to_string())),
+        Some(Ok(v)) if !(5..=7).contains(&v) => Some((
+            Code::UnsupportedProtocol,
+            format!("unsupported protocol version {v} (5 to 7 are)"),
+        )),
+        Some(Ok(_)) => None,
+    };
+    let app = shared.pusher.by_key(key).cloned();
+    let refusal = refusal.or_else(|| {
+        app.is_none().then(|| {
+            (
+                Code::AppNotFound,
+                format!("app key {key} not in this cluster"),
+            )
+        })
+    });
+    match (refusal, app) {
+        (None, Some(app)) => {
+            let client = node.new_rendered_client(app.render.clone());
+            Endpoint::Open(Box::new(PusherConn::new(
+                app,
+                client,
+                node,
+                &shared.pusher.config,
+            )))
+        }
+        (refusal, _) => {
+            let (code, why) = refusal.unwrap_or((Code::AppNotFound, String::new()));
+            let client = node.new_client(herald_proto::Encoding::Json);
+            node.metrics.refused.inc();
+            refuse(&client, code, &why);
+            Endpoint::Refused { client, node }
+        }
+    }
+}
+
+impl Handler for Endpoint {
+    fn on_message(&mut self, payload: &[u8], binary: bool) {
+        if let Endpoint::Open(c) = self {
+            c.on_message(payload, binary);
+        }
+    }
+
+    fn client(&self) -> &Arc<Client> {
+        match self {
+            Endpoint::Open(c) => &c.client,
+            Endpoint::Refused { client, .. } => client,
+        }
+    }
+
+    fn node(&self) -> &Arc<Node> {
+        match self {
+            Endpoint::Open(c) => &c.node,
+            Endpoint::Refused { node, .. } => node,
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Endpoint::Refused { client, node } = self {
+            node.remove_client(client.id);
+        }
+    }
+}
