@@ -33,7 +33,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 }
 
 fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if s.len() & 1 == 1 {
         return None;
     }
     let nibble = |c: u8| match c {

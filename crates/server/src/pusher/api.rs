@@ -52,6 +52,20 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     r
 }
 
+/// A refused request: its status and plain-text message (small, unlike a
+/// `Response`, so `Result`s carrying it stay small).
+struct Refusal(StatusCode, String);
+
+impl Refusal {
+    fn response(self) -> Response<Body> {
+        text(self.0, self.1)
+    }
+}
+
+fn refusal(status: StatusCode, body: impl Into<String>) -> Refusal {
+    Refusal(status, body.into())
+}
+
 fn ok(v: Value) -> Response<Body> {
     json(StatusCode::OK, v.to_string().into_bytes())
 }
@@ -131,38 +145,38 @@ struct Checked {
 }
 
 /// Checks one event (from `events` or a batch); the error is the answer.
-fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Response<Body>> {
+fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Refusal> {
     let channels: Vec<String> = match (&e.channels, &e.channel) {
         (Some(c), None) => c.clone(),
         (None, Some(c)) => vec![c.clone()],
         _ => {
-            return Err(text(
+            return Err(refusal(
                 StatusCode::BAD_REQUEST,
                 "give exactly one of channels and channel",
             ))
         }
     };
     if channels.is_empty() || channels.len() > MAX_CHANNELS {
-        return Err(text(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
             format!("an event goes to 1 to {MAX_CHANNELS} channels"),
         ));
     }
     if let Some(bad) = channels.iter().find(|c| !channel::valid_name(c)) {
-        return Err(text(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
             format!("invalid channel name {bad:?}"),
         ));
     }
     if e.name.is_empty() || e.name.len() > MAX_EVENT_NAME {
-        return Err(text(
+        return Err(refusal(
             StatusCode::BAD_REQUEST,
             format!("event name must be 1 to {MAX_EVENT_NAME} characters"),
         ));
     }
     let data = data_string(e.data);
     if data.len() > max_size {
-        return Err(text(
+        return Err(refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("event data over {max_size} bytes"),
         ));
@@ -172,7 +186,7 @@ fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Response<Body>> {
         Some(s) => match herald_pusher::parse_socket_id(s) {
             Some(id) => Some(id),
             None => {
-                return Err(text(
+                return Err(refusal(
                     StatusCode::BAD_REQUEST,
                     format!("invalid socket_id {s:?}"),
                 ))
@@ -199,7 +213,7 @@ fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Response<Body>> {
 
 /// Publishes a checked event to each of its channels; the error is the
 /// answer.
-async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Response<Body>> {
+async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Refusal> {
     for name in &c.channels {
         let herald = app.herald_channel(name);
         shared.node.metrics.publications.inc();
@@ -208,7 +222,7 @@ async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Response
             Completion::Pending(f) => f.await,
         };
         if let Err(e) = r {
-            return Err(text(StatusCode::SERVICE_UNAVAILABLE, e.to_string()));
+            return Err(refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()));
         }
     }
     Ok(())
@@ -232,9 +246,9 @@ fn attributes(app: &App, shared: &Shared, name: &str, info: &[String]) -> Map<St
     m
 }
 
-fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Response<Body>> {
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Refusal> {
     serde_json::from_slice(body)
-        .map_err(|e| text(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+        .map_err(|e| refusal(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
 }
 
 async fn events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {
@@ -257,7 +271,7 @@ async fn events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {
             .collect();
         Ok(j!({ "channels": channels }))
     };
-    result.await.map_or_else(|r| r, ok)
+    result.await.map_or_else(Refusal::response, ok)
 }
 
 #[derive(Deserialize)]
@@ -270,7 +284,7 @@ async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body>
     let result = async {
         let b: Batch<'_> = parse(body)?;
         if b.batch.len() > MAX_BATCH {
-            return Err(text(
+            return Err(refusal(
                 StatusCode::BAD_REQUEST,
                 format!("at most {MAX_BATCH} events per batch"),
             ));
@@ -294,7 +308,7 @@ async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body>
             .collect();
         Ok(j!({ "batch": batch }))
     };
-    result.await.map_or_else(|r| r, ok)
+    result.await.map_or_else(Refusal::response, ok)
 }
 
 fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
