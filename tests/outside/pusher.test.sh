@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Herald's Pusher Channels endpoint (issue 16) checked with Pusher's own
+# libraries from npm: pusher-js (client) and pusher (server SDK), at the
+# versions pinned by tests/outside/pusher/package-lock.json. Needs node and
+# npm (installed with apt when missing and run as root); under CI=true a
+# missing tool fails the test, elsewhere it skips.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+: "${HERALD_BIN:?HERALD_BIN must name the herald binary}"
+
+missing() {
+  if [ "${CI:-}" = "true" ]; then echo "pusher: $1 missing and not installable" >&2; exit 1; fi
+  echo "pusher: SKIPPED ($1 missing)"; exit 0
+}
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq nodejs npm >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nodejs npm >/dev/null 2>&1; } || true
+  fi
+  command -v node >/dev/null && command -v npm >/dev/null || missing "node/npm"
+fi
+
+cd "$HERE/pusher"
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ]; then
+  timeout 300 npm ci --no-audit --no-fund --loglevel=error >/dev/null || missing "npm packages (npm ci failed)"
+fi
+# Each test waits at most 5 s for any one thing; the whole run is bounded.
+timeout 120 node --test --test-concurrency=1 --test-timeout=20000 --test-reporter=spec pusher.test.mjs

@@ -1,0 +1,190 @@
+// Herald's Pusher endpoint checked with Pusher's own libraries (issue 16):
+// pusher-js (the browser/Node client) connects to Herald's /app/{key}, and
+// the `pusher` server SDK publishes through Herald's /apps/{id}/ HTTP API and
+// signs channel authorisations (authorizeChannel) in an auth endpoint served
+// by this test. One herald (HERALD_BIN) serves every test.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import http from 'node:http';
+import net from 'node:net';
+import Pusher from 'pusher-js';
+import PusherServer from 'pusher';
+
+const KEY = 'outside-key';
+const SECRET = 'outside-secret-' + Math.random().toString(36).slice(2);
+const WAIT_MS = 5000;
+
+let herald, port, authServer, authPort, sdk;
+const clients = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+/** Resolves with the first call of `register(cb)`, rejects after WAIT_MS. */
+function once(what, register) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), WAIT_MS);
+    register((v) => {
+      clearTimeout(timer);
+      resolve(v);
+    });
+  });
+}
+
+function client(user) {
+  const params = user ? `?user=${encodeURIComponent(user)}` : '';
+  const c = new Pusher(KEY, {
+    cluster: 'herald',
+    wsHost: '127.0.0.1',
+    wsPort: port,
+    forceTLS: false,
+    enabledTransports: ['ws'],
+    disableStats: true,
+    channelAuthorization: {
+      endpoint: `http://127.0.0.1:${authPort}/pusher/auth${params}`,
+      transport: 'ajax',
+    },
+  });
+  clients.push(c);
+  return c;
+}
+
+function subscribed(c, name) {
+  const ch = c.subscribe(name);
+  return once(`subscription to ${name}`, (done) => {
+    ch.bind('pusher:subscription_succeeded', () => done(ch));
+    ch.bind('pusher:subscription_error', (e) => done(Promise.reject(new Error(JSON.stringify(e)))));
+  });
+}
+
+before(async () => {
+  const bin = process.env.HERALD_BIN;
+  assert.ok(bin, 'HERALD_BIN must name the herald binary');
+  port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'herald-pusher-'));
+  const config = join(dir, 'herald.toml');
+  writeFileSync(
+    config,
+    `listen = "127.0.0.1:${port}"\n[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\n`,
+  );
+  herald = spawn(bin, ['serve', '--config', config], {
+    env: { ...process.env, HERALD_TEST_PUSHER_SECRET: SECRET },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (r.ok) break;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) throw new Error('herald did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  sdk = new PusherServer({ appId: '1', key: KEY, secret: SECRET, host: '127.0.0.1', port: String(port), useTLS: false });
+  // The app's auth endpoint, as an app would write it with the server SDK.
+  authServer = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const form = new URLSearchParams(body);
+      const user = new URL(req.url, 'http://x').searchParams.get('user');
+      const channel = form.get('channel_name');
+      const presence = channel.startsWith('presence-') ? { user_id: user, user_info: { name: user } } : undefined;
+      let auth = sdk.authorizeChannel(form.get('socket_id'), channel, presence);
+      if (channel.includes('forged')) auth = { auth: `${KEY}:${'0'.repeat(64)}` };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(auth));
+    });
+  });
+  await new Promise((r) => authServer.listen(0, '127.0.0.1', r));
+  authPort = authServer.address().port;
+});
+
+after(async () => {
+  for (const c of clients) c.disconnect();
+  authServer?.close();
+  if (herald) {
+    herald.kill('SIGTERM');
+    await once('herald to exit', (done) => herald.once('exit', done)).catch(() => herald.kill('SIGKILL'));
+  }
+});
+
+test('pusher-js connects and receives events triggered by the server SDK', async () => {
+  const c = client();
+  await once('connected', (done) => c.connection.bind('connected', done));
+  assert.match(c.connection.socket_id, /^\d+\.\d+$/);
+  const ch = await subscribed(c, 'news');
+  const got = once('event', (done) => ch.bind('greeting', done));
+  await sdk.trigger('news', 'greeting', { text: 'hi' });
+  assert.deepEqual(await got, { text: 'hi' });
+  const batch = once('batch event', (done) => ch.bind('second', done));
+  await sdk.triggerBatch([{ channel: 'news', name: 'second', data: 'plain' }]);
+  assert.equal(await batch, 'plain');
+});
+
+test('a Herald publication reaches pusher-js', async () => {
+  const c = client();
+  const ch = await subscribed(c, 'mixed');
+  const got = once('event', (done) => ch.bind('from-herald', done));
+  const r = await fetch(`http://127.0.0.1:${port}/api/publish`, {
+    method: 'POST',
+    body: JSON.stringify({ channel: 'pusher-1:mixed', data: { event: 'from-herald', data: { n: 1 } } }),
+  });
+  assert.equal(r.status, 200);
+  assert.deepEqual(await got, { n: 1 });
+});
+
+test('private channels: the auth endpoint signs, client events reach the other client', async () => {
+  const a = client();
+  const b = client();
+  const [ca, cb] = await Promise.all([subscribed(a, 'private-room'), subscribed(b, 'private-room')]);
+  const got = once('client event', (done) => cb.bind('client-typing', done));
+  assert.ok(ca.trigger('client-typing', { who: 'a' }));
+  assert.deepEqual(await got, { who: 'a' });
+  // A forged signature is refused.
+  const bad = a.subscribe('private-forged');
+  const err = await once('subscription error', (done) => bad.bind('pusher:subscription_error', done));
+  assert.equal(err.type, 'AuthError');
+});
+
+test('presence: members, member_added and member_removed', async () => {
+  const ann = client('ann');
+  const bob = client('bob');
+  const ca = await subscribed(ann, 'presence-lobby');
+  assert.equal(ca.members.count, 1);
+  assert.equal(ca.members.me.id, 'ann');
+  const added = once('member_added', (done) => ca.bind('pusher:member_added', done));
+  const cb = await subscribed(bob, 'presence-lobby');
+  assert.equal(cb.members.count, 2);
+  assert.deepEqual((await added).info, { name: 'bob' });
+  const users = await sdk.get({ path: '/channels/presence-lobby/users' });
+  assert.deepEqual((await users.json()).users.map((u) => u.id).sort(), ['ann', 'bob']);
+  const removed = once('member_removed', (done) => ca.bind('pusher:member_removed', done));
+  bob.disconnect();
+  assert.equal((await removed).id, 'bob');
+});
+
+test('the server SDK queries channels; a wrong secret is refused', async () => {
+  const c = client();
+  await subscribed(c, 'listed');
+  const r = await sdk.get({ path: '/channels', params: { filter_by_prefix: 'list' } });
+  assert.deepEqual(await r.json(), { channels: { listed: {} } });
+  const info = await sdk.get({ path: '/channels/listed', params: { info: 'subscription_count' } });
+  assert.deepEqual(await info.json(), { occupied: true, subscription_count: 1 });
+  const wrong = new PusherServer({ appId: '1', key: KEY, secret: 'wrong', host: '127.0.0.1', port: String(port), useTLS: false });
+  await assert.rejects(wrong.trigger('listed', 'e', {}), (e) => e.status === 401);
+});
