@@ -305,3 +305,106 @@ impl Render for AppRender {
         Some(Frame::Text(Bytes::from(frame)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(toml_text: &str) -> Result<PusherConfig, ConfigError> {
+        let args: crate::ServeArgs = toml::from_str(toml_text).expect("toml");
+        PusherConfig::resolve(args.pusher.as_ref())
+    }
+
+    #[test]
+    fn apps_from_toml_with_secrets_from_env_file_or_value() {
+        let dir = std::env::temp_dir().join(format!("herald-pusher-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("secret");
+        std::fs::write(&file, "from-file\n").expect("write");
+        // A variable every test process has, so no test sets the environment.
+        let c = parse(&format!(
+            r#"
+            [pusher]
+            client_event_rate = 3
+            [[pusher.apps]]
+            id = "1"
+            key = "k1"
+            secret = "inline"
+            [[pusher.apps]]
+            id = "2"
+            key = "k2"
+            secret_file = "{}"
+            namespace = "shop"
+            [[pusher.apps]]
+            id = "3"
+            key = "k3"
+            secret_env = "PATH"
+            "#,
+            file.display()
+        ))
+        .expect("valid");
+        assert_eq!(c.client_event_rate, 3);
+        assert_eq!(c.activity_timeout, ACTIVITY_TIMEOUT);
+        assert_eq!(c.apps[0].secret.0, "inline");
+        assert_eq!(c.apps[0].namespace, "pusher-1");
+        assert_eq!(c.apps[1].secret.0, "from-file");
+        assert_eq!(c.apps[1].namespace, "shop");
+        assert!(!c.apps[2].secret.0.is_empty());
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("inline") && !debug.contains("from-file"),
+            "{debug}"
+        );
+        assert!(parse("").expect("no section").apps.is_empty());
+    }
+
+    #[test]
+    fn bad_apps_are_refused() {
+        for bad in [
+            // No secret, two secrets, an unset variable.
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nsecret_env = \"PATH\"",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret_env = \"HERALD_SURELY_UNSET_VARIABLE\"",
+            // Bad id, key, namespace; duplicates.
+            "[[pusher.apps]]\nid = \"a:b\"\nkey = \"k\"\nsecret = \"s\"",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k/x\"\nsecret = \"s\"",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nnamespace = \"a:b\"",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\n[[pusher.apps]]\nid = \"2\"\nkey = \"k\"\nsecret = \"t\"",
+            "[pusher]\nactivity_timeout = 0",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_renderer_maps_channels_and_presence() {
+        let r = AppRender {
+            namespace: "pusher-1".into(),
+        };
+        let out = r
+            .render(
+                "pusher-1:a/b",
+                br#"{"event":"e","data":{"x":1},"socket_id":"0.5"}"#,
+            )
+            .expect("this app's");
+        assert_eq!(out.except, Some(5));
+        assert_eq!(
+            out.frame.payload(),
+            br#"{"event":"e","channel":"a;b","data":"{\"x\":1}"}"#
+        );
+        assert!(r.render("pusher-2:a", b"{}").is_none(), "another app's");
+        let who = ClientInfo {
+            client: "1".into(),
+            user: "ann".into(),
+            info: Bytes::from_static(b"{\"n\":1}"),
+        };
+        assert!(r
+            .presence("pusher-1:presence-x", &who, true, false)
+            .is_none());
+        let f = r
+            .presence("pusher-1:presence-x", &who, true, true)
+            .expect("edge");
+        let v: serde_json::Value = serde_json::from_slice(f.payload()).expect("json");
+        assert_eq!(v["event"], "pusher_internal:member_added");
+    }
+}
