@@ -465,9 +465,10 @@ impl ServerConfig {
                 "redis_prefix = {redis_prefix:?}: must be non-empty, without spaces or braces"
             )));
         }
-        let policy = policy(&a)?;
-        let games = games_config(&a)?;
         let pusher = crate::pusher::PusherConfig::resolve(a.pusher.as_ref())?;
+        let policy = policy(&a)?
+            .with_pusher_namespaces(pusher.apps.iter().map(|p| p.namespace.clone()).collect());
+        let games = games_config(&a)?;
         let listen = a
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));

@@ -220,6 +220,30 @@ async fn http_api_events_reach_pusher_and_herald_subscribers() {
 }
 
 #[tokio::test]
+async fn herald_clients_need_a_grant_for_pusher_private_channels() {
+    let srv = server().await;
+    let mut h = json_client(srv.addr).await;
+    subscribe_json(&mut h, 2, "pusher-1:news").await;
+    for (id, channel) in [
+        (3, "pusher-1:private-room"),
+        (4, "pusher-1:presence-room"),
+        (5, "pusher-1:private-encrypted-x"),
+        (6, ">"),
+    ] {
+        send_json(&mut h, json!({"id": id, "subscribe": {"channel": channel}})).await;
+        let r = recv_json(&mut h).await;
+        assert_eq!(r["id"], id, "{r}");
+        assert_eq!(r["error"]["code"], 104, "{channel}: {r}");
+    }
+    send_json(
+        &mut h,
+        json!({"id": 7, "publish": {"channel": "pusher-1:private-room", "data": {"event": "forged", "data": "x"}}}),
+    )
+    .await;
+    assert_eq!(recv_json(&mut h).await["error"]["code"], 104);
+}
+
+#[tokio::test]
 async fn apps_are_isolated() {
     let srv = server().await;
     let (mut other, _) = pusher_client(srv.addr, "other-key").await;
