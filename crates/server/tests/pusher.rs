@@ -340,6 +340,25 @@ async fn client_events_reach_the_others_on_private_channels_only() {
 }
 
 #[tokio::test]
+async fn encrypted_channels_relay_ciphertext_and_refuse_client_events() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    let m = subscribe(&mut ws, "private-encrypted-v", None, None).await;
+    assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+    subscribed(&mut ws, "private-encrypted-v", &socket, None).await;
+    let sealed = r#"{"nonce":"bm9uY2U=","ciphertext":"c2VhbGVk"}"#;
+    trigger(srv.addr, "private-encrypted-v", "e", sealed).await;
+    let m = recv_json(&mut ws).await;
+    assert_eq!(m["data"].as_str(), Some(sealed), "relayed as is: {m}");
+    send_json(
+        &mut ws,
+        json!({"event": "client-x", "channel": "private-encrypted-v", "data": {}}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:error");
+}
+
+#[tokio::test]
 async fn oversized_and_too_frequent_client_events_get_4301() {
     let srv = server().await;
     let (mut a, sa) = pusher_client(srv.addr, KEY).await;

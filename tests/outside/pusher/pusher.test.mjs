@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
 import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
 
@@ -94,7 +95,17 @@ before(async () => {
     if (Date.now() > deadline) throw new Error('herald did not start');
     await new Promise((r) => setTimeout(r, 50));
   }
-  sdk = new PusherServer({ appId: '1', key: KEY, secret: SECRET, host: '127.0.0.1', port: String(port), useTLS: false });
+  sdk = new PusherServer({
+    appId: '1',
+    key: KEY,
+    secret: SECRET,
+    host: '127.0.0.1',
+    port: String(port),
+    useTLS: false,
+    // End-to-end encryption of private-encrypted- channels: the key never
+    // reaches Herald, which relays ciphertext.
+    encryptionMasterKeyBase64: randomBytes(32).toString('base64'),
+  });
   // The app's auth endpoint, as an app would write it with the server SDK.
   authServer = http.createServer((req, res) => {
     let body = '';
@@ -159,6 +170,14 @@ test('private channels: the auth endpoint signs, client events reach the other c
   const bad = a.subscribe('private-forged');
   const err = await once('subscription error', (done) => bad.bind('pusher:subscription_error', done));
   assert.equal(err.type, 'AuthError');
+});
+
+test('private-encrypted channels: the SDKs encrypt and decrypt, Herald relays', async () => {
+  const c = client();
+  const ch = await subscribed(c, 'private-encrypted-vault');
+  const got = once('decrypted event', (done) => ch.bind('secret', done));
+  await sdk.trigger('private-encrypted-vault', 'secret', { code: 42 });
+  assert.deepEqual(await got, { code: 42 });
 });
 
 test('presence: members, member_added and member_removed', async () => {
