@@ -398,6 +398,36 @@ async fn oversized_and_too_frequent_client_events_get_4301() {
 }
 
 #[tokio::test]
+async fn herald_rate_limit_applies_to_every_pusher_message() {
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![app("1", KEY, SECRET)],
+            ..Default::default()
+        }),
+        rate_limit: Some(5),
+        rate_burst: Some(5),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, _) = pusher_client(srv.addr, KEY).await;
+    for _ in 0..6 {
+        send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    }
+    let mut events = Vec::new();
+    for _ in 0..6 {
+        events.push(recv(&mut ws).await["event"].as_str().map(str::to_string));
+    }
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.as_deref() == Some("pusher:pong"))
+            .count(),
+        5
+    );
+    assert!(events.contains(&Some("pusher:error".into())), "{events:?}");
+}
+
+#[tokio::test]
 async fn presence_members_join_and_leave_once_per_user() {
     let srv = server().await;
     let ann = r#"{"user_id":"ann","user_info":{"name":"Ann"}}"#;

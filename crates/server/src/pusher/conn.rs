@@ -25,6 +25,9 @@
 //!   channel for everyone but the sender, with `user_id` on presence channels.
 //! - Anything else (unknown events, bad JSON, binary frames) gets a
 //!   `pusher:error` with code `null`; the connection stays.
+//! - Every message counts against Herald's per-connection rate limit
+//!   (`rate_limit`, `rate_burst`); one beyond it is dropped with a
+//!   `pusher:error`, as Herald's own protocol answers error 108.
 
 use super::App;
 use crate::conn::Handler;
@@ -58,12 +61,48 @@ pub struct PusherConn {
     node: Arc<Node>,
     socket_id: String,
     subs: Vec<Sub>,
-    /// Client-event token bucket: milli-events left and the node millisecond
-    /// of the last refill.
-    bucket: u32,
-    refilled: u64,
-    rate: u32,
+    /// Client events: `client_event_rate` per second, a second's worth at once.
+    events: Bucket,
+    /// Every message: Herald's `rate_limit`/`rate_burst`, as for its own
+    /// protocol (`None`: no limit), so that a flood of refused subscribes
+    /// (an HMAC each) is bounded too.
+    messages: Option<Bucket>,
     max_event_size: usize,
+}
+
+/// A token bucket counted in milli-tokens: `rate` per second, at most `cap`.
+#[derive(Debug)]
+struct Bucket {
+    level: u64,
+    /// Node millisecond of the last refill.
+    at: u64,
+    rate: u64,
+    cap: u64,
+}
+
+impl Bucket {
+    fn new(rate: u32, burst: u32) -> Bucket {
+        let cap = u64::from(burst.max(rate)) * 1000;
+        Bucket {
+            level: cap,
+            at: 0,
+            rate: u64::from(rate),
+            cap,
+        }
+    }
+
+    /// Takes one token at node millisecond `now`; false when empty.
+    fn take(&mut self, now: u64) -> bool {
+        let elapsed = now.saturating_sub(self.at);
+        self.at = now;
+        self.level = (self.level + elapsed * self.rate).min(self.cap);
+        if self.level >= 1000 {
+            self.level -= 1000;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// Queues one text message.
@@ -89,6 +128,8 @@ impl PusherConn {
     ) -> PusherConn {
         node.metrics.opened(Transport::Pusher);
         let socket_id = herald_pusher::socket_id(client.id);
+        let c = &node.config;
+        let messages = (c.rate_limit > 0).then(|| Bucket::new(c.rate_limit, c.rate_burst));
         send(
             &client,
             message::render_connection_established(&socket_id, settings.activity_timeout),
@@ -99,9 +140,8 @@ impl PusherConn {
             node,
             socket_id,
             subs: Vec::new(),
-            bucket: settings.client_event_rate.saturating_mul(1000),
-            refilled: 0,
-            rate: settings.client_event_rate,
+            events: Bucket::new(settings.client_event_rate, settings.client_event_rate),
+            messages,
             max_event_size: settings.max_event_size,
         }
     }
@@ -118,24 +158,6 @@ impl PusherConn {
             &self.client,
             message::render_subscription_error(channel, kind, error, status),
         );
-    }
-
-    /// Takes one client event from the bucket (refilled at `rate` per
-    /// second, holding one second's worth).
-    fn admit(&mut self) -> bool {
-        let now = self.node.now_ms();
-        let cap = u64::from(self.rate) * 1000;
-        let filled = (u64::from(self.bucket)
-            + (now - self.refilled.min(now)) * u64::from(self.rate))
-        .min(cap);
-        self.refilled = now;
-        if filled >= 1000 {
-            self.bucket = (filled - 1000) as u32;
-            true
-        } else {
-            self.bucket = filled as u32;
-            false
-        }
     }
 
     fn subscribe(&mut self, name: String, auth: Option<String>, channel_data: Option<String>) {
@@ -298,8 +320,11 @@ impl PusherConn {
             );
             return self.error(Some(Code::ClientEventRejected), &why);
         }
-        if !self.admit() {
-            let why = format!("client event rejected: more than {} per second", self.rate);
+        if !self.events.take(self.node.now_ms()) {
+            let why = format!(
+                "client event rejected: more than {} per second",
+                self.events.rate
+            );
             return self.error(Some(Code::ClientEventRejected), &why);
         }
         let raw = serde_json::from_str::<&RawValue>(data).ok();
@@ -331,6 +356,14 @@ fn herald_name(app: &App, name: &str) -> String {
 
 impl Handler for PusherConn {
     fn on_message(&mut self, payload: &[u8], binary: bool) {
+        if let Some(b) = &mut self.messages {
+            if !b.take(self.node.now_ms()) {
+                self.node
+                    .metrics
+                    .dropped(herald_core::metrics::Drop::RateLimit, 1);
+                return self.error(None, "rate limit exceeded: message dropped");
+            }
+        }
         if binary {
             return self.error(None, "binary frames are not part of the Pusher protocol");
         }
