@@ -17,8 +17,9 @@
 //! Pusher's: 100 channels per event, 10 events per batch, 200 characters of
 //! event name, `max_event_size` bytes of data (413 beyond).
 //!
-//! Channel listings and counts are this node's (the hub's), as Herald's own
-//! presence is in memory mode.
+//! `channels/{name}` and `channels/{name}/users` ask the node's presence
+//! (cluster-wide on Redis, like Herald's `presence`); the `channels` listing
+//! and the `info` of `events` are this node's (the hub's).
 
 use super::App;
 use crate::api::{full, json, Body};
@@ -114,8 +115,8 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         (&Method::GET, r) if r.starts_with("channels/") => {
             let r = &r["channels/".len()..];
             match r.strip_suffix("/users") {
-                Some(name) => users(&app, shared, name),
-                None => channel_info(&app, shared, r, &signed),
+                Some(name) => users(&app, shared, name).await,
+                None => channel_info(&app, shared, r, &signed).await,
             }
         }
         _ => text(StatusCode::NOT_FOUND, "not found"),
@@ -336,7 +337,18 @@ fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
     ok(j!({ "channels": out }))
 }
 
-fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -> Response<Body> {
+/// Awaits a presence answer (cluster-wide on Redis).
+async fn presence<T>(
+    c: Completion<Result<T, herald_core::BrokerError>>,
+) -> Result<T, Response<Body>> {
+    match c {
+        Completion::Ready(r) => r,
+        Completion::Pending(f) => f.await,
+    }
+    .map_err(|e| text(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+}
+
+async fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -> Response<Body> {
     if !channel::valid_name(name) {
         return text(StatusCode::BAD_REQUEST, "invalid channel name");
     }
@@ -344,23 +356,34 @@ fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -> Resp
         .get("info")
         .map(|i| i.split(',').map(str::to_string).collect())
         .unwrap_or_default();
-    let (connections, _) = shared.node.hub.presence_stats(&app.herald_channel(name));
-    let mut m = attributes(app, shared, name, &info);
+    let herald = app.herald_channel(name);
+    let (connections, users) = match presence(shared.node.presence.stats(&herald)).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let mut m = Map::new();
     m.insert("occupied".into(), j!(connections > 0));
+    if info.iter().any(|i| i == "subscription_count") {
+        m.insert("subscription_count".into(), j!(connections));
+    }
+    if info.iter().any(|i| i == "user_count") && ChannelType::of(name).kind == Kind::Presence {
+        m.insert("user_count".into(), j!(users));
+    }
     ok(Value::Object(m))
 }
 
-fn users(app: &App, shared: &Shared, name: &str) -> Response<Body> {
+async fn users(app: &App, shared: &Shared, name: &str) -> Response<Body> {
     if ChannelType::of(name).kind != Kind::Presence || !channel::valid_name(name) {
         return text(
             StatusCode::BAD_REQUEST,
             "users are listed for presence channels only",
         );
     }
-    let mut ids: Vec<String> = shared
-        .node
-        .hub
-        .presence(&app.herald_channel(name))
+    let members = match presence(shared.node.presence.list(&app.herald_channel(name))).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let mut ids: Vec<String> = members
         .into_iter()
         .filter(|m| !m.user.is_empty())
         .map(|m| m.user)
