@@ -21,6 +21,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
+/// Prefix of the channel that carries a signed-in user's events
+/// (`sendToUser`); followed by the user id.
+pub const USER_CHANNEL: &str = "#server-to-user-";
+
 /// Longest channel name Pusher accepts.
 pub const MAX_NAME: usize = 164;
 
@@ -91,6 +95,13 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_-=@,.;".contains(&b))
 }
 
+/// The user id of a user channel (`#server-to-user-ID`), if `name` is one
+/// and the id is made of channel characters.
+pub fn user_channel(name: &str) -> Option<&str> {
+    let id = name.strip_prefix(USER_CHANNEL)?;
+    valid_name(id).then_some(id)
+}
+
 /// Whether `namespace` can prefix Herald channel names for an app: 1 to 64 of
 /// Herald's channel characters, without `:`.
 pub fn valid_namespace(namespace: &str) -> bool {
@@ -101,20 +112,34 @@ pub fn valid_namespace(namespace: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_-@/=,.".contains(&b))
 }
 
-/// The Herald channel of Pusher channel `name` in `namespace`.
+/// The Herald channel of Pusher channel `name` in `namespace` (`;` as `/`,
+/// and the `#` of user channels as `:`: characters Pusher names never hold
+/// in the other form).
 pub fn to_herald(namespace: &str, name: &str) -> String {
     let mut s = String::with_capacity(namespace.len() + 1 + name.len());
     s.push_str(namespace);
     s.push(':');
-    s.extend(name.chars().map(|c| if c == ';' { '/' } else { c }));
+    s.extend(name.chars().map(|c| match c {
+        ';' => '/',
+        '#' => ':',
+        c => c,
+    }));
     s
 }
 
 /// The Pusher channel of Herald channel `herald`, if it is in `namespace`.
 pub fn from_herald<'a>(namespace: &str, herald: &'a str) -> Option<Cow<'a, str>> {
     let name = herald.strip_prefix(namespace)?.strip_prefix(':')?;
-    Some(if name.contains('/') {
-        Cow::Owned(name.replace('/', ";"))
+    Some(if name.contains(['/', ':']) {
+        Cow::Owned(
+            name.chars()
+                .map(|c| match c {
+                    '/' => ';',
+                    ':' => '#',
+                    c => c,
+                })
+                .collect(),
+        )
     } else {
         Cow::Borrowed(name)
     })
@@ -261,6 +286,15 @@ mod tests {
         assert_eq!(from_herald("pusher-1", "pusher-12:x"), None);
         assert_eq!(from_herald("pusher-1", "other:x"), None);
         assert!(valid_namespace("pusher-1") && !valid_namespace("a:b") && !valid_namespace(""));
+        let u = to_herald("pusher-1", "#server-to-user-ann");
+        assert_eq!(u, "pusher-1::server-to-user-ann");
+        assert_eq!(
+            from_herald("pusher-1", &u).as_deref(),
+            Some("#server-to-user-ann")
+        );
+        assert_eq!(user_channel("#server-to-user-ann"), Some("ann"));
+        assert_eq!(user_channel("#server-to-user-"), None);
+        assert_eq!(user_channel("server-to-user-ann"), None);
     }
 
     fn round_trip(data: &str) {

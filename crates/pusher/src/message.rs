@@ -31,6 +31,13 @@ pub enum Inbound<'a> {
         /// channels, exactly as signed.
         channel_data: Option<String>,
     },
+    /// `pusher:signin` (user authentication).
+    Signin {
+        /// `<key>:<signature of socket_id::user::user_data>`.
+        auth: String,
+        /// The user's JSON, exactly as signed (must hold an `id`).
+        user_data: String,
+    },
     /// `pusher:unsubscribe`.
     Unsubscribe {
         /// The Pusher channel.
@@ -115,6 +122,23 @@ impl<'a> Inbound<'a> {
                     channel: d.channel,
                     auth: d.auth,
                     channel_data: d.channel_data,
+                }
+            }
+            "pusher:signin" => {
+                #[derive(Deserialize)]
+                struct Signin {
+                    auth: String,
+                    user_data: String,
+                }
+                let bad = ParseError::Field {
+                    event: "pusher:signin",
+                    what: "data must be an object with strings \"auth\" and \"user_data\"",
+                };
+                let data = raw.data.ok_or(bad.clone())?;
+                let s: Signin = serde_json::from_str(&data_string(data)).map_err(|_| bad)?;
+                Inbound::Signin {
+                    auth: s.auth,
+                    user_data: s.user_data,
                 }
             }
             "pusher:unsubscribe" => {
@@ -262,6 +286,33 @@ pub fn render_member_removed(channel: &str, user_id: &str) -> Vec<u8> {
         &data.to_string(),
         None,
     )
+}
+
+/// `pusher:signin_success` echoing the signed `user_data`.
+pub fn render_signin_success(user_data: &str) -> Vec<u8> {
+    let data = serde_json::json!({ "user_data": user_data });
+    render_event("pusher:signin_success", None, &data.to_string(), None)
+}
+
+/// The `id` and `user_info` (JSON text, "" when absent) of a signed-in
+/// user's `user_data`; `None` without a non-empty string `id`.
+pub fn parse_user(user_data: &str) -> Option<Member> {
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        id: String,
+        #[serde(default, borrow)]
+        user_info: Option<&'a RawValue>,
+    }
+    let raw: Raw<'_> = serde_json::from_str(user_data).ok()?;
+    if raw.id.is_empty() {
+        return None;
+    }
+    Some(Member {
+        user_id: raw.id,
+        user_info: raw
+            .user_info
+            .map_or_else(String::new, |i| i.get().to_string()),
+    })
 }
 
 /// `pusher:cache_miss`: a cache channel had no event to replay.

@@ -86,6 +86,34 @@ pub fn channel_auth(
     format!("{key}:{sig}")
 }
 
+/// The `auth` value an app's user-authentication endpoint returns for
+/// `socket_id` signing in with `user_data` (the server SDKs'
+/// `authenticateUser`): the HMAC of `socket_id::user::user_data`.
+pub fn user_auth(key: &str, secret: &[u8], socket_id: &str, user_data: &str) -> String {
+    let sig = hmac_hex(secret, format!("{socket_id}::user::{user_data}").as_bytes());
+    format!("{key}:{sig}")
+}
+
+/// Checks a client's `pusher:signin` `auth`.
+pub fn verify_user_auth(
+    key: &str,
+    secret: &[u8],
+    socket_id: &str,
+    user_data: &str,
+    auth: &str,
+) -> Result<(), AuthError> {
+    let (given_key, sig) = auth.split_once(':').ok_or(AuthError::WrongKey)?;
+    if given_key != key {
+        return Err(AuthError::WrongKey);
+    }
+    let message = format!("{socket_id}::user::{user_data}");
+    if verify_hex(secret, message.as_bytes(), sig) {
+        Ok(())
+    } else {
+        Err(AuthError::BadSignature)
+    }
+}
+
 /// Why a channel authorisation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -344,6 +372,21 @@ mod tests {
         assert_eq!(
             verify(Some("278d425bdf160c739803:zz"), "1234.1234"),
             Err(AuthError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn user_auth_round_trips() {
+        let data = r#"{"id":"ann"}"#;
+        let auth = user_auth("k", b"s", "1.2", data);
+        assert_eq!(verify_user_auth("k", b"s", "1.2", data, &auth), Ok(()));
+        assert_eq!(
+            verify_user_auth("k", b"s", "1.3", data, &auth),
+            Err(AuthError::BadSignature)
+        );
+        assert_eq!(
+            verify_user_auth("x", b"s", "1.2", data, &auth),
+            Err(AuthError::WrongKey)
         );
     }
 

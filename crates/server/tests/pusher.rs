@@ -228,6 +228,7 @@ async fn herald_clients_need_a_grant_for_pusher_private_channels() {
         (3, "pusher-1:private-room"),
         (4, "pusher-1:presence-room"),
         (5, "pusher-1:private-encrypted-x"),
+        (8, "pusher-1::server-to-user-ann"),
         (6, ">"),
     ] {
         send_json(&mut h, json!({"id": id, "subscribe": {"channel": channel}})).await;
@@ -489,6 +490,61 @@ async fn presence_members_join_and_leave_once_per_user() {
     let auth = sign::channel_auth(KEY, SECRET.as_bytes(), &sc, "presence-room", None);
     let m = subscribe(&mut c, "presence-room", Some(&auth), None).await;
     assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+}
+
+#[tokio::test]
+async fn signed_in_users_get_their_events_and_can_be_terminated() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    let user = r#"{"id":"ann","user_info":{"name":"Ann"}}"#;
+    let auth = sign::user_auth(KEY, SECRET.as_bytes(), &socket, user);
+    send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": auth, "user_data": user}}),
+    )
+    .await;
+    let m = recv(&mut ws).await;
+    assert_eq!(m["event"], "pusher:signin_success", "{m}");
+    assert_eq!(m["data"]["user_data"], user);
+    let m = subscribe(&mut ws, "#server-to-user-bob", None, None).await;
+    assert_eq!(
+        m["event"], "pusher:subscription_error",
+        "another user's channel: {m}"
+    );
+    let m = subscribe(&mut ws, "#server-to-user-ann", None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    trigger(srv.addr, "#server-to-user-ann", "note", "for ann").await;
+    let m = recv_json(&mut ws).await;
+    assert_eq!(
+        m,
+        json!({"event": "note", "channel": "#server-to-user-ann", "data": "for ann"})
+    );
+    let (status, _) = api(
+        srv.addr,
+        "POST",
+        "/apps/1/users/ann/terminate_connections",
+        "{}",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(close_code(&mut ws).await, 4009);
+
+    // A forged signin: pusher:error 4009, then the close.
+    let (mut ws, _) = pusher_client(srv.addr, KEY).await;
+    let forged = sign::user_auth(KEY, b"not-the-secret", "1.1", user);
+    send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": forged, "user_data": user}}),
+    )
+    .await;
+    let m = recv(&mut ws).await;
+    assert_eq!(
+        (m["event"].as_str(), m["data"]["code"].as_u64()),
+        (Some("pusher:error"), Some(4009)),
+        "{m}"
+    );
+    assert_eq!(close_code(&mut ws).await, 4009);
 }
 
 #[tokio::test]

@@ -44,6 +44,14 @@ function once(what, register) {
   });
 }
 
+/** Resolves once `pred()` is true (polled), rejects after WAIT_MS. */
+function until(what, pred) {
+  return once(what, (done) => {
+    const poll = () => (pred() ? done() : setTimeout(poll, 10));
+    poll();
+  });
+}
+
 function client(user) {
   const params = user ? `?user=${encodeURIComponent(user)}` : '';
   const c = new Pusher(KEY, {
@@ -55,6 +63,10 @@ function client(user) {
     disableStats: true,
     channelAuthorization: {
       endpoint: `http://127.0.0.1:${authPort}/pusher/auth${params}`,
+      transport: 'ajax',
+    },
+    userAuthentication: {
+      endpoint: `http://127.0.0.1:${authPort}/pusher/user-auth${params}`,
       transport: 'ajax',
     },
   });
@@ -113,6 +125,11 @@ before(async () => {
     req.on('end', () => {
       const form = new URLSearchParams(body);
       const user = new URL(req.url, 'http://x').searchParams.get('user');
+      if (req.url.startsWith('/pusher/user-auth')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(sdk.authenticateUser(form.get('socket_id'), { id: user, user_info: { name: user } })));
+        return;
+      }
       const channel = form.get('channel_name');
       const presence = channel.startsWith('presence-') ? { user_id: user, user_info: { name: user } } : undefined;
       let auth = sdk.authorizeChannel(form.get('socket_id'), channel, presence);
@@ -195,6 +212,21 @@ test('presence: members, member_added and member_removed', async () => {
   const removed = once('member_removed', (done) => ca.bind('pusher:member_removed', done));
   bob.disconnect();
   assert.equal((await removed).id, 'bob');
+});
+
+test('user authentication: signin, sendToUser, terminateUserConnections', async () => {
+  const c = client('zoe');
+  c.signin();
+  await until('signin and the user channel', () => c.user.serverToUserChannel?.subscribed);
+  assert.equal(c.user.user_data.id, 'zoe');
+  const got = once('user event', (done) => c.user.bind('note', done));
+  await sdk.sendToUser('zoe', 'note', { for: 'zoe' });
+  assert.deepEqual(await got, { for: 'zoe' });
+  const closed = once('termination', (done) =>
+    c.connection.bind('state_change', ({ current }) => current !== 'connected' && done(current)),
+  );
+  await sdk.terminateUserConnections('zoe');
+  await closed;
 });
 
 test('the server SDK queries channels; a wrong secret is refused', async () => {

@@ -155,9 +155,12 @@ impl Policy {
     /// private or presence channel.
     fn pusher_private(&self, ns: &str, channel: &str) -> bool {
         self.pusher_namespaces.iter().any(|p| p == ns)
-            && channel
-                .get(ns.len() + 1..)
-                .is_some_and(|name| name.starts_with("private-") || name.starts_with("presence-"))
+            && channel.get(ns.len() + 1..).is_some_and(|name| {
+                // `:` starts a user channel (`#server-to-user-`).
+                name.starts_with("private-")
+                    || name.starts_with("presence-")
+                    || name.starts_with(':')
+            })
     }
 
     /// Whether anonymous clients may connect.

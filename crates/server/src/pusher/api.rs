@@ -7,6 +7,10 @@
 //! | `GET channels?filter_by_prefix=&info=user_count` | `{"channels":{"name":{..}}}` |
 //! | `GET channels/{name}?info=subscription_count,user_count` | `{"occupied":bool,..}` |
 //! | `GET channels/{name}/users` | `{"users":[{"id":..}]}` (presence channels) |
+//! | `POST users/{id}/terminate_connections` | `{}`; the user's connections close with 4009 |
+//!
+//! Events may also go to `#server-to-user-{id}` (the SDKs' `sendToUser`): the
+//! connections signed in as that user receive them.
 //!
 //! Every request must carry the app's signed query ([`herald_pusher::sign`]):
 //! 401 for a missing or wrong signature, an unknown `auth_key`, a body whose
@@ -111,6 +115,10 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     match (&method, rest) {
         (&Method::POST, "events") => events(&app, shared, &body).await,
         (&Method::POST, "batch_events") => batch_events(&app, shared, &body).await,
+        (&Method::POST, r) if r.starts_with("users/") && r.ends_with("/terminate_connections") => {
+            let id = &r["users/".len()..r.len() - "/terminate_connections".len()];
+            terminate(&app, shared, id)
+        }
         (&Method::GET, "channels") => channels(&app, shared, &signed),
         (&Method::GET, r) if r.starts_with("channels/") => {
             let r = &r["channels/".len()..];
@@ -163,7 +171,10 @@ fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Refusal> {
             format!("an event goes to 1 to {MAX_CHANNELS} channels"),
         ));
     }
-    if let Some(bad) = channels.iter().find(|c| !channel::valid_name(c)) {
+    if let Some(bad) = channels
+        .iter()
+        .find(|c| !channel::valid_name(c) && channel::user_channel(c).is_none())
+    {
         return Err(refusal(
             StatusCode::BAD_REQUEST,
             format!("invalid channel name {bad:?}"),
@@ -250,6 +261,17 @@ fn attributes(app: &App, shared: &Shared, name: &str, info: &[String]) -> Map<St
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Refusal> {
     serde_json::from_slice(body)
         .map_err(|e| refusal(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+}
+
+/// Closes every connection signed in as user `id` (on this node) with 4009.
+fn terminate(app: &App, shared: &Shared, id: &str) -> Response<Body> {
+    if !channel::valid_name(id) {
+        return text(StatusCode::BAD_REQUEST, "invalid user id");
+    }
+    let herald = app.herald_channel(&format!("{}{id}", channel::USER_CHANNEL));
+    let code = herald_pusher::Code::Unauthorized.code();
+    shared.node.hub.close_subscribers(&herald, code);
+    ok(j!({}))
 }
 
 async fn events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {

@@ -23,6 +23,12 @@
 //!   `max_event_size` bytes of data; refused ones get `pusher:error` (4301
 //!   for rate and size) and the connection stays. They are published to the
 //!   channel for everyone but the sender, with `user_id` on presence channels.
+//! - `pusher:signin` (user authentication): `auth` must be the app's
+//!   signature of `socket_id::user::user_data`, else `pusher:error` 4009 and
+//!   the close. Then `pusher:signin_success`, and the connection may
+//!   subscribe to `#server-to-user-<id>` (only its own), where the HTTP API's
+//!   `sendToUser` events arrive; the user becomes the presence user if the
+//!   connection had none.
 //! - Anything else (unknown events, bad JSON, binary frames) gets a
 //!   `pusher:error` with code `null`; the connection stays.
 //! - Every message counts against Herald's per-connection rate limit
@@ -60,6 +66,8 @@ pub struct PusherConn {
     client: Arc<Client>,
     node: Arc<Node>,
     socket_id: String,
+    /// The user signed in with `pusher:signin`, if any.
+    user: Option<String>,
     subs: Vec<Sub>,
     /// Client events: `client_event_rate` per second, a second's worth at once.
     events: Bucket,
@@ -139,6 +147,7 @@ impl PusherConn {
             client,
             node,
             socket_id,
+            user: None,
             subs: Vec::new(),
             events: Bucket::new(settings.client_event_rate, settings.client_event_rate),
             messages,
@@ -160,8 +169,61 @@ impl PusherConn {
         );
     }
 
+    /// Takes `id` (and its `info` JSON text) as the connection's user for
+    /// presence, unless it already has one; false when it has another.
+    fn identify(&self, id: &str, info: String) -> bool {
+        match self.client.identity() {
+            Some(i) => *i.user == *id,
+            None => {
+                self.client.set_identity(Arc::new(Identity {
+                    user: Arc::from(id),
+                    expires_at: None,
+                    grants: Vec::new(),
+                    info: Bytes::from(info.into_bytes()),
+                }));
+                // Channels joined before the identity count it now.
+                for s in &self.subs {
+                    self.node.hub.count_user(&s.herald, &self.client);
+                }
+                true
+            }
+        }
+    }
+
+    fn signin(&mut self, auth: &str, user_data: &str) {
+        if self.user.is_some() {
+            return self.error(None, "already signed in");
+        }
+        let refused = |why: &str| refuse(&self.client, Code::Unauthorized, why);
+        if let Err(e) = sign::verify_user_auth(
+            &self.app.config.key,
+            self.app.secret(),
+            &self.socket_id,
+            user_data,
+            auth,
+        ) {
+            return refused(&format!("signin refused: {e}"));
+        }
+        let Some(user) = message::parse_user(user_data) else {
+            return refused("signin refused: user_data needs a non-empty string \"id\"");
+        };
+        if !channel::valid_name(&user.user_id) {
+            return refused("signin refused: the user id must be made of channel characters");
+        }
+        // A presence identity set before stays; the signed-in user is this
+        // connection's user channel either way.
+        self.identify(&user.user_id, user.user_info);
+        self.user = Some(user.user_id);
+        send(&self.client, message::render_signin_success(user_data));
+    }
+
     fn subscribe(&mut self, name: String, auth: Option<String>, channel_data: Option<String>) {
-        if !channel::valid_name(&name) {
+        if let Some(id) = channel::user_channel(&name) {
+            if self.user.as_deref() != Some(id) {
+                let why = "a user channel is only for the connection signed in as that user";
+                return self.subscription_error(&name, "AuthError", why, 403);
+            }
+        } else if !channel::valid_name(&name) {
             let why = "invalid channel name: 1 to 164 of A-Z a-z 0-9 _ - = @ , . ;";
             return self.subscription_error(&name, "InvalidChannel", why, 400);
         }
@@ -197,24 +259,9 @@ impl PusherConn {
                     "presence channels need channel_data {\"user_id\": ..., \"user_info\"?: ...}";
                 return self.subscription_error(&name, "AuthError", why, 400);
             };
-            match self.client.identity() {
-                Some(id) if *id.user != *member.user_id => {
-                    let why = "one user per connection: this connection's presence user is another";
-                    return self.subscription_error(&name, "AuthError", why, 400);
-                }
-                Some(_) => {}
-                None => {
-                    self.client.set_identity(Arc::new(Identity {
-                        user: Arc::from(member.user_id.as_str()),
-                        expires_at: None,
-                        grants: Vec::new(),
-                        info: Bytes::from(member.user_info.into_bytes()),
-                    }));
-                    // Channels joined before the identity count it now.
-                    for s in &self.subs {
-                        self.node.hub.count_user(&s.herald, &self.client);
-                    }
-                }
+            if !self.identify(&member.user_id, member.user_info) {
+                let why = "one user per connection: this connection's user is another";
+                return self.subscription_error(&name, "AuthError", why, 400);
             }
         }
         let herald: Arc<str> = Arc::from(self.app.herald_channel(&name));
@@ -376,6 +423,7 @@ impl Handler for PusherConn {
                 channel_data,
             }) => self.subscribe(channel, auth, channel_data),
             Ok(Inbound::Unsubscribe { channel }) => self.unsubscribe(&channel),
+            Ok(Inbound::Signin { auth, user_data }) => self.signin(&auth, &user_data),
             Ok(Inbound::ClientEvent {
                 event,
                 channel,
