@@ -279,7 +279,7 @@ impl PusherConn {
             &herald,
             since.as_ref(),
             Box::new(move |result: Result<History, BrokerError>| {
-                let history = match (result, held.upgrade()) {
+                let (history, herald) = match (result, held.upgrade()) {
                     (Err(e), _) => {
                         let why = format!("subscription failed: {e}");
                         let m = message::render_subscription_error(&name, "BrokerError", &why, 503);
@@ -296,11 +296,11 @@ impl PusherConn {
                             }
                             return;
                         }
-                        h
+                        (h, herald)
                     }
                 };
                 let data = if presence {
-                    let members = node.hub.presence(&herald_name(&app, &name));
+                    let members = node.hub.presence(&herald);
                     message::presence_data(
                         members
                             .iter()
@@ -318,7 +318,7 @@ impl PusherConn {
                     let last = history
                         .publications
                         .last()
-                        .and_then(|p| app.render.render(&herald_name(&app, &name), &p.data));
+                        .and_then(|p| app.render.render(&herald, &p.data));
                     match last {
                         Some(r) => {
                             client.outbox.push(r.frame);
@@ -395,10 +395,6 @@ impl PusherConn {
             }));
         }
     }
-}
-
-fn herald_name(app: &App, name: &str) -> String {
-    app.herald_channel(name)
 }
 
 impl Handler for PusherConn {
