@@ -17,6 +17,7 @@
 
 pub mod channel;
 pub mod codes;
+pub mod fuzzing;
 pub mod md5;
 pub mod message;
 pub mod sign;
