@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Herald's Pusher Channels endpoint (issue 16) checked with Pusher's own
-# libraries from npm: pusher-js (client) and pusher (server SDK), at the
+# libraries from npm: pusher-js (client), laravel-echo (on pusher-js) and
+# pusher (server SDK), at the
 # versions pinned by tests/outside/pusher/package-lock.json. Needs node and
 # npm (installed with apt when missing and run as root); under CI=true a
 # missing tool fails the test, elsewhere it skips.

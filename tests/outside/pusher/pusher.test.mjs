@@ -1,5 +1,6 @@
 // Herald's Pusher endpoint checked with Pusher's own libraries (issue 16):
-// pusher-js (the browser/Node client) connects to Herald's /app/{key}, and
+// pusher-js (the browser/Node client) and laravel-echo on top of it connect
+// to Herald's /app/{key}, and
 // the `pusher` server SDK publishes through Herald's /apps/{id}/ HTTP API and
 // signs channel authorisations (authorizeChannel) in an auth endpoint served
 // by this test. One herald (HERALD_BIN) serves every test.
@@ -14,6 +15,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
+import Echo from 'laravel-echo';
 
 const KEY = 'outside-key';
 const SECRET = 'outside-secret-' + Math.random().toString(36).slice(2);
@@ -227,6 +229,51 @@ test('user authentication: signin, sendToUser, terminateUserConnections', async 
   );
   await sdk.terminateUserConnections('zoe');
   await closed;
+});
+
+function echo(user) {
+  const e = new Echo({
+    broadcaster: 'pusher',
+    Pusher,
+    key: KEY,
+    cluster: 'herald',
+    wsHost: '127.0.0.1',
+    wsPort: port,
+    forceTLS: false,
+    enabledTransports: ['ws'],
+    disableStats: true,
+    authEndpoint: `http://127.0.0.1:${authPort}/pusher/auth?user=${encodeURIComponent(user)}`,
+  });
+  clients.push({ disconnect: () => e.disconnect() });
+  return e;
+}
+
+test('laravel-echo: listen (Laravel event names), whisper, presence here/joining/leaving', async () => {
+  const ann = echo('ann');
+  const bob = echo('bob');
+  const orders = ann.channel('orders');
+  await once('echo subscription', (done) => orders.subscribed(done));
+  const shipped = once('OrderShipped', (done) => orders.listen('OrderShipped', done));
+  await sdk.trigger('orders', 'App\\Events\\OrderShipped', { id: 7 });
+  assert.deepEqual(await shipped, { id: 7 });
+
+  const [ra, rb] = [ann.private('room'), bob.private('room')];
+  await Promise.all([
+    once('ann in room', (done) => ra.subscribed(done)),
+    once('bob in room', (done) => rb.subscribed(done)),
+  ]);
+  const whisper = once('whisper', (done) => rb.listenForWhisper('typing', done));
+  ra.whisper('typing', { who: 'ann' });
+  assert.deepEqual(await whisper, { who: 'ann' });
+
+  const here = once('here', (done) => ann.join('chat').here(done));
+  assert.deepEqual((await here).map((u) => u.name), ['ann']);
+  const joining = once('joining', (done) => ann.join('chat').joining(done));
+  const leaving = once('leaving', (done) => ann.join('chat').leaving(done));
+  bob.join('chat');
+  assert.deepEqual(await joining, { name: 'bob' });
+  bob.leave('chat');
+  assert.deepEqual(await leaving, { name: 'bob' });
 });
 
 test('the server SDK queries channels; a wrong secret is refused', async () => {
