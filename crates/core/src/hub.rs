@@ -45,6 +45,13 @@
 //! the channel's subscriber mutex, like publications, so a listener sees joins,
 //! leaves and publications of one channel in the order they happened.
 //!
+//! # Observer
+//! An optional observer ([`Hub::set_observer`]; the Pusher webhooks) hears
+//! when an exact channel gains its first subscriber or loses its last, and
+//! when a user's first connection joins a channel or its last one leaves. It
+//! is called under the channel's locks, in the order things happened, so it
+//! must only queue (a bounded, non-blocking send).
+//!
 //! Lock order: a shard, then a channel's subscriber mutex, then the pattern
 //! read lock; the pattern write lock is never held while taking another hub
 //! lock. Join/leave pushes are queued after the shard lock is released.
@@ -246,6 +253,22 @@ fn with_seen<R>(f: impl FnOnce(&mut IdSet) -> R) -> R {
     })
 }
 
+/// What the hub tells its observer (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelEvent<'a> {
+    /// The channel got its first subscriber on this node.
+    Occupied,
+    /// The channel lost its last subscriber on this node.
+    Vacated,
+    /// This user's first connection subscribed.
+    UserAdded(&'a str),
+    /// This user's last connection left.
+    UserRemoved(&'a str),
+}
+
+/// Receives [`ChannelEvent`]s: the channel and what happened.
+pub type Observer = Box<dyn Fn(&str, ChannelEvent<'_>) + Send + Sync>;
+
 /// The subscription index of one node.
 pub struct Hub {
     hasher: RandomState,
@@ -259,6 +282,8 @@ pub struct Hub {
     pub fanout: crate::metrics::Histogram,
     /// Publications that overflowed a subscriber's queue (slow consumers).
     pub overflows: crate::metrics::Counter,
+    /// Hears occupancy and user changes, if set.
+    observer: std::sync::OnceLock<Observer>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -283,6 +308,18 @@ impl Hub {
             pattern_count: AtomicUsize::new(0),
             fanout: Default::default(),
             overflows: Default::default(),
+            observer: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the observer (once; a second call is ignored).
+    pub fn set_observer(&self, observer: Observer) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn observe(&self, channel: &str, event: ChannelEvent<'_>) {
+        if let Some(o) = self.observer.get() {
+            o(channel, event);
         }
     }
 
@@ -316,6 +353,12 @@ impl Hub {
             return false;
         }
         let first = !members.users.contains_key(client.user());
+        if members.subs.is_empty() {
+            self.observe(channel, ChannelEvent::Occupied);
+        }
+        if first && !client.user().is_empty() {
+            self.observe(channel, ChannelEvent::UserAdded(client.user()));
+        }
         members.announce(channel, client, true, first);
         members.subs.insert(client.id, client.clone());
         members.add_user(client.user());
@@ -339,13 +382,17 @@ impl Hub {
         };
         members.remove_user(gone.user());
         members.listeners.swap_remove(&id);
+        let last = !members.users.contains_key(gone.user());
+        if last && !gone.user().is_empty() {
+            self.observe(channel, ChannelEvent::UserRemoved(gone.user()));
+        }
         if members.subs.is_empty() {
             // No one left to tell.
             shard.remove(channel);
+            self.observe(channel, ChannelEvent::Vacated);
             return true;
         }
         drop(shard);
-        let last = !members.users.contains_key(gone.user());
         members.announce(channel, &gone, false, last);
         true
     }
@@ -921,5 +968,33 @@ mod tests {
         assert_eq!(hub.presence_stats("x"), (1, 1));
         hub.unsubscribe("x", c.id);
         assert_eq!(hub.presence_stats("x"), (0, 0));
+    }
+
+    #[test]
+    fn the_observer_hears_occupancy_and_user_edges() {
+        let hub = Hub::new();
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let h = heard.clone();
+        hub.set_observer(Box::new(move |channel, e| {
+            lock(&h).push(format!("{channel} {e:?}"));
+        }));
+        let ann1 = user_client(1, "ann");
+        let ann2 = user_client(2, "ann");
+        let anon = client(3, Encoding::Json);
+        hub.subscribe("c", &ann1);
+        hub.subscribe("c", &ann2);
+        hub.subscribe("c", &anon);
+        hub.unsubscribe("c", ann1.id);
+        hub.unsubscribe("c", ann2.id);
+        hub.unsubscribe("c", anon.id);
+        assert_eq!(
+            *lock(&heard),
+            vec![
+                "c Occupied",
+                "c UserAdded(\"ann\")",
+                "c UserRemoved(\"ann\")",
+                "c Vacated"
+            ]
+        );
     }
 }

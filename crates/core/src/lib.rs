@@ -44,7 +44,7 @@ pub mod shard;
 pub use auth::{Action, AuthError, Authenticator, Identity};
 pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;
-pub use hub::Hub;
+pub use hub::{ChannelEvent, Hub, Observer};
 pub use memory::{MemoryBroker, Retention};
 pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};

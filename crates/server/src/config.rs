@@ -221,8 +221,8 @@ pub struct ServeArgs {
     /// only (`[pusher]` with `activity_timeout`, `client_event_rate`,
     /// `max_event_size`, and `[[pusher.apps]]` tables with `id`, `key`, one
     /// of `secret_env` (an environment variable's name), `secret_file` or
-    /// `secret`, and `namespace` (default `pusher-<id>`)) [default: none:
-    /// the endpoint answers 4001 to every key].
+    /// `secret`, `namespace` (default `pusher-<id>`) and `webhook_url`)
+    /// [default: none: the endpoint answers 4001 to every key].
     #[arg(skip)]
     #[serde(default)]
     pub pusher: Option<crate::pusher::PusherArgs>,

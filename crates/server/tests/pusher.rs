@@ -25,6 +25,7 @@ fn app(id: &str, key: &str, secret: &str) -> AppArgs {
         secret_env: None,
         secret_file: None,
         namespace: None,
+        webhook_url: None,
     }
 }
 
@@ -660,4 +661,111 @@ async fn http_api_lists_channels_and_batches() {
     );
     trigger(srv.addr, "a", "after", "y").await;
     assert_eq!(recv(&mut ws).await["event"], "after");
+}
+
+/// A webhook receiver: answers 200 to every POST and hands on its
+/// `x-pusher-key`, `x-pusher-signature` and body.
+async fn webhook_receiver() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hooks", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head, body) = loop {
+                let n = s.read(&mut chunk).await.expect("read");
+                assert!(n > 0, "request cut short");
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                if buf.len() >= end + 4 + len {
+                    break (
+                        head,
+                        String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned(),
+                    );
+                }
+            };
+            let header = |name: &str| {
+                head.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+                    .unwrap_or_default()
+            };
+            let _ = tx.send((header("x-pusher-key"), header("x-pusher-signature"), body));
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn webhooks_report_occupancy_members_and_client_events() {
+    let (url, mut hooks) = webhook_receiver().await;
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(
+        &mut ws,
+        "presence-room",
+        &socket,
+        Some(r#"{"user_id":"ann"}"#),
+    )
+    .await;
+    send_json(
+        &mut ws,
+        json!({"event": "client-hi", "channel": "presence-room", "data": {"x": 1}}),
+    )
+    .await;
+    // A ping answered: the client event went through before we leave.
+    send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:pong");
+    drop(ws);
+
+    let want = [
+        json!({"name": "channel_occupied", "channel": "presence-room"}),
+        json!({"name": "member_added", "channel": "presence-room", "user_id": "ann"}),
+        json!({"name": "client_event", "channel": "presence-room", "event": "client-hi",
+               "data": "{\"x\":1}", "socket_id": socket, "user_id": "ann"}),
+        json!({"name": "member_removed", "channel": "presence-room", "user_id": "ann"}),
+        json!({"name": "channel_vacated", "channel": "presence-room"}),
+    ];
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        let (key, signature, body) = tokio::time::timeout(WAIT, hooks.recv())
+            .await
+            .expect("webhook in time")
+            .expect("receiver running");
+        assert_eq!(key, KEY);
+        assert!(
+            sign::verify_hex(SECRET.as_bytes(), body.as_bytes(), &signature),
+            "signature of {body}"
+        );
+        let v: Value = serde_json::from_str(&body).expect("json");
+        assert!(v["time_ms"].as_u64().is_some(), "{v}");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    assert_eq!(got, want);
 }

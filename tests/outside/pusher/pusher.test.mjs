@@ -21,7 +21,9 @@ const KEY = 'outside-key';
 const SECRET = 'outside-secret-' + Math.random().toString(36).slice(2);
 const WAIT_MS = 5000;
 
-let herald, port, authServer, authPort, sdk;
+let herald, port, authServer, authPort, sdk, hookServer;
+// Webhook POSTs as received: {headers, rawBody}.
+const hooks = [];
 const clients = [];
 
 function freePort() {
@@ -88,11 +90,22 @@ before(async () => {
   const bin = process.env.HERALD_BIN;
   assert.ok(bin, 'HERALD_BIN must name the herald binary');
   port = await freePort();
+  hookServer = http.createServer((req, res) => {
+    let rawBody = '';
+    req.on('data', (d) => (rawBody += d));
+    req.on('end', () => {
+      hooks.push({ headers: req.headers, rawBody });
+      res.writeHead(200);
+      res.end();
+    });
+  });
+  await new Promise((r) => hookServer.listen(0, '127.0.0.1', r));
+  const hookUrl = `http://127.0.0.1:${hookServer.address().port}/pusher/webhooks`;
   const dir = mkdtempSync(join(tmpdir(), 'herald-pusher-'));
   const config = join(dir, 'herald.toml');
   writeFileSync(
     config,
-    `listen = "127.0.0.1:${port}"\n[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\n`,
+    `listen = "127.0.0.1:${port}"\n[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\nwebhook_url = "${hookUrl}"\n`,
   );
   herald = spawn(bin, ['serve', '--config', config], {
     env: { ...process.env, HERALD_TEST_PUSHER_SECRET: SECRET },
@@ -147,6 +160,7 @@ before(async () => {
 after(async () => {
   for (const c of clients) c.disconnect();
   authServer?.close();
+  hookServer?.close();
   if (herald) {
     herald.kill('SIGTERM');
     await once('herald to exit', (done) => herald.once('exit', done)).catch(() => herald.kill('SIGKILL'));
@@ -274,6 +288,25 @@ test('laravel-echo: listen (Laravel event names), whisper, presence here/joining
   assert.deepEqual(await joining, { name: 'bob' });
   bob.leave('chat');
   assert.deepEqual(await leaving, { name: 'bob' });
+});
+
+test('webhooks: the server SDK validates them and reads their events', async () => {
+  const c = client('wendy');
+  await subscribed(c, 'presence-hooked');
+  const events = () =>
+    hooks.flatMap((h) => {
+      const w = sdk.webhook(h);
+      assert.ok(w.isValid(), 'signed with the app secret');
+      return w.getEvents();
+    });
+  await until('member_added webhook', () =>
+    events().some((e) => e.name === 'member_added' && e.channel === 'presence-hooked' && e.user_id === 'wendy'),
+  );
+  assert.ok(events().some((e) => e.name === 'channel_occupied' && e.channel === 'presence-hooked'));
+  c.unsubscribe('presence-hooked');
+  await until('channel_vacated webhook', () =>
+    events().some((e) => e.name === 'channel_vacated' && e.channel === 'presence-hooked'),
+  );
 });
 
 test('the server SDK queries channels; a wrong secret is refused', async () => {

@@ -323,7 +323,12 @@ impl PusherConn {
                         Some(r) => {
                             client.outbox.push(r.frame);
                         }
-                        None => send(&client, message::render_cache_miss(&name)),
+                        None => {
+                            send(&client, message::render_cache_miss(&name));
+                            if let Some(w) = &app.webhooks {
+                                w.send(serde_json::json!({"name": "cache_miss", "channel": name}));
+                            }
+                        }
                     }
                 }
             }),
@@ -388,6 +393,19 @@ impl PusherConn {
             .node
             .broker
             .publish(&herald, Bytes::from(envelope.to_payload()));
+        if let Some(w) = &self.app.webhooks {
+            let mut e = serde_json::json!({
+                "name": "client_event",
+                "channel": name,
+                "event": event,
+                "data": envelope.data,
+                "socket_id": self.socket_id,
+            });
+            if let Some(u) = &envelope.user_id {
+                e["user_id"] = serde_json::json!(u);
+            }
+            w.send(e);
+        }
         self.node.metrics.publications.inc();
         if let Completion::Pending(fut) = done {
             self.node.spawn(Box::pin(async move {

@@ -1,6 +1,7 @@
 //! Pusher Channels (protocol 7) on Herald's hub: the WebSocket endpoint
-//! `/app/{key}` ([`conn`]) and the HTTP API the server SDKs call
-//! (`/apps/{id}/...`, [`api`]), for the apps configured in `[[pusher.apps]]`.
+//! `/app/{key}` ([`conn`]), the HTTP API the server SDKs call
+//! (`/apps/{id}/...`, [`api`]) and webhooks ([`webhooks`]), for the apps
+//! configured in `[[pusher.apps]]`.
 //!
 //! A Pusher channel is a Herald channel in the app's namespace and a Pusher
 //! event is a Herald publication (the mapping is in [`herald_pusher::channel`]),
@@ -12,10 +13,11 @@
 
 pub mod api;
 pub mod conn;
+pub mod webhooks;
 
 use crate::config::{ConfigError, Secret};
 use bytes::Bytes;
-use herald_core::{Frame, Publication, Render, Rendered};
+use herald_core::{ChannelEvent, Frame, Publication, Render, Rendered};
 use herald_proto::ClientInfo;
 use herald_pusher::channel::{self, Envelope};
 use herald_pusher::message;
@@ -70,6 +72,9 @@ pub struct AppArgs {
     /// Herald namespace of the app's channels [default: `pusher-<id>`].
     #[serde(default)]
     pub namespace: Option<String>,
+    /// `http://` URL the app's webhooks are POSTed to [default: none].
+    #[serde(default)]
+    pub webhook_url: Option<String>,
 }
 
 /// One app, resolved.
@@ -83,6 +88,8 @@ pub struct AppConfig {
     pub secret: Secret,
     /// Herald namespace of its channels.
     pub namespace: String,
+    /// Where its webhooks go, if anywhere.
+    pub webhook_url: Option<String>,
 }
 
 /// The resolved `[pusher]` settings.
@@ -184,11 +191,15 @@ impl PusherConfig {
                     other.id
                 )));
             }
+            if let Some(url) = &app.webhook_url {
+                webhooks::parse_url(url).map_err(|e| invalid(format!("pusher app {id}: {e}")))?;
+            }
             apps.push(AppConfig {
                 id: id.clone(),
                 key: app.key.clone(),
                 secret: Secret(secret),
                 namespace,
+                webhook_url: app.webhook_url.clone(),
             });
         }
         let d = PusherConfig::default();
@@ -212,6 +223,8 @@ pub struct App {
     pub config: AppConfig,
     /// The renderer all its connections share.
     pub render: Arc<AppRender>,
+    /// Its webhook queue, when it has a `webhook_url`.
+    pub webhooks: Option<webhooks::Webhooks>,
 }
 
 impl App {
@@ -235,23 +248,70 @@ pub struct Apps {
 }
 
 impl Apps {
-    /// The apps of `config`.
+    /// The apps of `config`; their webhook senders start on the current
+    /// tokio runtime (none outside one).
     pub fn new(config: &PusherConfig) -> Apps {
+        let runtime = tokio::runtime::Handle::try_current().is_ok();
         Apps {
             apps: config
                 .apps
                 .iter()
                 .map(|c| {
+                    let webhooks = c.webhook_url.as_deref().filter(|_| runtime).and_then(|u| {
+                        webhooks::Webhooks::start(u, &c.key, c.secret.0.as_bytes()).ok()
+                    });
                     Arc::new(App {
                         render: Arc::new(AppRender {
                             namespace: c.namespace.clone(),
                         }),
                         config: c.clone(),
+                        webhooks,
                     })
                 })
                 .collect(),
             config: config.clone(),
         }
+    }
+
+    /// Whether any app sends webhooks.
+    pub fn has_webhooks(&self) -> bool {
+        self.apps.iter().any(|a| a.webhooks.is_some())
+    }
+
+    /// The hub's observer: occupancy of an app's channels and presence
+    /// members coming and going become webhooks (`channel_occupied`,
+    /// `channel_vacated`, `member_added`, `member_removed`).
+    pub fn observe(&self, channel: &str, event: ChannelEvent<'_>) {
+        let Some((ns, _)) = channel.split_once(':') else {
+            return;
+        };
+        let Some(app) = self.apps.iter().find(|a| a.config.namespace == ns) else {
+            return;
+        };
+        let (Some(w), Some(name)) = (&app.webhooks, channel::from_herald(ns, channel)) else {
+            return;
+        };
+        if name.starts_with('#') {
+            // User channels are the connection's own business.
+            return;
+        }
+        let presence = channel::ChannelType::of(&name).kind == channel::Kind::Presence;
+        let event = match event {
+            ChannelEvent::Occupied => {
+                serde_json::json!({"name": "channel_occupied", "channel": name})
+            }
+            ChannelEvent::Vacated => {
+                serde_json::json!({"name": "channel_vacated", "channel": name})
+            }
+            ChannelEvent::UserAdded(u) if presence => {
+                serde_json::json!({"name": "member_added", "channel": name, "user_id": u})
+            }
+            ChannelEvent::UserRemoved(u) if presence => {
+                serde_json::json!({"name": "member_removed", "channel": name, "user_id": u})
+            }
+            _ => return,
+        };
+        w.send(event);
     }
 
     /// The app with key `key`.
