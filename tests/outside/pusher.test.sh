@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Herald's Pusher Channels endpoint (issue 16) checked with Pusher's own
-# libraries from npm: pusher-js (client), laravel-echo (on pusher-js) and
-# pusher (server SDK), at the
-# versions pinned by tests/outside/pusher/package-lock.json. Needs node and
-# npm (installed with apt when missing and run as root); under CI=true a
-# missing tool fails the test, elsewhere it skips.
+# libraries from npm: pusher-js (client), laravel-echo (on pusher-js, in Node
+# and in headless Chromium through playwright-core) and pusher (server SDK),
+# at the versions pinned by tests/outside/pusher/package-lock.json. Needs
+# node and npm (installed with apt when missing and run as root) and
+# Debian's chromium ($CHROMIUM, default /usr/bin/chromium; the web e2e tests
+# need it too); under CI=true a missing tool fails the test, elsewhere the
+# test (or, without Chromium, its browser case) skips.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${HERALD_BIN:?HERALD_BIN must name the herald binary}"

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
@@ -16,10 +16,22 @@ import { randomBytes } from 'node:crypto';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
 import Echo from 'laravel-echo';
+import { chromium } from 'playwright-core';
 
 const KEY = 'outside-key';
 const SECRET = 'outside-secret-' + Math.random().toString(36).slice(2);
 const WAIT_MS = 5000;
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const MODULES = new URL('./node_modules/', import.meta.url);
+// The page laravel-echo runs in, in Chromium: served by the test's app server
+// (with the scripts from node_modules and the auth endpoint at Laravel's
+// /broadcasting/auth), connecting to Herald on another port.
+const PAGE = `<!doctype html><meta charset="utf-8"><title>echo</title>
+<script src="/pusher.min.js"></script><script src="/echo.iife.js"></script>`;
+const ASSETS = {
+  '/pusher.min.js': 'pusher-js/dist/web/pusher.min.js',
+  '/echo.iife.js': 'laravel-echo/dist/echo.iife.js',
+};
 
 let herald, port, authServer, authPort, sdk, hookServer;
 // Webhook POSTs as received: {headers, rawBody}.
@@ -135,6 +147,15 @@ before(async () => {
   });
   // The app's auth endpoint, as an app would write it with the server SDK.
   authServer = http.createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    if (req.method === 'GET') {
+      const asset = ASSETS[path];
+      res.writeHead(asset || path === '/' ? 200 : 404, {
+        'content-type': asset ? 'text/javascript' : 'text/html',
+      });
+      res.end(asset ? readFileSync(new URL(asset, MODULES)) : PAGE);
+      return;
+    }
     let body = '';
     req.on('data', (d) => (body += d));
     req.on('end', () => {
@@ -307,6 +328,74 @@ test('webhooks: the server SDK validates them and reads their events', async () 
   await until('channel_vacated webhook', () =>
     events().some((e) => e.name === 'channel_vacated' && e.channel === 'presence-hooked'),
   );
+});
+
+test('laravel-echo in Chromium: listen, whisper, presence', async (t) => {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.CI === 'true') throw new Error(`no Chromium at ${CHROMIUM}`);
+    t.skip(`no Chromium at ${CHROMIUM}`);
+    return;
+  }
+  const profile = mkdtempSync(join(tmpdir(), 'herald-pusher-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+  });
+  try {
+    const open = async (user) => {
+      const page = await context.newPage();
+      await page.goto(`http://127.0.0.1:${authPort}/`);
+      await page.evaluate(
+        ([key, port, user]) => {
+          window.got = [];
+          window.echo = new Echo.default({
+            broadcaster: 'pusher',
+            key,
+            cluster: 'herald',
+            wsHost: '127.0.0.1',
+            wsPort: port,
+            forceTLS: false,
+            enabledTransports: ['ws'],
+            disableStats: true,
+            authEndpoint: `/broadcasting/auth?user=${user}`,
+          });
+        },
+        [KEY, port, user],
+      );
+      return page;
+    };
+    const [ann, bob] = [await open('ann'), await open('bob')];
+    const wait = (page, what, fn) => page.waitForFunction(fn, null, { timeout: WAIT_MS }).catch(() => {
+      throw new Error(`timed out in Chromium waiting for ${what}`);
+    });
+    await ann.evaluate(() => {
+      const orders = window.echo.channel('browser-orders');
+      orders.subscribed(() => (window.ordersReady = true));
+      orders.listen('OrderShipped', (e) => window.got.push(e));
+      window.echo.private('browser-room').subscribed(() => (window.roomReady = true));
+      window.echo.join('browser-lobby').here((users) => (window.here = users)).joining((u) => (window.joined = u));
+    });
+    await bob.evaluate(() => {
+      window.echo.private('browser-room').subscribed(() => (window.roomReady = true))
+        .listenForWhisper('typing', (e) => (window.whisper = e));
+    });
+    await wait(ann, 'the subscriptions', () => window.ordersReady && window.roomReady && window.here);
+    await wait(bob, 'the private subscription', () => window.roomReady);
+    await sdk.trigger('browser-orders', 'App\\Events\\OrderShipped', { id: 9 });
+    await wait(ann, 'OrderShipped', () => window.got.length === 1);
+    assert.deepEqual(await ann.evaluate(() => window.got[0]), { id: 9 });
+    assert.deepEqual(await ann.evaluate(() => window.here.map((u) => u.name)), ['ann']);
+    await ann.evaluate(() => window.echo.private('browser-room').whisper('typing', { who: 'ann' }));
+    await wait(bob, 'the whisper', () => window.whisper);
+    assert.deepEqual(await bob.evaluate(() => window.whisper), { who: 'ann' });
+    await bob.evaluate(() => window.echo.join('browser-lobby'));
+    await wait(ann, 'bob joining', () => window.joined);
+    assert.deepEqual(await ann.evaluate(() => window.joined), { name: 'bob' });
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
 });
 
 test('the server SDK queries channels; a wrong secret is refused', async () => {
