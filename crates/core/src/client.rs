@@ -3,6 +3,7 @@
 
 use crate::auth::Identity;
 use crate::outbox::{Frame, Outbox, PushOutcome};
+use crate::render::Render;
 use bytes::Bytes;
 use herald_proto::{ClientInfo, Encoding};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +20,10 @@ pub struct Client {
     /// Whether publications reach it unrendered ([`Frame::Publication`]) for
     /// its transport to render per stream (SSE), instead of as encoded pushes.
     pub raw: bool,
+    /// Set for clients of another protocol (Pusher): publications and
+    /// join/leave reach it rendered by this, shared with every client that
+    /// holds the same renderer ([`crate::render`]).
+    pub render: Option<Arc<dyn Render>>,
     /// Where everything sent to it goes.
     pub outbox: Outbox,
     /// Node-clock second of the last byte received from it (heartbeat check).
@@ -35,6 +40,7 @@ impl Client {
             id,
             encoding,
             raw: false,
+            render: None,
             outbox: Outbox::new(queue_bytes),
             last_seen: AtomicU32::new(now),
             identity: OnceLock::new(),
@@ -45,6 +51,14 @@ impl Client {
     pub fn new_raw(id: u64, queue_bytes: usize, now: u32) -> Client {
         Client {
             raw: true,
+            ..Client::new(id, Encoding::Json, queue_bytes, now)
+        }
+    }
+
+    /// A client of another protocol, whose pushes `render` renders.
+    pub fn new_rendered(id: u64, render: Arc<dyn Render>, queue_bytes: usize, now: u32) -> Client {
+        Client {
+            render: Some(render),
             ..Client::new(id, Encoding::Json, queue_bytes, now)
         }
     }

@@ -45,6 +45,13 @@
 //! the channel's subscriber mutex, like publications, so a listener sees joins,
 //! leaves and publications of one channel in the order they happened.
 //!
+//! # Observer
+//! An optional observer ([`Hub::set_observer`]; the Pusher webhooks) hears
+//! when an exact channel gains its first subscriber or loses its last, and
+//! when a user's first connection joins a channel or its last one leaves. It
+//! is called under the channel's locks, in the order things happened, so it
+//! must only queue (a bounded, non-blocking send).
+//!
 //! Lock order: a shard, then a channel's subscriber mutex, then the pattern
 //! read lock; the pattern write lock is never held while taking another hub
 //! lock. Join/leave pushes are queued after the shard lock is released.
@@ -52,6 +59,7 @@
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
 use crate::outbox::{Frame, PushOutcome};
+use crate::render::{Render, Rendered};
 use crate::routing::Sublist;
 use herald_proto::{ClientInfo, Encoding, Push, ServerMsg};
 use indexmap::IndexMap;
@@ -91,44 +99,76 @@ impl Members {
         }
     }
 
-    /// Queues a join or leave push about `who` for every listener but `who`.
-    fn announce(&self, channel: &str, who: &Client, join: bool) {
+    /// Queues a join or leave push about `who` for every listener but `who`
+    /// (`edge`: the user's first connection joined or last one left).
+    fn announce(&self, channel: &str, who: &Client, join: bool, edge: bool) {
         if self.listeners.is_empty() {
             return;
         }
-        self.announce_info(channel, who.info(), Some(who.id), join);
+        self.announce_info(channel, who.info(), Some(who.id), join, edge);
     }
 
     /// Queues a join or leave push about `info` for every listener but
-    /// `except`.
-    fn announce_info(&self, channel: &str, info: ClientInfo, except: Option<u64>, join: bool) {
-        let push = if join {
-            Push::Join {
-                channel: channel.to_string(),
-                info,
-            }
-        } else {
-            Push::Leave {
-                channel: channel.to_string(),
-                info,
-            }
-        };
-        let msg = ServerMsg::Push(push);
+    /// `except`: encoded once per encoding, rendered once per renderer.
+    fn announce_info(
+        &self,
+        channel: &str,
+        info: ClientInfo,
+        except: Option<u64>,
+        join: bool,
+        edge: bool,
+    ) {
+        let mut rendered: Vec<(usize, Option<Frame>)> = Vec::new();
         let (mut json, mut binary) = (None, None);
+        let mut msg = None;
         for (id, listener) in &self.listeners {
             if Some(*id) == except {
                 continue;
             }
+            if let Some(r) = &listener.render {
+                let key = renderer_key(r);
+                let i = match rendered.iter().position(|(k, _)| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        rendered.push((key, r.presence(channel, &info, join, edge)));
+                        rendered.len() - 1
+                    }
+                };
+                if let Some(frame) = &rendered[i].1 {
+                    listener.outbox.push(frame.clone());
+                }
+                continue;
+            }
+            let msg = msg.get_or_insert_with(|| {
+                ServerMsg::Push(if join {
+                    Push::Join {
+                        channel: channel.to_string(),
+                        info: info.clone(),
+                    }
+                } else {
+                    Push::Leave {
+                        channel: channel.to_string(),
+                        info: info.clone(),
+                    }
+                })
+            });
             let frame = match listener.encoding {
-                Encoding::Json => json
-                    .get_or_insert_with(|| Frame::Text(Encoding::Json.encode_server_bytes(&msg))),
+                Encoding::Json => {
+                    json.get_or_insert_with(|| Frame::Text(Encoding::Json.encode_server_bytes(msg)))
+                }
                 Encoding::Binary => binary.get_or_insert_with(|| {
-                    Frame::Binary(Encoding::Binary.encode_server_bytes(&msg))
+                    Frame::Binary(Encoding::Binary.encode_server_bytes(msg))
                 }),
             };
             listener.outbox.push(frame.clone());
         }
     }
+}
+
+/// Identifies a renderer by the address of its shared value: clients holding
+/// the same `Arc` share its frames.
+fn renderer_key(r: &Arc<dyn Render>) -> usize {
+    Arc::as_ptr(r) as *const () as usize
 }
 
 type Subscribers = Mutex<Members>;
@@ -213,6 +253,22 @@ fn with_seen<R>(f: impl FnOnce(&mut IdSet) -> R) -> R {
     })
 }
 
+/// What the hub tells its observer (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelEvent<'a> {
+    /// The channel got its first subscriber on this node.
+    Occupied,
+    /// The channel lost its last subscriber on this node.
+    Vacated,
+    /// This user's first connection subscribed.
+    UserAdded(&'a str),
+    /// This user's last connection left.
+    UserRemoved(&'a str),
+}
+
+/// Receives [`ChannelEvent`]s: the channel and what happened.
+pub type Observer = Box<dyn Fn(&str, ChannelEvent<'_>) + Send + Sync>;
+
 /// The subscription index of one node.
 pub struct Hub {
     hasher: RandomState,
@@ -226,6 +282,8 @@ pub struct Hub {
     pub fanout: crate::metrics::Histogram,
     /// Publications that overflowed a subscriber's queue (slow consumers).
     pub overflows: crate::metrics::Counter,
+    /// Hears occupancy and user changes, if set.
+    observer: std::sync::OnceLock<Observer>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -250,6 +308,18 @@ impl Hub {
             pattern_count: AtomicUsize::new(0),
             fanout: Default::default(),
             overflows: Default::default(),
+            observer: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Sets the observer (once; a second call is ignored).
+    pub fn set_observer(&self, observer: Observer) {
+        let _ = self.observer.set(observer);
+    }
+
+    fn observe(&self, channel: &str, event: ChannelEvent<'_>) {
+        if let Some(o) = self.observer.get() {
+            o(channel, event);
         }
     }
 
@@ -282,7 +352,14 @@ impl Hub {
         if members.subs.contains_key(&client.id) {
             return false;
         }
-        members.announce(channel, client, true);
+        let first = !members.users.contains_key(client.user());
+        if members.subs.is_empty() {
+            self.observe(channel, ChannelEvent::Occupied);
+        }
+        if first && !client.user().is_empty() {
+            self.observe(channel, ChannelEvent::UserAdded(client.user()));
+        }
+        members.announce(channel, client, true, first);
         members.subs.insert(client.id, client.clone());
         members.add_user(client.user());
         if join_leave {
@@ -305,13 +382,18 @@ impl Hub {
         };
         members.remove_user(gone.user());
         members.listeners.swap_remove(&id);
+        let last = !members.users.contains_key(gone.user());
+        if last && !gone.user().is_empty() {
+            self.observe(channel, ChannelEvent::UserRemoved(gone.user()));
+        }
         if members.subs.is_empty() {
             // No one left to tell.
             shard.remove(channel);
+            self.observe(channel, ChannelEvent::Vacated);
             return true;
         }
         drop(shard);
-        members.announce(channel, &gone, false);
+        members.announce(channel, &gone, false, last);
         true
     }
 
@@ -366,6 +448,20 @@ impl Hub {
         })
     }
 
+    /// Counts `client`'s user among `channel`'s users, for a client that was
+    /// subscribed before its identity was set (a Pusher client identifies
+    /// itself with its first presence subscription). Call it once per such
+    /// subscription, from the connection that owns the client, so no
+    /// unsubscribe of it can run in between.
+    pub fn count_user(&self, channel: &str, client: &Client) {
+        if let Some(s) = self.subscribers(channel) {
+            let mut members = lock(&s);
+            if members.subs.contains_key(&client.id) {
+                members.add_user(client.user());
+            }
+        }
+    }
+
     /// How many subscribers of `channel` asked for join/leave pushes.
     pub fn listener_count(&self, channel: &str) -> usize {
         self.subscribers(channel)
@@ -379,7 +475,9 @@ impl Hub {
         if let Some(s) = self.subscribers(channel) {
             let members = lock(&s);
             if !members.listeners.is_empty() {
-                members.announce_info(channel, info, None, join);
+                // Another node's member: whether it is the user's first or
+                // last connection is not known here.
+                members.announce_info(channel, info, None, join, true);
             }
         }
     }
@@ -434,6 +532,9 @@ struct Frames<'a> {
     json: Option<Frame>,
     binary: Option<Frame>,
     raw: Option<Frame>,
+    /// Frames of other protocols, one per renderer (usually none or one: a
+    /// channel belongs to one Pusher app).
+    rendered: Vec<(usize, Option<Rendered>)>,
 }
 
 impl<'a> Frames<'a> {
@@ -443,11 +544,27 @@ impl<'a> Frames<'a> {
             json: None,
             binary: None,
             raw: None,
+            rendered: Vec::new(),
         }
     }
 
     fn push_to(&mut self, client: &Client) -> PushOutcome {
         let p = self.publication;
+        if let Some(r) = &client.render {
+            let key = renderer_key(r);
+            let i = match self.rendered.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    self.rendered.push((key, r.publication(p)));
+                    self.rendered.len() - 1
+                }
+            };
+            return match &self.rendered[i].1 {
+                Some(f) if f.except != Some(client.id) => client.outbox.push(f.frame.clone()),
+                // Nothing to send to this client: as good as delivered.
+                _ => PushOutcome::Queued,
+            };
+        }
         if client.raw {
             let frame = self
                 .raw
@@ -748,5 +865,136 @@ mod tests {
         assert_eq!(ptr(&exact), ptr(&pattern));
         assert_eq!(ptr(&exact_bin), ptr(&pattern_bin));
         assert_ne!(ptr(&exact), ptr(&exact_bin));
+    }
+
+    /// Counts its calls; renders the publication's offset, excluding client 2.
+    #[derive(Debug, Default)]
+    struct CountingRender {
+        publications: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Render for CountingRender {
+        fn publication(&self, p: &Publication) -> Option<Rendered> {
+            self.publications.fetch_add(1, Ordering::Relaxed);
+            Some(Rendered {
+                frame: Frame::Text(Bytes::from(format!("pub {}", p.offset))),
+                except: Some(2),
+            })
+        }
+
+        fn presence(&self, _: &str, who: &ClientInfo, join: bool, edge: bool) -> Option<Frame> {
+            (edge && !who.user.is_empty())
+                .then(|| Frame::Text(Bytes::from(format!("{} {}", who.user, join))))
+        }
+    }
+
+    fn texts(c: &Client) -> Vec<String> {
+        c.outbox.with_queue(|q| {
+            let t = q
+                .frames
+                .iter()
+                .map(|f| String::from_utf8_lossy(f.payload()).into_owned())
+                .collect();
+            let n = q.frames.len();
+            q.advance(n, 0);
+            t
+        })
+    }
+
+    #[test]
+    fn a_renderer_renders_once_per_publication_and_skips_its_except() {
+        let hub = Hub::new();
+        let render = Arc::new(CountingRender::default());
+        let clients: Vec<Arc<Client>> = (1..=4)
+            .map(|id| Arc::new(Client::new_rendered(id, render.clone(), 1 << 20, 0)))
+            .collect();
+        let herald = client(9, Encoding::Json);
+        for c in clients.iter().chain([&herald]) {
+            hub.subscribe("c", c);
+        }
+        publish(&hub, "c", 5);
+        assert_eq!(render.publications.load(Ordering::Relaxed), 1);
+        assert_eq!(texts(&clients[0]), vec!["pub 5"]);
+        assert!(texts(&clients[1]).is_empty(), "the except client");
+        assert_eq!(queued(&herald), 1, "Herald's own encoding as before");
+        let ptr = |cl: &Arc<Client>| {
+            cl.outbox
+                .with_queue(|q| q.frames.front().map(|f| f.payload().as_ptr() as usize))
+        };
+        assert_eq!(ptr(&clients[2]), ptr(&clients[3]), "one frame shared");
+    }
+
+    #[test]
+    fn rendered_presence_announces_users_at_their_edges() {
+        let hub = Hub::new();
+        let render = Arc::new(CountingRender::default());
+        let listener = Arc::new(Client::new_rendered(1, render.clone(), 1 << 20, 0));
+        let herald_listener = client(2, Encoding::Json);
+        hub.subscribe_with("p", &listener, true);
+        hub.subscribe_with("p", &herald_listener, true);
+        let ann1 = user_client(3, "ann");
+        let ann2 = user_client(4, "ann");
+        hub.subscribe("p", &ann1);
+        hub.subscribe("p", &ann2);
+        assert_eq!(
+            texts(&listener),
+            vec!["ann true"],
+            "ann's second connection is no news"
+        );
+        assert_eq!(
+            take(&herald_listener).len(),
+            2,
+            "Herald listeners see every connection"
+        );
+        hub.unsubscribe("p", ann1.id);
+        assert!(texts(&listener).is_empty());
+        hub.unsubscribe("p", ann2.id);
+        assert_eq!(texts(&listener), vec!["ann false"]);
+    }
+
+    #[test]
+    fn count_user_counts_a_late_identity() {
+        let hub = Hub::new();
+        let c = client(1, Encoding::Json);
+        hub.subscribe("x", &c);
+        c.set_identity(Arc::new(crate::auth::Identity {
+            user: Arc::from("bob"),
+            expires_at: None,
+            grants: Vec::new(),
+            info: Default::default(),
+        }));
+        assert_eq!(hub.presence_stats("x"), (1, 0));
+        hub.count_user("x", &c);
+        assert_eq!(hub.presence_stats("x"), (1, 1));
+        hub.unsubscribe("x", c.id);
+        assert_eq!(hub.presence_stats("x"), (0, 0));
+    }
+
+    #[test]
+    fn the_observer_hears_occupancy_and_user_edges() {
+        let hub = Hub::new();
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let h = heard.clone();
+        hub.set_observer(Box::new(move |channel, e| {
+            lock(&h).push(format!("{channel} {e:?}"));
+        }));
+        let ann1 = user_client(1, "ann");
+        let ann2 = user_client(2, "ann");
+        let anon = client(3, Encoding::Json);
+        hub.subscribe("c", &ann1);
+        hub.subscribe("c", &ann2);
+        hub.subscribe("c", &anon);
+        hub.unsubscribe("c", ann1.id);
+        hub.unsubscribe("c", ann2.id);
+        hub.unsubscribe("c", anon.id);
+        assert_eq!(
+            *lock(&heard),
+            vec![
+                "c Occupied",
+                "c UserAdded(\"ann\")",
+                "c UserRemoved(\"ann\")",
+                "c Vacated"
+            ]
+        );
     }
 }

@@ -14,6 +14,8 @@
 //!   every transport feeds it decoded messages and drains the client's outbox.
 //! - [`presence`]: the `Presence` contract (who is subscribed, on this node
 //!   or the whole cluster) and [`presence::LocalPresence`], answered by the hub.
+//! - [`render`]: pushes rendered by another protocol (Pusher), once per
+//!   publication like Herald's own encodings.
 //! - [`node`]: ties hub, broker, presence and configuration together.
 //! - [`auth`]: the authentication and permission contract the session obeys
 //!   (implemented by the server), and token expiry tracking.
@@ -34,6 +36,7 @@ pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod presence;
+pub mod render;
 pub mod routing;
 pub mod session;
 pub mod shard;
@@ -41,10 +44,11 @@ pub mod shard;
 pub use auth::{Action, AuthError, Authenticator, Identity};
 pub use broker::{Broker, BrokerError, Completion, Deliver, Publication};
 pub use client::Client;
-pub use hub::Hub;
+pub use hub::{ChannelEvent, Hub, Observer};
 pub use memory::{MemoryBroker, Retention};
 pub use node::{Node, NodeConfig, Spawner, Task};
 pub use outbox::{Frame, Outbox, PushOutcome};
 pub use presence::{LocalPresence, Presence};
+pub use render::{Render, Rendered};
 pub use routing::Sublist;
 pub use session::Session;

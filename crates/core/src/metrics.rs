@@ -111,16 +111,19 @@ pub enum Transport {
     Poll = 3,
     /// The websocket-shootout endpoint.
     Shootout = 4,
+    /// The Pusher Channels endpoint (`/app/{key}`).
+    Pusher = 5,
 }
 
 impl Transport {
     /// Every transport, in label order.
-    pub const ALL: [Transport; 5] = [
+    pub const ALL: [Transport; 6] = [
         Transport::WebSocket,
         Transport::Tcp,
         Transport::Sse,
         Transport::Poll,
         Transport::Shootout,
+        Transport::Pusher,
     ];
 
     /// The label value.
@@ -131,6 +134,7 @@ impl Transport {
             Transport::Sse => "sse",
             Transport::Poll => "poll",
             Transport::Shootout => "shootout",
+            Transport::Pusher => "pusher",
         }
     }
 }

@@ -191,6 +191,12 @@ impl Node {
         self.register(Client::new_raw)
     }
 
+    /// Creates and registers a client of another protocol (Pusher), whose
+    /// pushes `render` renders.
+    pub fn new_rendered_client(&self, render: Arc<dyn crate::Render>) -> Arc<Client> {
+        self.register(|id, queue, now| Client::new_rendered(id, render, queue, now))
+    }
+
     fn register(&self, make: impl FnOnce(u64, usize, u32) -> Client) -> Arc<Client> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let client = Arc::new(make(id, self.config.client_queue_bytes, self.now()));

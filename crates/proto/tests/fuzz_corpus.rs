@@ -1,4 +1,5 @@
-//! The fuzz targets' bodies (`herald_proto::fuzzing`, `herald_ws::fuzzing`)
+//! The fuzz targets' bodies (`herald_proto::fuzzing`, `herald_ws::fuzzing`,
+//! `herald_pusher::fuzzing`)
 //! run on stable over the committed seed corpus (`fuzz/corpus/<target>/`) and
 //! the protocol's test vectors, then over deterministic random mutations of
 //! them: a short, always-on version of `cargo fuzz run` (see the README for
@@ -9,13 +10,14 @@ use std::path::Path;
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 6] = [
+const TARGETS: [(&str, Target); 7] = [
     ("json", herald_proto::fuzzing::json),
     ("binary", herald_proto::fuzzing::binary),
     ("tcp_framing", herald_proto::fuzzing::tcp_framing),
     ("poll_body", herald_proto::fuzzing::poll_body),
     ("shootout", herald_proto::fuzzing::shootout),
     ("ws_frames", herald_ws::fuzzing::frames),
+    ("pusher", herald_pusher::fuzzing::message),
 ];
 
 fn root() -> &'static Path {

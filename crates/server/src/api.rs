@@ -195,6 +195,7 @@ pub async fn handle(
         (_, p) if p == "/poll" || p.starts_with("/poll/") => {
             crate::poll::handle(req, &shared).await
         }
+        (_, p) if p.starts_with("/apps/") => crate::pusher::api::handle(req, &shared).await,
         (_, "/ws") | (_, "/shootout") => {
             let mut r = text(
                 StatusCode::UPGRADE_REQUIRED,

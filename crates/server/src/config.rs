@@ -237,6 +237,15 @@ pub struct ServeArgs {
     #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "true")]
     #[serde(skip)]
     pub test_echo_route: Option<bool>,
+    /// The Pusher Channels endpoint (`/app/{key}`, `/apps/{id}/...`); TOML
+    /// only (`[pusher]` with `activity_timeout`, `client_event_rate`,
+    /// `max_event_size`, and `[[pusher.apps]]` tables with `id`, `key`, one
+    /// of `secret_env` (an environment variable's name), `secret_file` or
+    /// `secret`, `namespace` (default `pusher-<id>`) and `webhook_url`)
+    /// [default: none: the endpoint answers 4001 to every key].
+    #[arg(skip)]
+    #[serde(default)]
+    pub pusher: Option<crate::pusher::PusherArgs>,
 }
 
 /// One `[[tables]]` entry of the TOML file: `count` tables alike.
@@ -360,10 +369,13 @@ pub struct ServerConfig {
     pub games: herald_game::EngineConfig,
     /// Tables created at start-up.
     pub tables: Vec<TableConfig>,
+    /// Pusher apps and settings (no apps: the endpoint refuses every key).
+    pub pusher: crate::pusher::PusherConfig,
 }
 
 /// A secret that never appears in `Debug` output (logs, panics).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
 pub struct Secret(pub String);
 
 impl std::fmt::Debug for Secret {
@@ -483,7 +495,9 @@ impl ServerConfig {
                 "redis_prefix = {redis_prefix:?}: must be non-empty, without spaces or braces"
             )));
         }
-        let policy = policy(&a)?;
+        let pusher = crate::pusher::PusherConfig::resolve(a.pusher.as_ref())?;
+        let policy = policy(&a)?
+            .with_pusher_namespaces(pusher.apps.iter().map(|p| p.namespace.clone()).collect());
         let games = games_config(&a)?;
         let listen = a
             .listen
@@ -577,6 +591,7 @@ impl ServerConfig {
             },
             games,
             tables: a.tables,
+            pusher,
         })
     }
 }
@@ -630,6 +645,7 @@ impl ServeArgs {
                 self.tables
             },
             test_echo_route: self.test_echo_route.or(other.test_echo_route),
+            pusher: self.pusher.or(other.pusher),
         }
     }
 }

@@ -312,6 +312,20 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
         "/shootout" if wants_upgrade => Endpoint::Shootout,
         // Test only (`--test-echo-route`): absent otherwise, so hyper's 404.
         "/echo" if wants_upgrade && echo => Endpoint::Echo,
+        p if wants_upgrade && p.starts_with("/app/") => {
+            let query = req
+                .path
+                .unwrap_or("")
+                .split_once('?')
+                .map_or("", |(_, q)| q);
+            Endpoint::Pusher(Box::new(PusherTarget {
+                key: p["/app/".len()..].to_string(),
+                protocol: query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("protocol="))
+                    .map(str::to_string),
+            }))
+        }
         _ => return Decision::Hyper,
     };
     let origin = req
@@ -352,7 +366,7 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
             upgrade.protocols,
             &[Encoding::Json.subprotocol(), Encoding::Binary.subprotocol()],
         ),
-        Endpoint::Shootout | Endpoint::Echo => None,
+        Endpoint::Shootout | Endpoint::Echo | Endpoint::Pusher(_) => None,
     };
     let encoding = if protocol == Some(Encoding::Binary.subprotocol()) {
         Encoding::Binary
@@ -428,6 +442,13 @@ async fn route<S: Stream>(
                 .holding(slot);
             shared.tracker.spawn(conn);
         }
+        Endpoint::Pusher(target) => {
+            let handler =
+                crate::pusher::conn::open(&shared, &target.key, target.protocol.as_deref());
+            let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
+                .holding(slot);
+            shared.tracker.spawn(conn);
+        }
     }
 }
 
@@ -452,10 +473,19 @@ impl Drop for Handshaking {
     }
 }
 
-#[derive(Clone, Copy)]
 enum Endpoint {
     Herald,
     Shootout,
     /// The test-only echo (`--test-echo-route`, see [`crate::ws::echo`]).
     Echo,
+    /// `/app/{key}`: Pusher Channels.
+    Pusher(Box<PusherTarget>),
+}
+
+/// What a Pusher upgrade asked for.
+struct PusherTarget {
+    /// The app key from the path.
+    key: String,
+    /// The `protocol` query parameter, if given.
+    protocol: Option<String>,
 }

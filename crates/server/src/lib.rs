@@ -13,6 +13,7 @@
 //! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
 //! - [`poll`]: HTTP long-polling sessions.
 //! - [`sse`]: Server-Sent Events streams.
+//! - [`pusher`]: the Pusher Channels protocol (`/app/{key}`, `/apps/{id}/...`).
 //! - [`tls`]: loading certificates for HTTPS/WSS.
 //! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
 //! - [`auth`]: JWT verification, namespace permission rules, the API key.
@@ -28,6 +29,7 @@ pub mod http;
 pub mod limits;
 pub mod metrics;
 pub mod poll;
+pub mod pusher;
 pub mod rewind;
 pub mod server;
 pub mod sse;

@@ -4,7 +4,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `herald_connections` | gauge | `transport` (websocket, tcp, sse, poll, shootout) |
+//! | `herald_connections` | gauge | `transport` (websocket, tcp, sse, poll, shootout, pusher) |
 //! | `herald_connections_accepted_total` | counter | `transport` |
 //! | `herald_connections_refused_total` | counter | — (connection caps, Origin, handshake timeout) |
 //! | `herald_disconnects_total` | counter | `code` (the close code; 0 = closed by the client; `other`) |

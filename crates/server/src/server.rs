@@ -53,6 +53,8 @@ pub struct Shared {
     pub cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// The game engine: tables, seats, lobby (`/api/tables`).
     pub games: Arc<herald_game::Engine>,
+    /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
+    pub pusher: Arc<crate::pusher::Apps>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -143,7 +145,14 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         tracing::info!(tables = games.table_count(), "game tables created");
     }
     node.set_games(games.clone());
+    let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher));
+    if pusher.has_webhooks() {
+        let apps = pusher.clone();
+        node.hub
+            .set_observer(Box::new(move |channel, event| apps.observe(channel, event)));
+    }
     Ok(Arc::new(Shared {
+        pusher,
         games,
         cluster,
         per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),

@@ -116,6 +116,11 @@ pub struct Policy {
     default_rule: NamespaceRule,
     rules: HashMap<String, NamespaceRule>,
     anonymous: Arc<Identity>,
+    /// Namespaces of Pusher apps: Herald clients need a grant for their
+    /// `private-*` and `presence-*` channels (whatever the namespace rule
+    /// says, short of `none`), since Pusher clients need the app's signature
+    /// there and a Herald client must not bypass it.
+    pusher_namespaces: Vec<String>,
 }
 
 impl Policy {
@@ -136,7 +141,26 @@ impl Policy {
             default_rule,
             rules,
             anonymous: Arc::new(Identity::default()),
+            pusher_namespaces: Vec::new(),
         }
+    }
+
+    /// Marks the namespaces of Pusher apps (see [`Policy`]'s field docs).
+    pub fn with_pusher_namespaces(mut self, namespaces: Vec<String>) -> Policy {
+        self.pusher_namespaces = namespaces;
+        self
+    }
+
+    /// Whether `channel` (or pattern) in namespace `ns` is a Pusher app's
+    /// private or presence channel.
+    fn pusher_private(&self, ns: &str, channel: &str) -> bool {
+        self.pusher_namespaces.iter().any(|p| p == ns)
+            && channel.get(ns.len() + 1..).is_some_and(|name| {
+                // `:` starts a user channel (`#server-to-user-`).
+                name.starts_with("private-")
+                    || name.starts_with("presence-")
+                    || name.starts_with(':')
+            })
     }
 
     /// Whether anonymous clients may connect.
@@ -264,10 +288,20 @@ impl Authenticator for Policy {
         token: Option<&str>,
     ) -> Result<(), AuthError> {
         match pattern_namespace(channel) {
-            Some(ns) => self.passes(self.rule(ns).who(action), who, action, channel, token),
+            Some(ns) => {
+                let mut level = self.rule(ns).who(action);
+                if level != Who::None && self.pusher_private(ns, channel) {
+                    level = Who::Grant;
+                }
+                self.passes(level, who, action, channel, token)
+            }
             None => {
                 // A pattern that may match any namespace must be allowed in all.
                 self.passes(self.default_rule.who(action), who, action, channel, token)?;
+                if !self.pusher_namespaces.is_empty() {
+                    // It may match a Pusher app's private channels.
+                    self.passes(Who::Grant, who, action, channel, token)?;
+                }
                 for rule in self.rules.values() {
                     self.passes(rule.who(action), who, action, channel, token)?;
                 }

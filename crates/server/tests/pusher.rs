@@ -1,0 +1,771 @@
+//! The Pusher Channels endpoint (`/app/{key}`) and HTTP API (`/apps/{id}/...`)
+//! with real sockets: the protocol's happy paths against Herald's hub, and
+//! the bad input a Pusher server must refuse (unknown key, bad signatures,
+//! stale timestamps, client events where they are not allowed, oversized or
+//! too many events, unknown events). Pusher's own JS client and server SDK
+//! are exercised by tests/outside/pusher.test.sh.
+mod common;
+
+use common::*;
+use herald_pusher::sign;
+use herald_server::config::Secret;
+use herald_server::pusher::{AppArgs, PusherArgs};
+use herald_server::ServeArgs;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+
+const KEY: &str = "app-key";
+const SECRET: &str = "app-secret";
+
+fn app(id: &str, key: &str, secret: &str) -> AppArgs {
+    AppArgs {
+        id: id.into(),
+        key: key.into(),
+        secret: Some(Secret(secret.into())),
+        secret_env: None,
+        secret_file: None,
+        namespace: None,
+        webhook_url: None,
+    }
+}
+
+async fn server() -> TestServer {
+    start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![app("1", KEY, SECRET), app("2", "other-key", "other-secret")],
+            client_event_rate: Some(5),
+            max_event_size: Some(1000),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+}
+
+/// A Pusher message with its `data` string parsed (when it is JSON).
+fn decode(v: Value) -> Value {
+    let mut v = v;
+    if let Some(s) = v["data"].as_str() {
+        if let Ok(d) = serde_json::from_str::<Value>(s) {
+            v["data"] = d;
+        }
+    }
+    v
+}
+
+async fn recv(ws: &mut Ws) -> Value {
+    decode(recv_json(ws).await)
+}
+
+/// Connects to app `key` and returns the socket and its socket id.
+async fn pusher_client(addr: SocketAddr, key: &str) -> (Ws, String) {
+    let mut ws = connect(addr, &format!("/app/{key}?protocol=7&client=test"), None).await;
+    let m = recv(&mut ws).await;
+    assert_eq!(m["event"], "pusher:connection_established", "{m}");
+    assert_eq!(m["data"]["activity_timeout"], 120);
+    let socket = m["data"]["socket_id"]
+        .as_str()
+        .expect("socket_id")
+        .to_string();
+    (ws, socket)
+}
+
+async fn subscribe(
+    ws: &mut Ws,
+    channel: &str,
+    auth: Option<&str>,
+    channel_data: Option<&str>,
+) -> Value {
+    let mut data = json!({"channel": channel});
+    if let Some(a) = auth {
+        data["auth"] = json!(a);
+    }
+    if let Some(d) = channel_data {
+        data["channel_data"] = json!(d);
+    }
+    send_json(ws, json!({"event": "pusher:subscribe", "data": data})).await;
+    recv(ws).await
+}
+
+async fn subscribed(ws: &mut Ws, channel: &str, socket: &str, channel_data: Option<&str>) -> Value {
+    let auth = (channel.starts_with("private-") || channel.starts_with("presence-"))
+        .then(|| sign::channel_auth(KEY, SECRET.as_bytes(), socket, channel, channel_data));
+    let m = subscribe(ws, channel, auth.as_deref(), channel_data).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    assert_eq!(m["channel"], channel);
+    m
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// A signed HTTP API request, as the server SDKs make it.
+async fn api(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+) -> (u16, String) {
+    api_signed(addr, method, path, body, extra, KEY, SECRET, now()).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn api_signed(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+    key: &str,
+    secret: &str,
+    ts: u64,
+) -> (u16, String) {
+    let q = sign::sign_query(
+        key,
+        secret.as_bytes(),
+        method,
+        path,
+        body.as_bytes(),
+        ts,
+        extra,
+    );
+    let (status, _, text) = http(
+        addr,
+        method,
+        &format!("{path}?{q}"),
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    (status, text)
+}
+
+async fn trigger(addr: SocketAddr, channel: &str, event: &str, data: &str) {
+    let body = json!({"name": event, "channels": [channel], "data": data}).to_string();
+    let (status, text) = api(addr, "POST", "/apps/1/events", &body, &[]).await;
+    assert_eq!((status, text.as_str()), (200, "{}"));
+}
+
+#[tokio::test]
+async fn connection_established_and_ping() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    assert!(
+        herald_pusher::parse_socket_id(&socket).is_some(),
+        "{socket}"
+    );
+    send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:pong");
+}
+
+#[tokio::test]
+async fn unknown_key_and_bad_protocol_versions_are_closed_with_their_codes() {
+    let srv = server().await;
+    for (path, code) in [
+        ("/app/nope?protocol=7", 4001),
+        ("/app/app-key", 4008),
+        ("/app/app-key?protocol=x", 4006),
+        ("/app/app-key?protocol=4", 4007),
+    ] {
+        let mut ws = connect(srv.addr, path, None).await;
+        let m = recv(&mut ws).await;
+        assert_eq!(m["event"], "pusher:error", "{path}: {m}");
+        assert_eq!(m["data"]["code"], code, "{path}: {m}");
+        assert_eq!(close_code(&mut ws).await, code, "{path}");
+    }
+    assert_serving(srv.addr).await;
+}
+
+#[tokio::test]
+async fn http_api_events_reach_pusher_and_herald_subscribers() {
+    let srv = server().await;
+    let (mut p, _) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut p, "news", "", None).await;
+    let mut h = json_client(srv.addr).await;
+    subscribe_json(&mut h, 2, "pusher-1:news").await;
+
+    trigger(srv.addr, "news", "greeting", "{\"text\":\"hi\"}").await;
+    let m = recv_json(&mut p).await;
+    assert_eq!(
+        m,
+        json!({"event": "greeting", "channel": "news", "data": "{\"text\":\"hi\"}"})
+    );
+    let pubm = recv_json(&mut h).await;
+    assert_eq!(
+        pubm["pub"]["data"],
+        json!({"event": "greeting", "data": {"text": "hi"}}),
+        "{pubm}"
+    );
+
+    // Herald's own publish API: an envelope keeps its event name, anything
+    // else arrives as event "message".
+    for (data, event, pusher_data) in [
+        (json!({"event": "e2", "data": "plain"}), "e2", "plain"),
+        (json!({"x": 1}), "message", "{\"x\":1}"),
+    ] {
+        let body = json!({"channel": "pusher-1:news", "data": data}).to_string();
+        let (status, _, _) = http(srv.addr, "POST", "/api/publish", &[], &body).await;
+        assert_eq!(status, 200);
+        let m = recv_json(&mut p).await;
+        assert_eq!(
+            (m["event"].as_str(), m["data"].as_str()),
+            (Some(event), Some(pusher_data)),
+            "{m}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn herald_clients_need_a_grant_for_pusher_private_channels() {
+    let srv = server().await;
+    let mut h = json_client(srv.addr).await;
+    subscribe_json(&mut h, 2, "pusher-1:news").await;
+    for (id, channel) in [
+        (3, "pusher-1:private-room"),
+        (4, "pusher-1:presence-room"),
+        (5, "pusher-1:private-encrypted-x"),
+        (8, "pusher-1::server-to-user-ann"),
+        (6, ">"),
+    ] {
+        send_json(&mut h, json!({"id": id, "subscribe": {"channel": channel}})).await;
+        let r = recv_json(&mut h).await;
+        assert_eq!(r["id"], id, "{r}");
+        assert_eq!(r["error"]["code"], 104, "{channel}: {r}");
+    }
+    send_json(
+        &mut h,
+        json!({"id": 7, "publish": {"channel": "pusher-1:private-room", "data": {"event": "forged", "data": "x"}}}),
+    )
+    .await;
+    assert_eq!(recv_json(&mut h).await["error"]["code"], 104);
+}
+
+#[tokio::test]
+async fn apps_are_isolated() {
+    let srv = server().await;
+    let (mut other, _) = pusher_client(srv.addr, "other-key").await;
+    let m = subscribe(&mut other, "news", None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded");
+    let (mut mine, _) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut mine, "news", "", None).await;
+    trigger(srv.addr, "news", "e", "for app 1").await;
+    assert_eq!(recv(&mut mine).await["data"], "for app 1");
+    // App 2's subscriber gets nothing: a ping is answered first.
+    send_json(&mut other, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut other).await["event"], "pusher:pong");
+    // App 1's key cannot sign for app 2.
+    let body = json!({"name": "e", "channel": "news", "data": "x"}).to_string();
+    let (status, _) = api(srv.addr, "POST", "/apps/2/events", &body, &[]).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn private_channels_need_the_apps_signature() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    for auth in [
+        None,
+        Some(format!("{KEY}:{}", "0".repeat(64))),
+        // Signed for another socket.
+        Some(sign::channel_auth(
+            KEY,
+            SECRET.as_bytes(),
+            "1.1",
+            "private-a",
+            None,
+        )),
+        // Signed with another app's secret.
+        Some(sign::channel_auth(
+            KEY,
+            b"other-secret",
+            &socket,
+            "private-a",
+            None,
+        )),
+    ] {
+        let m = subscribe(&mut ws, "private-a", auth.as_deref(), None).await;
+        assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+        assert_eq!(m["channel"], "private-a");
+        assert_eq!(m["data"]["type"], "AuthError");
+        assert_eq!(m["data"]["status"], 401);
+    }
+    subscribed(&mut ws, "private-a", &socket, None).await;
+    let m = subscribe(&mut ws, "bad name!", None, None).await;
+    assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+}
+
+#[tokio::test]
+async fn client_events_reach_the_others_on_private_channels_only() {
+    let srv = server().await;
+    let (mut a, sa) = pusher_client(srv.addr, KEY).await;
+    let (mut b, sb) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut a, "private-room", &sa, None).await;
+    subscribed(&mut b, "private-room", &sb, None).await;
+    subscribed(&mut a, "public", &sa, None).await;
+    send_json(
+        &mut a,
+        json!({"event": "client-typing", "channel": "private-room", "data": {"who": "a"}}),
+    )
+    .await;
+    let m = recv(&mut b).await;
+    assert_eq!(m["event"], "client-typing");
+    assert_eq!(m["channel"], "private-room");
+    assert_eq!(m["data"], json!({"who": "a"}));
+
+    // Refused: a public channel, a channel not subscribed, an unknown event.
+    for msg in [
+        json!({"event": "client-x", "channel": "public", "data": {}}),
+        json!({"event": "client-x", "channel": "private-elsewhere", "data": {}}),
+        json!({"event": "hello", "data": {}}),
+    ] {
+        send_json(&mut a, msg.clone()).await;
+        let m = recv(&mut a).await;
+        assert_eq!(m["event"], "pusher:error", "{msg}: {m}");
+        assert!(m["data"]["message"].is_string());
+    }
+    // The sender never got its own event: a ping is answered next.
+    send_json(&mut a, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut a).await["event"], "pusher:pong");
+    // Not JSON: an error, and the connection stays.
+    use futures_util::SinkExt;
+    a.send(tokio_tungstenite::tungstenite::Message::text("{oops"))
+        .await
+        .expect("send");
+    assert_eq!(recv(&mut a).await["event"], "pusher:error");
+    send_json(&mut a, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut a).await["event"], "pusher:pong");
+}
+
+#[tokio::test]
+async fn encrypted_channels_relay_ciphertext_and_refuse_client_events() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    let m = subscribe(&mut ws, "private-encrypted-v", None, None).await;
+    assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+    subscribed(&mut ws, "private-encrypted-v", &socket, None).await;
+    let sealed = r#"{"nonce":"bm9uY2U=","ciphertext":"c2VhbGVk"}"#;
+    trigger(srv.addr, "private-encrypted-v", "e", sealed).await;
+    let m = recv_json(&mut ws).await;
+    assert_eq!(m["data"].as_str(), Some(sealed), "relayed as is: {m}");
+    send_json(
+        &mut ws,
+        json!({"event": "client-x", "channel": "private-encrypted-v", "data": {}}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:error");
+}
+
+#[tokio::test]
+async fn oversized_and_too_frequent_client_events_get_4301() {
+    let srv = server().await;
+    let (mut a, sa) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut a, "private-room", &sa, None).await;
+    let big = "x".repeat(1001);
+    send_json(
+        &mut a,
+        json!({"event": "client-big", "channel": "private-room", "data": big}),
+    )
+    .await;
+    let m = recv(&mut a).await;
+    assert_eq!(
+        (m["event"].as_str(), m["data"]["code"].as_u64()),
+        (Some("pusher:error"), Some(4301)),
+        "{m}"
+    );
+    // The bucket holds five: the sixth at once is refused.
+    for _ in 0..6 {
+        send_json(
+            &mut a,
+            json!({"event": "client-x", "channel": "private-room", "data": {}}),
+        )
+        .await;
+    }
+    let m = recv(&mut a).await;
+    assert_eq!(
+        (m["event"].as_str(), m["data"]["code"].as_u64()),
+        (Some("pusher:error"), Some(4301)),
+        "{m}"
+    );
+    // HTTP API: data over the limit is 413.
+    let body = json!({"name": "e", "channel": "c", "data": "y".repeat(1001)}).to_string();
+    assert_eq!(
+        api(srv.addr, "POST", "/apps/1/events", &body, &[]).await.0,
+        413
+    );
+}
+
+#[tokio::test]
+async fn herald_rate_limit_applies_to_every_pusher_message() {
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![app("1", KEY, SECRET)],
+            ..Default::default()
+        }),
+        rate_limit: Some(5),
+        rate_burst: Some(5),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, _) = pusher_client(srv.addr, KEY).await;
+    for _ in 0..6 {
+        send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    }
+    let mut events = Vec::new();
+    for _ in 0..6 {
+        events.push(recv(&mut ws).await["event"].as_str().map(str::to_string));
+    }
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.as_deref() == Some("pusher:pong"))
+            .count(),
+        5
+    );
+    assert!(events.contains(&Some("pusher:error".into())), "{events:?}");
+}
+
+#[tokio::test]
+async fn presence_members_join_and_leave_once_per_user() {
+    let srv = server().await;
+    let ann = r#"{"user_id":"ann","user_info":{"name":"Ann"}}"#;
+    let bob = r#"{"user_id":"bob"}"#;
+    let (mut a, sa) = pusher_client(srv.addr, KEY).await;
+    let m = subscribed(&mut a, "presence-room", &sa, Some(ann)).await;
+    assert_eq!(m["data"]["presence"]["ids"], json!(["ann"]));
+    assert_eq!(m["data"]["presence"]["hash"]["ann"], json!({"name": "Ann"}));
+
+    let (mut b, sb) = pusher_client(srv.addr, KEY).await;
+    let m = subscribed(&mut b, "presence-room", &sb, Some(bob)).await;
+    assert_eq!(m["data"]["presence"]["count"], 2);
+    let m = recv(&mut a).await;
+    assert_eq!(m["event"], "pusher_internal:member_added");
+    assert_eq!(m["data"], json!({"user_id": "bob", "user_info": null}));
+
+    // Bob's second connection is not news; its client events carry user_id.
+    let (mut b2, sb2) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut b2, "presence-room", &sb2, Some(bob)).await;
+    send_json(
+        &mut b2,
+        json!({"event": "client-hi", "channel": "presence-room", "data": "hey"}),
+    )
+    .await;
+    let m = recv(&mut a).await;
+    assert_eq!(
+        (m["event"].as_str(), m["user_id"].as_str()),
+        (Some("client-hi"), Some("bob")),
+        "{m}"
+    );
+
+    let (status, users) = api(
+        srv.addr,
+        "GET",
+        "/apps/1/channels/presence-room/users",
+        "",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&users).expect("json"),
+        json!({"users": [{"id": "ann"}, {"id": "bob"}]})
+    );
+
+    // A connection has one user.
+    let other = r#"{"user_id":"carl"}"#;
+    let auth = sign::channel_auth(KEY, SECRET.as_bytes(), &sb2, "presence-two", Some(other));
+    let m = subscribe(&mut b2, "presence-two", Some(&auth), Some(other)).await;
+    assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+
+    drop(b2);
+    drop(b);
+    let m = recv(&mut a).await;
+    assert_eq!(m["event"], "pusher_internal:member_removed", "{m}");
+    assert_eq!(m["data"], json!({"user_id": "bob"}));
+    // Presence data signed without channel_data is refused.
+    let (mut c, sc) = pusher_client(srv.addr, KEY).await;
+    let auth = sign::channel_auth(KEY, SECRET.as_bytes(), &sc, "presence-room", None);
+    let m = subscribe(&mut c, "presence-room", Some(&auth), None).await;
+    assert_eq!(m["event"], "pusher:subscription_error", "{m}");
+}
+
+#[tokio::test]
+async fn signed_in_users_get_their_events_and_can_be_terminated() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    let user = r#"{"id":"ann","user_info":{"name":"Ann"}}"#;
+    let auth = sign::user_auth(KEY, SECRET.as_bytes(), &socket, user);
+    send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": auth, "user_data": user}}),
+    )
+    .await;
+    let m = recv(&mut ws).await;
+    assert_eq!(m["event"], "pusher:signin_success", "{m}");
+    assert_eq!(m["data"]["user_data"], user);
+    let m = subscribe(&mut ws, "#server-to-user-bob", None, None).await;
+    assert_eq!(
+        m["event"], "pusher:subscription_error",
+        "another user's channel: {m}"
+    );
+    let m = subscribe(&mut ws, "#server-to-user-ann", None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    trigger(srv.addr, "#server-to-user-ann", "note", "for ann").await;
+    let m = recv_json(&mut ws).await;
+    assert_eq!(
+        m,
+        json!({"event": "note", "channel": "#server-to-user-ann", "data": "for ann"})
+    );
+    let (status, _) = api(
+        srv.addr,
+        "POST",
+        "/apps/1/users/ann/terminate_connections",
+        "{}",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(close_code(&mut ws).await, 4009);
+
+    // A forged signin: pusher:error 4009, then the close.
+    let (mut ws, _) = pusher_client(srv.addr, KEY).await;
+    let forged = sign::user_auth(KEY, b"not-the-secret", "1.1", user);
+    send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": forged, "user_data": user}}),
+    )
+    .await;
+    let m = recv(&mut ws).await;
+    assert_eq!(
+        (m["event"].as_str(), m["data"]["code"].as_u64()),
+        (Some("pusher:error"), Some(4009)),
+        "{m}"
+    );
+    assert_eq!(close_code(&mut ws).await, 4009);
+}
+
+#[tokio::test]
+async fn cache_channels_replay_the_last_event() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut ws, "cache-empty", &socket, None).await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:cache_miss");
+    trigger(srv.addr, "cache-scores", "score", "1").await;
+    trigger(srv.addr, "cache-scores", "score", "2").await;
+    subscribed(&mut ws, "cache-scores", &socket, None).await;
+    let m = recv_json(&mut ws).await;
+    assert_eq!(
+        (m["event"].as_str(), m["data"].as_str()),
+        (Some("score"), Some("2")),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn http_api_refuses_bad_signatures_and_stale_timestamps() {
+    let srv = server().await;
+    let body = json!({"name": "e", "channel": "c", "data": "x"}).to_string();
+    let path = "/apps/1/events";
+    let cases = [
+        ("wrong secret", KEY, "nope", now()),
+        ("unknown key", "who", SECRET, now()),
+        ("stale", KEY, SECRET, now() - 601),
+        ("future", KEY, SECRET, now() + 601),
+    ];
+    for (what, key, secret, ts) in cases {
+        let (status, text) = api_signed(srv.addr, "POST", path, &body, &[], key, secret, ts).await;
+        assert_eq!(status, 401, "{what}: {text}");
+    }
+    // A body that is not the one signed.
+    let q = sign::sign_query(KEY, SECRET.as_bytes(), "POST", path, b"{}", now(), &[]);
+    let (status, _, text) = http(srv.addr, "POST", &format!("{path}?{q}"), &[], &body).await;
+    assert_eq!(status, 401, "{text}");
+    assert!(text.contains("body_md5"), "{text}");
+    // No signature at all, an unknown app.
+    assert_eq!(http(srv.addr, "POST", path, &[], &body).await.0, 401);
+    assert_eq!(
+        api(srv.addr, "POST", "/apps/9/events", &body, &[]).await.0,
+        404
+    );
+    // Bad bodies.
+    for bad in [
+        "{",
+        r#"{"name":"e","data":"x"}"#,
+        r#"{"name":"e","channel":"a b","data":"x"}"#,
+    ] {
+        assert_eq!(api(srv.addr, "POST", path, bad, &[]).await.0, 400, "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn http_api_lists_channels_and_batches() {
+    let srv = server().await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut ws, "a", &socket, None).await;
+    subscribed(&mut ws, "presence-p", &socket, Some(r#"{"user_id":"u"}"#)).await;
+    let (status, text) = api(srv.addr, "GET", "/apps/1/channels", "", &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("json"),
+        json!({"channels": {"a": {}, "presence-p": {}}})
+    );
+    let (_, text) = api(
+        srv.addr,
+        "GET",
+        "/apps/1/channels",
+        "",
+        &[("filter_by_prefix", "presence-"), ("info", "user_count")],
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("json"),
+        json!({"channels": {"presence-p": {"user_count": 1}}})
+    );
+    let (_, text) = api(
+        srv.addr,
+        "GET",
+        "/apps/1/channels/a",
+        "",
+        &[("info", "subscription_count")],
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("json"),
+        json!({"occupied": true, "subscription_count": 1})
+    );
+    let (_, text) = api(srv.addr, "GET", "/apps/1/channels/empty", "", &[]).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).expect("json"),
+        json!({"occupied": false})
+    );
+
+    let batch = json!({"batch": [
+        {"channel": "a", "name": "one", "data": "1"},
+        {"channel": "a", "name": "two", "data": "2"},
+    ]})
+    .to_string();
+    let (status, text) = api(srv.addr, "POST", "/apps/1/batch_events", &batch, &[]).await;
+    assert_eq!((status, text.as_str()), (200, "{}"));
+    assert_eq!(recv(&mut ws).await["event"], "one");
+    assert_eq!(recv(&mut ws).await["event"], "two");
+    // socket_id excludes that connection.
+    let body =
+        json!({"name": "skip", "channel": "a", "data": "x", "socket_id": socket}).to_string();
+    assert_eq!(
+        api(srv.addr, "POST", "/apps/1/events", &body, &[]).await.0,
+        200
+    );
+    trigger(srv.addr, "a", "after", "y").await;
+    assert_eq!(recv(&mut ws).await["event"], "after");
+}
+
+/// A webhook receiver: answers 200 to every POST and hands on its
+/// `x-pusher-key`, `x-pusher-signature` and body.
+async fn webhook_receiver() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hooks", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head, body) = loop {
+                let n = s.read(&mut chunk).await.expect("read");
+                assert!(n > 0, "request cut short");
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                if buf.len() >= end + 4 + len {
+                    break (
+                        head,
+                        String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned(),
+                    );
+                }
+            };
+            let header = |name: &str| {
+                head.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+                    .unwrap_or_default()
+            };
+            let _ = tx.send((header("x-pusher-key"), header("x-pusher-signature"), body));
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn webhooks_report_occupancy_members_and_client_events() {
+    let (url, mut hooks) = webhook_receiver().await;
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(
+        &mut ws,
+        "presence-room",
+        &socket,
+        Some(r#"{"user_id":"ann"}"#),
+    )
+    .await;
+    send_json(
+        &mut ws,
+        json!({"event": "client-hi", "channel": "presence-room", "data": {"x": 1}}),
+    )
+    .await;
+    // A ping answered: the client event went through before we leave.
+    send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:pong");
+    drop(ws);
+
+    let want = [
+        json!({"name": "channel_occupied", "channel": "presence-room"}),
+        json!({"name": "member_added", "channel": "presence-room", "user_id": "ann"}),
+        json!({"name": "client_event", "channel": "presence-room", "event": "client-hi",
+               "data": "{\"x\":1}", "socket_id": socket, "user_id": "ann"}),
+        json!({"name": "member_removed", "channel": "presence-room", "user_id": "ann"}),
+        json!({"name": "channel_vacated", "channel": "presence-room"}),
+    ];
+    let mut got = Vec::new();
+    while got.len() < want.len() {
+        let (key, signature, body) = tokio::time::timeout(WAIT, hooks.recv())
+            .await
+            .expect("webhook in time")
+            .expect("receiver running");
+        assert_eq!(key, KEY);
+        assert!(
+            sign::verify_hex(SECRET.as_bytes(), body.as_bytes(), &signature),
+            "signature of {body}"
+        );
+        let v: Value = serde_json::from_str(&body).expect("json");
+        assert!(v["time_ms"].as_u64().is_some(), "{v}");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    assert_eq!(got, want);
+}
