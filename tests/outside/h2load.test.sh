@@ -19,23 +19,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
 
-# need COMMAND PACKAGE: install with apt when root; else fail under CI=true,
-# skip otherwise.
-need() {
-  command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing $2 for $1"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" ||
-      { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2"; }; } >/dev/null 2>&1 || true
-  fi
-  command -v "$1" >/dev/null 2>&1 && return 0
-  if [ "${CI:-}" = true ]; then
-    echo "FAIL: $1 is missing and could not be installed (package $2)" >&2
-    exit 1
-  fi
-  echo "SKIP: $1 is not installed (apt-get install $2)"
-  exit 0
-}
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 need h2load nghttp2-client
 need curl curl
 need openssl openssl

@@ -123,6 +123,19 @@ async fn stall_member(sender: &mut Ws) -> usize {
     panic!("broadcastResult never waited for the member that reads nothing");
 }
 
+/// The next message is the binary `broadcastResult` of the broadcast sent at
+/// `send_time_ns`.
+async fn expect_result(sender: &mut Ws, send_time_ns: i64) {
+    match next_msg(sender).await {
+        Message::Binary(r) => {
+            assert_eq!(r[0], b'r');
+            let t = shootout::parse_binary(&r).expect("parse").send_time_ns;
+            assert_eq!(t, send_time_ns);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn broadcast_result_waits_until_every_copy_is_written() {
     let srv = start_default().await;
@@ -156,14 +169,7 @@ async fn broadcast_result_waits_until_every_copy_is_written() {
         assert!(n > 0, "stalled member was closed");
         stalled.buf.extend_from_slice(&chunk[..n]);
     }
-    match next_msg(&mut sender).await {
-        Message::Binary(r) => {
-            assert_eq!(r[0], b'r');
-            let t = shootout::parse_binary(&r).expect("parse").send_time_ns;
-            assert_eq!(t as usize, sent - 1);
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    expect_result(&mut sender, sent as i64 - 1).await;
 }
 
 #[tokio::test]
@@ -174,14 +180,7 @@ async fn broadcast_result_comes_when_a_stalled_member_goes_away() {
     let sent = stall_member(&mut sender).await;
     // Its copy is dropped with its connection: the sender is answered.
     drop(stalled);
-    match next_msg(&mut sender).await {
-        Message::Binary(r) => {
-            assert_eq!(r[0], b'r');
-            let t = shootout::parse_binary(&r).expect("parse").send_time_ns;
-            assert_eq!(t as usize, sent - 1);
-        }
-        other => panic!("unexpected {other:?}"),
-    }
+    expect_result(&mut sender, sent as i64 - 1).await;
     // And the group still answers broadcasts.
     let mut frame = BytesMut::new();
     shootout::write_binary(ShootoutKind::Broadcast, 7_000, 10, &mut frame);
