@@ -20,15 +20,7 @@ HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
 need curl curl
 need python3 python3
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/herald-curl.XXXXXX")"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+work_dir curl
 CHECKS=0
 ok() { CHECKS=$((CHECKS + 1)); }
 

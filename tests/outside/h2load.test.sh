@@ -26,15 +26,7 @@ need curl curl
 need openssl openssl
 need python3 python3
 
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/herald-h2load.XXXXXX")"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+work_dir h2load
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
   -keyout "$WORK/key.pem" -out "$WORK/cert.pem" -days 1 -subj /CN=localhost \

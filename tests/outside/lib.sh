@@ -17,3 +17,17 @@ need() {
   echo "SKIP: $1 is not installed (apt-get install $2)"
   exit 0
 }
+
+# work_dir NAME: a scratch folder in $WORK and a list PIDS of processes that
+# are killed and waited for, and the folder removed, on exit.
+work_dir() {
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/herald-$1.XXXXXX")"
+  PIDS=()
+  trap cleanup EXIT
+}
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
