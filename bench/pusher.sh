@@ -23,6 +23,10 @@ PORT=18462
 N=1000 C=10 P=4 S=128 D=10s
 mkdir -p bench/results
 pid=
+# Each run connects from its own source address (127.0.0.2, .3, …): 10,000
+# idle connections to one port leave as many in TIME_WAIT, and the next
+# run from the same address would run out of ephemeral ports.
+src=1
 stop() { if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=; fi; }
 trap stop EXIT
 serve() {
@@ -33,16 +37,16 @@ serve() {
 for rep in $(seq "$REPS"); do
   for rate in "${RATES[@]}"; do
     for proto in herald pusher; do
-      serve
-      taskset -c 1 $H bench fanout ws://127.0.0.1:$PORT/ws --protocol $proto \
+      serve; src=$((src + 1))
+      taskset -c 1 $H bench fanout ws://127.0.0.1:$PORT/ws --protocol $proto -l "127.0.0.$src" \
         -p $P -n $N -C $C -r "$rate" -s $S --duration $D --verify --quiet \
         --server-pid "$pid" --out "bench/results/pusher-fanout-$proto-$rate-r$rep.json"
       stop
     done
   done
   for proto in herald pusher; do
-    serve
-    taskset -c 1 $H bench idle ws://127.0.0.1:$PORT/ws --protocol $proto -n 10000 \
+    serve; src=$((src + 1))
+    taskset -c 1 $H bench idle ws://127.0.0.1:$PORT/ws --protocol $proto -n 10000 -l "127.0.0.$src" \
       --quiet --server-pid "$pid" --out "bench/results/pusher-idle-$proto-r$rep.json"
     stop
   done

@@ -16,6 +16,10 @@
 //!   session (a `GET /healthz` at once, as servers drop connections whose
 //!   first request is late); each answer is reported as a reply (2xx) or
 //!   an error.
+//! - The Pusher Channels protocol (`/app/KEY?protocol=7`), for subscribers
+//!   only: the server speaks first (`pusher:connection_established`), then
+//!   each `pusher:subscribe` is awaited like Herald's `subscribe`. Pusher
+//!   has no positions, so these clients never recover.
 //!
 //! A client created *resilient* survives losing its connection: it
 //! reconnects (to the next URL of the list, after a short back-off) and,
@@ -79,7 +83,7 @@ pub enum State {
     Queued,
     /// TCP connect, WebSocket upgrade, or HTTP session setup in progress.
     Upgrading,
-    /// `connect` sent.
+    /// `connect` sent (Pusher: waiting for `pusher:connection_established`).
     Connecting,
     /// `subscribe` number `k` sent.
     Subscribing(usize),
