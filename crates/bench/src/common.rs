@@ -70,3 +70,45 @@ pub struct CommonArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 }
+
+/// Which protocol subscribers (and idle clients) speak over WebSocket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Protocol {
+    /// Herald's own (docs/protocol.md), on the URL given.
+    #[default]
+    Herald,
+    /// Pusher Channels protocol 7 on `/app/KEY?protocol=7` of the URL's
+    /// server (docs/pusher.md): public channels, no recovery.
+    Pusher,
+}
+
+/// Flags of `--protocol pusher`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PusherFlags {
+    /// Subscribers' protocol: herald (Herald's own) or pusher (Pusher
+    /// Channels 7 on /app/KEY?protocol=7; publishers stay on Herald's).
+    #[arg(long, value_enum, default_value = "herald")]
+    pub protocol: Protocol,
+    /// The Pusher app key (in the subscribers' URL); bench/pusher.toml
+    /// configures it.
+    #[arg(long, default_value = "herald-bench")]
+    pub pusher_key: String,
+    /// The Pusher app id: Pusher channel NAME is Herald channel
+    /// `pusher-ID:NAME`, where the publishers publish.
+    #[arg(long, default_value = "bench")]
+    pub pusher_app_id: String,
+}
+
+impl PusherFlags {
+    /// The path of the app's Pusher WebSocket endpoint.
+    pub fn path(&self) -> String {
+        format!("/app/{}?protocol=7", self.pusher_key)
+    }
+
+    /// The Herald channel of Pusher channel `name` (the app's default
+    /// namespace; Pusher names with `;` are not used by the bench).
+    pub fn herald_channel(&self, name: &str) -> String {
+        format!("pusher-{}:{name}", self.pusher_app_id)
+    }
+}

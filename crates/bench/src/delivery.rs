@@ -75,6 +75,8 @@ pub(crate) struct SubCounts {
 /// clients' event callbacks can borrow it.
 pub(crate) struct Checker {
     pub(crate) enc: Encoding,
+    /// Deliveries are Pusher frames: the stamp is in their `data` string.
+    pub(crate) pusher: bool,
     pub(crate) publishers: usize,
     /// `[s * P + p]`.
     pub(crate) tracks: Vec<SeqTrack>,
@@ -122,7 +124,12 @@ impl Checker {
         resumed_ns: i64,
         now_ns: i64,
     ) {
-        let Some(stamp) = herald_wire::read_stamp(self.enc, data) else {
+        let stamp = if self.pusher {
+            herald_wire::read_pusher_stamp(data)
+        } else {
+            herald_wire::read_stamp(self.enc, data)
+        };
+        let Some(stamp) = stamp else {
             self.sum.unreadable += 1;
             return;
         };

@@ -46,6 +46,18 @@
 //! connection (with `--reconnect`, implied by `--churn` and by several URLs)
 //! reconnects to the next URL and recovers the same way. Publishers use the
 //! first URL (`--publish-url` to choose) and losing one is fatal.
+//!
+//! # The Pusher protocol
+//! With `--protocol pusher`, subscribers speak Pusher Channels 7 on
+//! `/app/KEY?protocol=7` of the same server and subscribe to the public
+//! Pusher channel `bench.<run>.<c>`; publishers stay on Herald's protocol
+//! and publish the same payloads to its Herald channel
+//! `pusher-ID:bench.<run>.<c>` (docs/pusher.md). The publish side is thus the
+//! same in both runs and a comparison isolates the delivery path. The
+//! payload is not a Pusher envelope, so it reaches Pusher clients as event
+//! `message` with the payload's text as the data string; the stamp is read
+//! from that string in place. Pusher has no recovery: `--churn`,
+//! `--reconnect` and several URLs are refused.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -56,7 +68,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::clock;
-use crate::common::{CommonArgs, Transport};
+use crate::common::{CommonArgs, Protocol, PusherFlags, Transport};
 use crate::delivery::{Checker, SeqTrack, SubCounts};
 use crate::duration::parse_duration;
 use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
@@ -198,6 +210,9 @@ pub struct FanoutArgs {
     /// Connects in progress at once.
     #[arg(long, default_value_t = 128)]
     pub connect_concurrency: usize,
+    /// The subscribers' protocol (herald or pusher) and the Pusher app.
+    #[command(flatten)]
+    pub pusher: PusherFlags,
     /// Output, sampling and time-limit flags (--duration defaults to 10s:
     /// how long publishers publish).
     #[command(flatten)]
@@ -213,6 +228,10 @@ pub struct FanoutParams {
     pub url: String,
     /// Subscribers' transport.
     pub transport: Transport,
+    /// Subscribers' protocol.
+    pub protocol: Protocol,
+    /// The Pusher app key (`--protocol pusher`).
+    pub pusher_key: Option<String>,
     /// Publishers' path.
     pub publish_via: PublishVia,
     /// Where publishers connect.
@@ -237,7 +256,8 @@ pub struct FanoutParams {
     pub churn_downtime_s: f64,
     /// Subscribers reconnect when their connection is lost.
     pub reconnect: bool,
-    /// Channel names are `bench.<run>.<c>`.
+    /// Channel names are `bench.<run>.<c>` (with `--protocol pusher`,
+    /// Pusher names; publishers use `pusher-ID:bench.<run>.<c>`).
     pub channel_prefix: String,
 }
 
@@ -654,7 +674,8 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         return Err(BenchError::Args("--churn must be between 0 and 1".into()));
     }
     let duration = args.common.duration.unwrap_or(Duration::from_secs(10));
-    let (sub_kind, sub_scheme) = subscriber_kind(args.transport);
+    let pusher = args.pusher.protocol == Protocol::Pusher;
+    let (mut sub_kind, sub_scheme) = subscriber_kind(args.transport);
     let mut all_urls = args.url.clone();
     all_urls.extend(args.more_urls.iter().cloned());
     let targets = parse_urls(&all_urls, sub_scheme)?;
@@ -676,6 +697,18 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
             .map_err(|e| BenchError::Args(format!("publishers need --publish-url: {e}")))?,
     };
     let reconnect = args.reconnect || args.churn > 0.0 || targets.len() > 1;
+    let targets = if pusher {
+        if args.transport != Transport::WsJson || reconnect {
+            return Err(BenchError::Args(
+                "--protocol pusher needs --transport ws-json, one URL, and no --churn or --reconnect (Pusher has no recovery)".into(),
+            ));
+        }
+        sub_kind = ClientKind::Pusher;
+        let path = args.pusher.path();
+        targets.iter().map(|t| t.with_path(&path)).collect()
+    } else {
+        targets
+    };
     let run = run_id();
     let p = FanoutParams {
         urls: all_urls
@@ -685,6 +718,8 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
             .collect(),
         url: all_urls.first().cloned().unwrap_or_default(),
         transport: args.transport,
+        protocol: args.pusher.protocol,
+        pusher_key: pusher.then(|| args.pusher.pusher_key.clone()),
         publish_via: via,
         publish_url: format!(
             "{:?}://{}{}",
@@ -719,9 +754,19 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         args.connect_concurrency,
         SUB_TAGS,
     );
-    let channel_names: Vec<String> = (0..p.channels)
+    // Subscribers' names; publishers' are Herald's (the same with Herald's
+    // protocol, the Pusher app's namespace in front with Pusher's).
+    let sub_channels: Vec<String> = (0..p.channels)
         .map(|c| format!("{}.{c}", p.channel_prefix))
         .collect();
+    let channel_names: Vec<String> = if pusher {
+        sub_channels
+            .iter()
+            .map(|n| args.pusher.herald_channel(n))
+            .collect()
+    } else {
+        sub_channels.clone()
+    };
     for _ in 0..p.publishers {
         pubs.add(Vec::new());
     }
@@ -729,7 +774,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     for s in 0..p.subscribers {
         let c = s % p.channels;
         subs_per_channel[c] += 1;
-        let i = subs.add(vec![channel_names[c].clone()]);
+        let i = subs.add(vec![sub_channels[c].clone()]);
         subs.clients[i].resilient = reconnect;
     }
     let start = Instant::now();
@@ -742,6 +787,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         subs_per_channel,
         check: Checker {
             enc: stamp_enc,
+            pusher,
             publishers: p.publishers,
             tracks: vec![SeqTrack::default(); p.subscribers * p.publishers],
             subs: vec![SubCounts::default(); p.subscribers],
@@ -815,8 +861,9 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         .collect();
 
     let label = args.common.label.clone().unwrap_or_else(|| {
+        let proto = if pusher { " pusher" } else { "" };
         format!(
-            "fanout {} {}p {}s {}c {}/s",
+            "fanout {}{proto} {}p {}s {}c {}/s",
             f.p.transport.as_str(),
             f.p.publishers,
             f.p.subscribers,
@@ -893,8 +940,12 @@ fn print_subscribers(per_sub: &[SubscriberCheck], quiet: bool) {
 }
 
 fn print_summary(p: &FanoutParams, s: &FanoutSummary) {
+    let proto = match p.protocol {
+        Protocol::Herald => "",
+        Protocol::Pusher => " over the Pusher protocol",
+    };
     println!(
-        "fanout {} (publishers via {:?}): {} publishers -> {} subscribers on {} channels, {}/s for {:.0}s, {} B payloads",
+        "fanout {}{proto} (publishers via {:?}): {} publishers -> {} subscribers on {} channels, {}/s for {:.0}s, {} B payloads",
         p.transport.as_str(),
         p.publish_via,
         p.publishers,

@@ -16,6 +16,10 @@
 //!   session (a `GET /healthz` at once, as servers drop connections whose
 //!   first request is late); each answer is reported as a reply (2xx) or
 //!   an error.
+//! - The Pusher Channels protocol (`/app/KEY?protocol=7`), for subscribers
+//!   only: the server speaks first (`pusher:connection_established`), then
+//!   each `pusher:subscribe` is awaited like Herald's `subscribe`. Pusher
+//!   has no positions, so these clients never recover.
 //!
 //! A client created *resilient* survives losing its connection: it
 //! reconnects (to the next URL of the list, after a short back-off) and,
@@ -34,7 +38,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use herald_proto::{Encoding, Push, Reply, ServerMsg};
-use herald_ws::Message;
+use herald_ws::{Message, OpCode};
 
 use crate::clock;
 use crate::engine::{CloseReason, ConnId, Framing, HttpMsg, Io};
@@ -63,6 +67,13 @@ pub enum ClientKind {
     Poll,
     /// The HTTP publish API (publishers only).
     Api,
+    /// Pusher Channels protocol 7 over WebSocket (`/app/KEY?protocol=7`),
+    /// subscribers only: wait for `pusher:connection_established`, then
+    /// `pusher:subscribe` each channel (Pusher names) and wait for
+    /// `pusher_internal:subscription_succeeded`; every other event that is
+    /// not `pusher:`/`pusher_internal:` is a publication. No positions, so
+    /// no recovery.
+    Pusher,
 }
 
 /// Where a client is in its setup.
@@ -72,7 +83,7 @@ pub enum State {
     Queued,
     /// TCP connect, WebSocket upgrade, or HTTP session setup in progress.
     Upgrading,
-    /// `connect` sent.
+    /// `connect` sent (Pusher: waiting for `pusher:connection_established`).
     Connecting,
     /// `subscribe` number `k` sent.
     Subscribing(usize),
@@ -352,7 +363,7 @@ impl HeraldClients {
             .get(c.target)
             .ok_or(BenchError::Internal("client target missing"))?;
         let opened = match self.kind {
-            ClientKind::Ws => io.connect(target, local, tag),
+            ClientKind::Ws | ClientKind::Pusher => io.connect(target, local, tag),
             ClientKind::Tcp => io.connect_plain(target.addr, Framing::Tcp, local, tag),
             ClientKind::Sse | ClientKind::Poll | ClientKind::Api => {
                 io.connect_plain(target.addr, Framing::Http, local, tag)
@@ -457,6 +468,8 @@ impl HeraldClients {
                 io.send(c.conn, herald_wire::opcode(enc), &self.scratch);
             }
             ClientKind::Sse => self.request_stream(io, i),
+            // The server speaks first (`pusher:connection_established`).
+            ClientKind::Pusher => self.clients[i].state = State::Connecting,
             ClientKind::Poll => {
                 let c = &mut self.clients[i];
                 let p = c.poll.get_or_insert_with(Default::default);
@@ -561,7 +574,68 @@ impl HeraldClients {
             sink(Event::Other { msg: data });
             return Ok(());
         }
+        if self.kind == ClientKind::Pusher {
+            return self.on_pusher_message(io, i, data, sink);
+        }
         self.on_protocol_message(io, i, data, sink)
+    }
+
+    /// One Pusher frame for client `i`: the setup's answers are consumed
+    /// here, `pusher:ping` is answered, any other event that is not the
+    /// protocol's own is a publication (the whole frame goes to `sink`; the
+    /// scenario reads its `data` string in place).
+    fn on_pusher_message(
+        &mut self,
+        io: &mut Io,
+        i: usize,
+        data: &[u8],
+        sink: &mut dyn FnMut(Event<'_>),
+    ) -> Result<(), BenchError> {
+        let Some(event) = herald_wire::pusher_event(data) else {
+            if self.lenient && self.clients[i].state == State::Ready {
+                sink(Event::Unreadable);
+                return Ok(());
+            }
+            return Err(BenchError::Client(format!(
+                "client {}: unreadable Pusher frame: {}",
+                i + 1,
+                String::from_utf8_lossy(&data[..data.len().min(200)])
+            )));
+        };
+        let state = self.clients[i].state;
+        match (state, event) {
+            (State::Connecting, b"pusher:connection_established") => self.next_subscribe(io, i, 0),
+            (State::Subscribing(k), b"pusher_internal:subscription_succeeded") => {
+                self.next_subscribe(io, i, k + 1)
+            }
+            (_, b"pusher:ping") => {
+                io.send(self.clients[i].conn, OpCode::Text, herald_wire::PUSHER_PONG);
+            }
+            (
+                State::Connecting | State::Subscribing(_),
+                b"pusher:error" | b"pusher:subscription_error",
+            ) => {
+                return Err(BenchError::Client(format!(
+                    "client {}: the server refused the Pusher setup: {}",
+                    i + 1,
+                    String::from_utf8_lossy(&data[..data.len().min(200)])
+                )));
+            }
+            // Pusher's errors carry their code inside the data string;
+            // the bench only counts them.
+            (_, b"pusher:error" | b"pusher:subscription_error") => {
+                sink(Event::Error { id: 0, code: 0 })
+            }
+            (_, e) if e.starts_with(b"pusher:") || e.starts_with(b"pusher_internal:") => {
+                sink(Event::Other { msg: data })
+            }
+            _ => sink(Event::Pub {
+                data,
+                recovered: false,
+                resumed_ns: 0,
+            }),
+        }
+        Ok(())
     }
 
     /// One Herald message (JSON or binary) for client `i`.
@@ -698,7 +772,11 @@ impl HeraldClients {
         match c.channels.get(k) {
             Some(channel) => {
                 c.state = State::Subscribing(k);
-                if self.kind != ClientKind::Poll {
+                if self.kind == ClientKind::Pusher {
+                    self.scratch.clear();
+                    herald_wire::pusher_subscribe(channel, &mut self.scratch);
+                    io.send(c.conn, OpCode::Text, &self.scratch);
+                } else if self.kind != ClientKind::Poll {
                     self.scratch.clear();
                     let id = SUBSCRIBE_ID + k as u32;
                     let from = match (&c.position, c.recover && k == 0) {

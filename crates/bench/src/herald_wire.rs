@@ -423,6 +423,53 @@ pub fn read_stamp(enc: Encoding, data: &[u8]) -> Option<Stamp> {
     }
 }
 
+/// `pusher:pong`, the answer to the server's `pusher:ping`.
+pub const PUSHER_PONG: &[u8] = b"{\"event\":\"pusher:pong\",\"data\":{}}";
+
+/// Appends `{"event":"pusher:subscribe","data":{"channel":…}}` (a public
+/// channel: no `auth`).
+pub fn pusher_subscribe(channel: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"event\":\"pusher:subscribe\",\"data\":{\"channel\":");
+    write_json_string(out, channel);
+    out.extend_from_slice(b"}}");
+}
+
+/// The event name of a Pusher frame `{"event":E,...}`, in place (event
+/// names the bench meets need no unescaping; one with a `\\` is returned
+/// escaped, which only matters for names it does not look at).
+pub fn pusher_event(frame: &[u8]) -> Option<&[u8]> {
+    let at = find_key(frame, b"\"event\"")?;
+    let rest = frame[at + 7..].trim_ascii_start().strip_prefix(b":")?;
+    let rest = rest.trim_ascii_start().strip_prefix(b"\"")?;
+    let end = rest.iter().position(|&b| b == b'"')?;
+    Some(&rest[..end])
+}
+
+/// Reads the JSON stamp out of a Pusher event frame, whose `data` is the
+/// bench's payload as a JSON *string* (`"{\\"hb\\":[p,seq,t],…}"`, see
+/// docs/pusher.md's mapping): the key is found escaped, in place, without
+/// unescaping or allocating (the stamp's numbers need no escapes).
+pub fn read_pusher_stamp(frame: &[u8]) -> Option<Stamp> {
+    const KEY: &[u8] = b"\\\"hb\\\"";
+    let at = find_key(frame, b"\"data\"")?;
+    let data = &frame[at + 6..];
+    let k = data.windows(KEY.len()).position(|w| w == KEY)?;
+    let rest = data[k + KEY.len()..]
+        .trim_ascii_start()
+        .strip_prefix(b":")?;
+    let rest = rest.trim_ascii_start().strip_prefix(b"[")?;
+    let (publisher, rest) = json_int(rest)?;
+    let rest = rest.trim_ascii_start().strip_prefix(b",")?;
+    let (seq, rest) = json_int(rest)?;
+    let rest = rest.trim_ascii_start().strip_prefix(b",")?;
+    let (time_ns, _) = json_int(rest)?;
+    Some(Stamp {
+        publisher: u32::try_from(publisher).ok()?,
+        seq: u64::try_from(seq).ok()?,
+        time_ns,
+    })
+}
+
 /// The `"offset"` of a JSON publication push (canonically before `data`,
 /// so the first such key is the push's own).
 fn json_offset(buf: &[u8]) -> u64 {
@@ -528,6 +575,35 @@ mod tests {
     use herald_proto::{Command, Push, Request};
 
     const BOTH: [Encoding; 2] = [Encoding::Json, Encoding::Binary];
+
+    #[test]
+    fn pusher_frames_carry_the_stamp_in_their_data_string() {
+        let stamp = Stamp {
+            publisher: 3,
+            seq: 42,
+            time_ns: 1_700_000_000_123_456_789,
+        };
+        let mut payload = Vec::new();
+        stamp_payload(Encoding::Json, stamp, 128, &mut payload);
+        // What Herald renders for a payload that is not a Pusher envelope:
+        // event `message`, the payload's text as the data string.
+        let text = std::str::from_utf8(&payload).unwrap();
+        let frame =
+            serde_json::json!({"event": "message", "channel": "c", "data": text}).to_string();
+        assert_eq!(pusher_event(frame.as_bytes()), Some(&b"message"[..]));
+        let got = read_pusher_stamp(frame.as_bytes()).unwrap();
+        assert_eq!(
+            (got.publisher, got.seq, got.time_ns),
+            (3, 42, stamp.time_ns)
+        );
+        assert!(read_pusher_stamp(b"{\"event\":\"message\",\"data\":\"x\"}").is_none());
+        let mut sub = Vec::new();
+        pusher_subscribe("bench.a.0", &mut sub);
+        let v: serde_json::Value = serde_json::from_slice(&sub).unwrap();
+        assert_eq!(v["data"]["channel"], "bench.a.0");
+        let v: serde_json::Value = serde_json::from_slice(PUSHER_PONG).unwrap();
+        assert_eq!(v["event"], "pusher:pong");
+    }
 
     #[test]
     fn commands_decode_with_herald_proto() {

@@ -14,6 +14,11 @@
 //! upgrade, unless `--herald` says otherwise. Clients answer the server's
 //! pings, so they stay connected through `--duration`.
 //!
+//! With `--protocol pusher` clients speak Pusher Channels 7 on
+//! `/app/KEY?protocol=7` of the URL's server instead: each waits for
+//! `pusher:connection_established` (and, with `--channels`, subscribes to a
+//! public Pusher channel), so the figure is a Pusher connection's cost.
+//!
 //! One process holds at most ~19,000 connections here (20,000 open files);
 //! so does a single-process server, so `idle` runs in one process.
 
@@ -25,7 +30,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::clock;
-use crate::common::{CommonArgs, Transport};
+use crate::common::{CommonArgs, Protocol, PusherFlags, Transport};
 use crate::duration::parse_duration;
 use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
 use crate::fanout::subscriber_kind;
@@ -68,6 +73,9 @@ pub struct IdleArgs {
     /// Connects in progress at once.
     #[arg(long, default_value_t = 128)]
     pub connect_concurrency: usize,
+    /// The clients' protocol (herald or pusher) and the Pusher app.
+    #[command(flatten)]
+    pub pusher: PusherFlags,
     /// Output, sampling and time-limit flags (--duration: how long to hold
     /// the connections open after the last step; default 0).
     #[command(flatten)]
@@ -253,11 +261,22 @@ pub fn run(args: &IdleArgs) -> Result<Vec<IdleStep>, BenchError> {
     if args.clients == 0 {
         return Err(BenchError::Args("--clients must be at least 1".into()));
     }
-    let (kind, scheme) = subscriber_kind(args.transport);
-    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
+    let (mut kind, scheme) = subscriber_kind(args.transport);
+    let mut target = Target::parse(&args.url)?.with_scheme(scheme)?;
+    let pusher = args.pusher.protocol == Protocol::Pusher;
+    if pusher {
+        if args.transport != Transport::WsJson {
+            return Err(BenchError::Args(
+                "--protocol pusher needs --transport ws-json".into(),
+            ));
+        }
+        kind = ClientKind::Pusher;
+        target = target.with_path(&args.pusher.path());
+    }
     let herald = args
         .herald
-        .unwrap_or(kind != ClientKind::Ws || target.path.split('?').next() == Some("/ws"));
+        .unwrap_or(kind != ClientKind::Ws || target.path.split('?').next() == Some("/ws"))
+        || pusher;
     if kind == ClientKind::Sse && args.channels == 0 {
         return Err(BenchError::Args(
             "an SSE stream needs a channel: give --channels".into(),
@@ -320,7 +339,9 @@ pub fn run(args: &IdleArgs) -> Result<Vec<IdleStep>, BenchError> {
     let label = args.common.label.clone().unwrap_or_else(|| {
         format!(
             "idle {} {}",
-            if herald {
+            if pusher {
+                "pusher"
+            } else if herald {
                 args.transport.as_str()
             } else {
                 "ws"
@@ -334,7 +355,9 @@ pub fn run(args: &IdleArgs) -> Result<Vec<IdleStep>, BenchError> {
         "url": args.url,
         "clients": args.clients,
         "transport": args.transport,
-        "herald_protocol": herald,
+        "herald_protocol": herald && !pusher,
+        "protocol": args.pusher.protocol,
+        "pusher_key": pusher.then(|| args.pusher.pusher_key.clone()),
         "channels": args.channels,
         "step_size": idle.step_size,
         "settle_s": args.settle.as_secs_f64(),
