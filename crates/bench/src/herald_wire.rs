@@ -407,18 +407,7 @@ pub fn read_stamp(enc: Encoding, data: &[u8]) -> Option<Stamp> {
         }
         Encoding::Json => {
             let at = find_key(data, b"\"hb\"")?;
-            let rest = data[at + 4..].trim_ascii_start().strip_prefix(b":")?;
-            let rest = rest.trim_ascii_start().strip_prefix(b"[")?;
-            let (publisher, rest) = json_int(rest)?;
-            let rest = rest.trim_ascii_start().strip_prefix(b",")?;
-            let (seq, rest) = json_int(rest)?;
-            let rest = rest.trim_ascii_start().strip_prefix(b",")?;
-            let (time_ns, _) = json_int(rest)?;
-            Some(Stamp {
-                publisher: u32::try_from(publisher).ok()?,
-                seq: u64::try_from(seq).ok()?,
-                time_ns,
-            })
+            stamp_after_key(&data[at + 4..])
         }
     }
 }
@@ -454,9 +443,14 @@ pub fn read_pusher_stamp(frame: &[u8]) -> Option<Stamp> {
     let at = find_key(frame, b"\"data\"")?;
     let data = &frame[at + 6..];
     let k = data.windows(KEY.len()).position(|w| w == KEY)?;
-    let rest = data[k + KEY.len()..]
-        .trim_ascii_start()
-        .strip_prefix(b":")?;
+    stamp_after_key(&data[k + KEY.len()..])
+}
+
+/// The stamp `: [publisher, seq, time_ns]` that follows the `hb` key, in
+/// the bench's JSON payload (the same bytes whether or not the payload sits
+/// escaped in a Pusher data string: the numbers need no escapes).
+fn stamp_after_key(rest: &[u8]) -> Option<Stamp> {
+    let rest = rest.trim_ascii_start().strip_prefix(b":")?;
     let rest = rest.trim_ascii_start().strip_prefix(b"[")?;
     let (publisher, rest) = json_int(rest)?;
     let rest = rest.trim_ascii_start().strip_prefix(b",")?;

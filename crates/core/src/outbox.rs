@@ -122,16 +122,6 @@ impl Default for Retired {
 }
 
 impl Retired {
-    /// How many are held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True when none is held.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Drops what is held (outside any queue lock).
     pub fn clear(&mut self) {
         for slot in &mut self.slots[..self.len] {
