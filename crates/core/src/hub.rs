@@ -52,6 +52,14 @@
 //! is called under the channel's locks, in the order things happened, so it
 //! must only queue (a bounded, non-blocking send).
 //!
+//! In a cluster ([`Hub::set_cluster_events`], set by the Redis broker) one
+//! node's view is not the truth: a channel vacated here may be occupied on
+//! another node, and a user's last connection here may not be their last.
+//! There the hub tells its observer nothing by itself and renders no user
+//! edges from its own counts; the broker, which sees the cluster-wide
+//! transitions in Redis, reports them through [`Hub::notify`] and
+//! [`Hub::announce`] instead (docs/decisions/0012-pusher-cluster.md).
+//!
 //! Lock order: a shard, then a channel's subscriber mutex, then the pattern
 //! read lock; the pattern write lock is never held while taking another hub
 //! lock. Join/leave pushes are queued after the shard lock is released.
@@ -105,11 +113,12 @@ impl Members {
         if self.listeners.is_empty() {
             return;
         }
-        self.announce_info(channel, who.info(), Some(who.id), join, edge);
+        self.announce_info(channel, who.info(), Some(who.id), join, edge, false);
     }
 
     /// Queues a join or leave push about `info` for every listener but
-    /// `except`: encoded once per encoding, rendered once per renderer.
+    /// `except` (only for rendering listeners with `rendered_only`): encoded
+    /// once per encoding, rendered once per renderer.
     fn announce_info(
         &self,
         channel: &str,
@@ -117,6 +126,7 @@ impl Members {
         except: Option<u64>,
         join: bool,
         edge: bool,
+        rendered_only: bool,
     ) {
         let mut rendered: Vec<(usize, Option<Frame>)> = Vec::new();
         let (mut json, mut binary) = (None, None);
@@ -137,6 +147,9 @@ impl Members {
                 if let Some(frame) = &rendered[i].1 {
                     listener.outbox.push(frame.clone());
                 }
+                continue;
+            }
+            if rendered_only {
                 continue;
             }
             let msg = msg.get_or_insert_with(|| {
@@ -284,6 +297,9 @@ pub struct Hub {
     pub overflows: crate::metrics::Counter,
     /// Hears occupancy and user changes, if set.
     observer: std::sync::OnceLock<Observer>,
+    /// Cluster mode: occupancy and user edges come from the broker, not from
+    /// this node's counts (see the module docs).
+    cluster: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Hub {
@@ -309,6 +325,7 @@ impl Hub {
             fanout: Default::default(),
             overflows: Default::default(),
             observer: std::sync::OnceLock::new(),
+            cluster: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -317,7 +334,33 @@ impl Hub {
         let _ = self.observer.set(observer);
     }
 
+    /// Cluster mode (see the module docs): from now on this node's own
+    /// occupancy and user edges are not reported; the caller reports the
+    /// cluster's through [`Hub::notify`] and [`Hub::announce`].
+    pub fn set_cluster_events(&self) {
+        self.cluster.store(true, Ordering::Relaxed);
+    }
+
+    fn clustered(&self) -> bool {
+        self.cluster.load(Ordering::Relaxed)
+    }
+
+    /// Whether an observer is set (a cluster broker asks Redis for the
+    /// transitions only then).
+    pub fn observed(&self) -> bool {
+        self.observer.get().is_some()
+    }
+
+    /// A local transition, for the observer unless in cluster mode.
     fn observe(&self, channel: &str, event: ChannelEvent<'_>) {
+        if !self.clustered() {
+            self.notify(channel, event);
+        }
+    }
+
+    /// Tells the observer about `event` on `channel` (a cluster broker's
+    /// report of a cluster-wide transition).
+    pub fn notify(&self, channel: &str, event: ChannelEvent<'_>) {
         if let Some(o) = self.observer.get() {
             o(channel, event);
         }
@@ -359,7 +402,7 @@ impl Hub {
         if first && !client.user().is_empty() {
             self.observe(channel, ChannelEvent::UserAdded(client.user()));
         }
-        members.announce(channel, client, true, first);
+        members.announce(channel, client, true, first && !self.clustered());
         members.subs.insert(client.id, client.clone());
         members.add_user(client.user());
         if join_leave {
@@ -393,7 +436,7 @@ impl Hub {
             return true;
         }
         drop(shard);
-        members.announce(channel, &gone, false, last);
+        members.announce(channel, &gone, false, last && !self.clustered());
         true
     }
 
@@ -468,16 +511,23 @@ impl Hub {
             .map_or(0, |s| lock(&s).listeners.len())
     }
 
-    /// Queues a join or leave push about a member of another node for every
-    /// listener of `channel` here (cluster presence; this node's own members
-    /// are announced by [`Hub::subscribe_with`] and [`Hub::unsubscribe`]).
-    pub fn announce(&self, channel: &str, info: ClientInfo, join: bool) {
+    /// Queues a join or leave push about a member, as the cluster reports
+    /// it, for the listeners of `channel` here. `edge`: the user's first
+    /// connection in the whole cluster joined, or their last one left.
+    /// `own`: the member is this node's, whose Herald listeners were told
+    /// already by [`Hub::subscribe_with`] and [`Hub::unsubscribe`], so only
+    /// rendering listeners (which wait for the cluster's edges) hear it, and
+    /// not the member itself.
+    pub fn announce(&self, channel: &str, info: ClientInfo, join: bool, edge: bool, own: bool) {
         if let Some(s) = self.subscribers(channel) {
             let members = lock(&s);
             if !members.listeners.is_empty() {
-                // Another node's member: whether it is the user's first or
-                // last connection is not known here.
-                members.announce_info(channel, info, None, join, true);
+                let except = if own {
+                    u64::from_str_radix(&info.client, 16).ok()
+                } else {
+                    None
+                };
+                members.announce_info(channel, info, except, join, edge, own);
             }
         }
     }

@@ -38,6 +38,10 @@ pub trait Presence: Send + Sync + 'static {
     /// How many members `channel` has, and how many distinct non-empty user
     /// ids among them.
     fn stats(&self, channel: &str) -> Completion<Result<(u64, u64), BrokerError>>;
+
+    /// The channels of `namespace` (`ns:...`) that have at least one member:
+    /// the occupied ones.
+    fn occupied(&self, namespace: &str) -> Completion<Result<Vec<String>, BrokerError>>;
 }
 
 /// Presence of one node: the hub already knows its members.
@@ -64,5 +68,16 @@ impl Presence for LocalPresence {
 
     fn stats(&self, channel: &str) -> Completion<Result<(u64, u64), BrokerError>> {
         Completion::Ready(Ok(self.hub.presence_stats(channel)))
+    }
+
+    fn occupied(&self, namespace: &str) -> Completion<Result<Vec<String>, BrokerError>> {
+        let prefix = format!("{namespace}:");
+        Completion::Ready(Ok(self
+            .hub
+            .channels()
+            .iter()
+            .filter(|c| c.starts_with(&prefix))
+            .map(|c| c.to_string())
+            .collect()))
     }
 }

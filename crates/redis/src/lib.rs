@@ -195,6 +195,53 @@ struct Inner {
     lost: AtomicU64,
     /// Gaps filled from a stream.
     filled: AtomicU64,
+    /// Joins and leaves whose cluster-wide transitions the hub's observer
+    /// waits for, in the order they were sent (see [`transitions`]).
+    transitions: tokio::sync::mpsc::Sender<Transition>,
+}
+
+/// A join or leave sent to Redis, whose reply says which cluster-wide
+/// transitions it made (`member.lua`).
+struct Transition {
+    channel: String,
+    user: String,
+    reply: std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, BrokerError>> + Send>>,
+}
+
+/// Joins and leaves waiting for their transitions, at most: beyond, the
+/// observer misses some (and a warning says so) rather than memory growing.
+const TRANSITIONS_MAX: usize = 65_536;
+
+/// Hands the transitions `member.lua` and `forget.lua` report (1 occupied,
+/// 2 vacated, 4 user added, 8 user removed) to the hub's observer, in the
+/// order a channel goes through them.
+fn report(hub: &Hub, channel: &str, flags: i64, user: &str) {
+    use herald_core::ChannelEvent as E;
+    if flags & 1 != 0 {
+        hub.notify(channel, E::Occupied);
+    }
+    if flags & 4 != 0 {
+        hub.notify(channel, E::UserAdded(user));
+    }
+    if flags & 8 != 0 {
+        hub.notify(channel, E::UserRemoved(user));
+    }
+    if flags & 2 != 0 {
+        hub.notify(channel, E::Vacated);
+    }
+}
+
+/// Awaits the replies of joins and leaves one after the other (they arrive
+/// in that order on the one link) and reports their transitions.
+async fn transitions(hub: Arc<Hub>, mut rx: tokio::sync::mpsc::Receiver<Transition>) {
+    while let Some(t) = rx.recv().await {
+        match t.reply.await {
+            Ok(v) => report(&hub, &t.channel, v.int().unwrap_or(0), &t.user),
+            Err(e) => {
+                tracing::debug!(channel = %t.channel, error = %e, "presence change not confirmed; its webhook is lost")
+            }
+        }
+    }
 }
 
 fn random_id(n: usize) -> String {
@@ -208,6 +255,10 @@ impl RedisBroker {
     pub fn start(cfg: RedisConfig, hub: Arc<Hub>) -> Result<Arc<RedisBroker>, UrlError> {
         let target = Target::parse(&cfg.url)?;
         let link = Link::start(target.clone(), lua::setup(), cfg.command_timeout);
+        // Occupancy and user edges are the cluster's, reported from Redis.
+        hub.set_cluster_events();
+        let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
+        tokio::spawn(transitions(hub.clone(), rx));
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             node_id: random_id(12),
@@ -221,6 +272,7 @@ impl RedisBroker {
             stats: OnceLock::new(),
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
+            transitions: tx,
         });
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
         let _ = inner.pubsub.set(PubSub::start(target, sink));
@@ -274,6 +326,12 @@ impl Inner {
 
     fn key(&self, channel: &str, kind: &str) -> String {
         format!("{}:{{{channel}}}:{kind}", self.cfg.prefix)
+    }
+
+    /// The set of occupied channels of `namespace` (what comes before the
+    /// channel's first `:`, empty if none).
+    fn occupied_key(&self, namespace: &str) -> String {
+        format!("{}:occupied:{namespace}", self.cfg.prefix)
     }
 
     fn topic(&self, channel: &str) -> Bytes {
@@ -411,10 +469,19 @@ impl Inner {
     }
 
     /// Removes `node` (`dead` or `leave`) and its presence members, announcing
-    /// them as leaves; returns how many were removed.
+    /// them as leaves and reporting their cluster-wide transitions to the
+    /// hub's observer; returns how many were removed.
     async fn forget(&self, node: &str, mode: &str) -> Result<i64, BrokerError> {
         let v = self.link.call(&self.forget_args(node, mode)).await?;
-        Ok(v.int().unwrap_or(0))
+        let items = v.items();
+        for t in items.get(1..).unwrap_or_default().chunks_exact(3) {
+            let text = |v: &Value| v.bytes().map(|b| String::from_utf8_lossy(b).into_owned());
+            if let (Some(channel), Some(flags), Some(user)) = (text(&t[0]), t[1].int(), text(&t[2]))
+            {
+                report(&self.hub, &channel, flags, &user);
+            }
+        }
+        Ok(items.first().and_then(Value::int).unwrap_or(0))
     }
 
     /// Records that `info` joined (or left) `channel` in Redis, announcing
@@ -422,22 +489,53 @@ impl Inner {
     fn member(&self, join: bool, channel: &str, info: &ClientInfo, announce: bool) {
         let member = member::encode(info);
         let msg = member::presence_message(join, &self.node_id, &member);
-        let _ = self.link.fire(&[
+        let namespace = channel.split_once(':').map_or("", |(ns, _)| ns);
+        let (p, u) = (self.key(channel, "p"), self.key(channel, "u"));
+        let (set, occupied) = (
+            self.members_key(&self.node_id),
+            self.occupied_key(namespace),
+        );
+        let (topic, entry) = (
+            self.topic(channel),
+            member::set_entry(channel, &info.client),
+        );
+        let args: [&[u8]; 16] = [
             b"EVALSHA".as_slice(),
             lua::MEMBER.sha().as_bytes(),
-            b"3",
-            self.key(channel, "p").as_bytes(),
-            self.key(channel, "u").as_bytes(),
-            self.members_key(&self.node_id).as_bytes(),
+            b"4",
+            p.as_bytes(),
+            u.as_bytes(),
+            set.as_bytes(),
+            occupied.as_bytes(),
             if join { b"join" } else { b"leave" },
             info.client.as_bytes(),
             &member,
             info.user.as_bytes(),
-            &self.topic(channel),
+            &topic,
             &msg,
-            &member::set_entry(channel, &info.client),
+            &entry,
             if announce { b"1" } else { b"0" },
-        ]);
+            channel.as_bytes(),
+        ];
+        let args = &args[..];
+        if !(announce && self.hub.observed()) {
+            let _ = self.link.fire(args);
+            return;
+        }
+        let Ok(reply) = self.link.call_later(args) else {
+            return;
+        };
+        let t = Transition {
+            channel: channel.to_string(),
+            user: info.user.clone(),
+            reply: Box::pin(reply),
+        };
+        if self.transitions.try_send(t).is_err() {
+            tracing::warn!(
+                channel,
+                "too many presence changes awaiting Redis; a webhook is lost"
+            );
+        }
     }
 
     /// Replaces this node's presence members in Redis with the hub's (after
@@ -678,10 +776,14 @@ impl Sink for Inner {
         };
         let mut c = lock(&chan);
         match msg {
-            Message::Presence { join, node, info } => {
-                if node != self.node_id.as_bytes() {
-                    self.hub.announce(&c.name, info, join);
-                }
+            Message::Presence {
+                join,
+                edge,
+                node,
+                info,
+            } => {
+                let own = node == self.node_id.as_bytes();
+                self.hub.announce(&c.name, info, join, edge, own);
             }
             Message::Publication {
                 epoch,
@@ -937,6 +1039,22 @@ impl Presence for RedisBroker {
             let (a, b) = tokio::join!(a, b);
             let n = |v: Value| u64::try_from(v.int().unwrap_or(0)).unwrap_or(0);
             Ok((n(a?), n(b?)))
+        }))
+    }
+
+    fn occupied(&self, namespace: &str) -> Completion<Result<Vec<String>, BrokerError>> {
+        let inner = self.inner.clone();
+        let key = inner.occupied_key(namespace);
+        Completion::Pending(Box::pin(async move {
+            let v = inner
+                .link
+                .call(&[b"SMEMBERS".as_slice(), key.as_bytes()])
+                .await?;
+            Ok(v.items()
+                .iter()
+                .filter_map(Value::bytes)
+                .filter_map(|b| std::str::from_utf8(b).ok().map(str::to_string))
+                .collect())
         }))
     }
 }

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | member (presence hash value) | `<user length>:<user><client length>:<client><info JSON>` |
 //! | publication message | `p:<epoch>:<offset>:<data>` |
-//! | join / leave message | `j:<node>:<member>` / `l:<node>:<member>` |
+//! | join / leave message | `j:<node>:<member>` / `l:<node>:<member>`; upper-cased (`J:`, `L:`) by the scripts when it is the user's first or last connection in the cluster |
 //! | node member-set entry | `<channel length>:<channel><client>` |
 //!
 //! Epochs and node ids are alphanumeric and offsets decimal, so `:` ends them.
@@ -70,6 +70,9 @@ pub enum Message {
     Presence {
         /// Join or leave.
         join: bool,
+        /// The user's first connection in the cluster joined, or their last
+        /// one left.
+        edge: bool,
         /// The node the member is connected to.
         node: Bytes,
         /// Who.
@@ -96,10 +99,11 @@ pub fn parse(payload: &Bytes) -> Option<Message> {
                 data,
             })
         }
-        b"j" | b"l" => {
+        b"j" | b"l" | b"J" | b"L" => {
             let (node, member) = until_colon(&rest)?;
             Some(Message::Presence {
-                join: &kind[..] == b"j",
+                join: kind[..].eq_ignore_ascii_case(b"j"),
+                edge: kind[0].is_ascii_uppercase(),
                 node,
                 info: decode(&member)?,
             })
@@ -136,6 +140,18 @@ mod tests {
             parse(&msg),
             Some(Message::Presence {
                 join: false,
+                edge: false,
+                node: Bytes::from_static(b"node1"),
+                info: info.clone()
+            })
+        );
+        let mut upper = msg.to_vec();
+        upper[0] = b'L';
+        assert_eq!(
+            parse(&Bytes::from(upper)),
+            Some(Message::Presence {
+                join: false,
+                edge: true,
                 node: Bytes::from_static(b"node1"),
                 info
             })

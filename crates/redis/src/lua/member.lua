@@ -1,23 +1,49 @@
 -- A member joins or leaves a channel: the presence hash, the per-user counts,
--- the node's member set, and a join/leave message for other nodes' listeners
--- -- only when the hash changed, so a repeated join or leave announces
--- nothing twice.
--- KEYS[1] presence hash, KEYS[2] users hash, KEYS[3] the node's member set
+-- the node's member set, the namespace's set of occupied channels, and a
+-- join/leave message for other nodes' listeners -- only when the hash
+-- changed, so a repeated join or leave announces nothing twice. The message
+-- is upper-cased ('J:'/'L:') when it is the user's first connection in the
+-- cluster or their last.
+-- KEYS[1] presence hash, KEYS[2] users hash, KEYS[3] the node's member set,
+-- KEYS[4] the namespace's occupied channels (set)
 -- ARGV[1] 'join' or 'leave', ARGV[2] client id, ARGV[3] member value,
 -- ARGV[4] user ('' anonymous), ARGV[5] topic, ARGV[6] message,
 -- ARGV[7] member-set entry, ARGV[8] '1' = announce ('0': re-registering
--- after an outage)
+-- after an outage), ARGV[9] channel
+-- Returns the cluster-wide transitions when announcing (else 0): 1 channel
+-- occupied, 2 channel vacated, 4 user added, 8 user removed (summed).
 local changed
+local flags = 0
 if ARGV[1] == 'join' then
   redis.call('SADD', KEYS[3], ARGV[7])
   changed = redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) == 1
-  if changed and ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], ARGV[4], 1) end
+  if changed then
+    if redis.call('HLEN', KEYS[1]) == 1 then
+      redis.call('SADD', KEYS[4], ARGV[9])
+      flags = flags + 1
+    end
+    if ARGV[4] ~= '' and redis.call('HINCRBY', KEYS[2], ARGV[4], 1) == 1 then
+      flags = flags + 4
+    end
+  end
 else
   redis.call('SREM', KEYS[3], ARGV[7])
   changed = redis.call('HDEL', KEYS[1], ARGV[2]) == 1
-  if changed and ARGV[4] ~= '' and redis.call('HINCRBY', KEYS[2], ARGV[4], -1) <= 0 then
-    redis.call('HDEL', KEYS[2], ARGV[4])
+  if changed then
+    if ARGV[4] ~= '' and redis.call('HINCRBY', KEYS[2], ARGV[4], -1) <= 0 then
+      redis.call('HDEL', KEYS[2], ARGV[4])
+      flags = flags + 8
+    end
+    if redis.call('HLEN', KEYS[1]) == 0 then
+      redis.call('SREM', KEYS[4], ARGV[9])
+      flags = flags + 2
+    end
   end
 end
-if changed and ARGV[8] == '1' then redis.call('PUBLISH', ARGV[5], ARGV[6]) end
-return 1
+if ARGV[8] ~= '1' then return 0 end
+if changed then
+  local msg = ARGV[6]
+  if flags >= 4 then msg = string.upper(string.sub(msg, 1, 1)) .. string.sub(msg, 2) end
+  redis.call('PUBLISH', ARGV[5], msg)
+end
+return flags

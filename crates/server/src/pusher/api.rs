@@ -21,9 +21,10 @@
 //! Pusher's: 100 channels per event, 10 events per batch, 200 characters of
 //! event name, `max_event_size` bytes of data (413 beyond).
 //!
-//! `channels/{name}` and `channels/{name}/users` ask the node's presence
-//! (cluster-wide on Redis, like Herald's `presence`); the `channels` listing
-//! and the `info` of `events` are this node's (the hub's).
+//! Every channel question (`channels`, `channels/{name}`, `.../users` and
+//! the `info` of `events`) asks the node's presence, which is cluster-wide
+//! on Redis like Herald's `presence`: whichever node is asked answers for
+//! the cluster (docs/decisions/0012-pusher-cluster.md).
 
 use super::App;
 use crate::api::{full, json, Body};
@@ -119,7 +120,7 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
             let id = &r["users/".len()..r.len() - "/terminate_connections".len()];
             terminate(&app, shared, id)
         }
-        (&Method::GET, "channels") => channels(&app, shared, &signed),
+        (&Method::GET, "channels") => channels(&app, shared, &signed).await,
         (&Method::GET, r) if r.starts_with("channels/") => {
             let r = &r["channels/".len()..];
             match r.strip_suffix("/users") {
@@ -240,10 +241,24 @@ async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Refusal>
     Ok(())
 }
 
-/// The `info` attributes of one channel that were asked for.
-fn attributes(app: &App, shared: &Shared, name: &str, info: &[String]) -> Map<String, Value> {
-    let (connections, users) = shared.node.hub.presence_stats(&app.herald_channel(name));
+/// The `info` attributes of one channel that were asked for, counted
+/// cluster-wide (the node's presence).
+async fn attributes(
+    app: &App,
+    shared: &Shared,
+    name: &str,
+    info: &[String],
+) -> Result<Map<String, Value>, Refusal> {
     let mut m = Map::new();
+    if info.is_empty() {
+        return Ok(m);
+    }
+    let stats = shared.node.presence.stats(&app.herald_channel(name));
+    let (connections, users) = match stats {
+        Completion::Ready(r) => r,
+        Completion::Pending(f) => f.await,
+    }
+    .map_err(|e| refusal(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     for attr in info {
         match attr.as_str() {
             "subscription_count" => {
@@ -255,7 +270,7 @@ fn attributes(app: &App, shared: &Shared, name: &str, info: &[String]) -> Map<St
             _ => {}
         }
     }
-    m
+    Ok(m)
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Refusal> {
@@ -282,16 +297,11 @@ async fn events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {
         if c.info.is_empty() {
             return Ok(j!({}));
         }
-        let channels: Map<String, Value> = c
-            .channels
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    Value::Object(attributes(app, shared, n, &c.info)),
-                )
-            })
-            .collect();
+        let mut channels = Map::new();
+        for n in &c.channels {
+            let attrs = attributes(app, shared, n, &c.info).await?;
+            channels.insert(n.clone(), Value::Object(attrs));
+        }
         Ok(j!({ "channels": channels }))
     };
     result.await.map_or_else(Refusal::response, ok)
@@ -325,16 +335,17 @@ async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body>
         if checked.iter().all(|c| c.info.is_empty()) {
             return Ok(j!({}));
         }
-        let batch: Vec<Value> = checked
-            .iter()
-            .map(|c| Value::Object(attributes(app, shared, &c.channels[0], &c.info)))
-            .collect();
+        let mut batch = Vec::with_capacity(checked.len());
+        for c in &checked {
+            let name = c.channels.first().map_or("", String::as_str);
+            batch.push(Value::Object(attributes(app, shared, name, &c.info).await?));
+        }
         Ok(j!({ "batch": batch }))
     };
     result.await.map_or_else(Refusal::response, ok)
 }
 
-fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
+async fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
     let prefix = q.get("filter_by_prefix").unwrap_or("");
     let info: Vec<String> = q
         .get("info")
@@ -346,14 +357,20 @@ fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
             "info=user_count needs filter_by_prefix=presence-",
         );
     }
+    let occupied = match presence(shared.node.presence.occupied(&app.config.namespace)).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
     let mut out = Map::new();
-    for herald in shared.node.hub.channels() {
+    for herald in occupied {
         let Some(name) = channel::from_herald(&app.config.namespace, &herald) else {
             continue;
         };
         if name.starts_with(prefix) {
-            let attrs = attributes(app, shared, &name, &info);
-            out.insert(name.into_owned(), Value::Object(attrs));
+            match attributes(app, shared, &name, &info).await {
+                Ok(attrs) => out.insert(name.into_owned(), Value::Object(attrs)),
+                Err(r) => return r.response(),
+            };
         }
     }
     ok(j!({ "channels": out }))

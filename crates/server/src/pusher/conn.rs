@@ -41,6 +41,7 @@ use bytes::Bytes;
 use herald_core::broker::{BrokerError, Completion, History};
 use herald_core::metrics::Transport;
 use herald_core::{Client, Frame, Identity, Node};
+use herald_proto::ClientInfo;
 use herald_pusher::channel::{self, data_string, ChannelType, Envelope, Kind};
 use herald_pusher::message::{self, Inbound};
 use herald_pusher::{sign, Code};
@@ -123,6 +124,93 @@ fn send(client: &Client, bytes: Vec<u8>) {
 pub fn refuse(client: &Client, code: Code, message: &str) {
     send(client, message::render_error(Some(code.code()), message));
     client.outbox.close(code.code(), false);
+}
+
+/// A subscription the broker attached, on its way to
+/// `pusher_internal:subscription_succeeded`.
+struct Joined {
+    node: Arc<Node>,
+    client: Arc<Client>,
+    app: Arc<App>,
+    /// The Pusher channel.
+    name: String,
+    /// The Herald channel.
+    channel: String,
+    /// The connection's hold on the subscription (see [`Sub::herald`]).
+    held: std::sync::Weak<str>,
+    kind: ChannelType,
+    history: History,
+}
+
+impl Joined {
+    /// Registers the subscriber in the hub and answers, with the presence
+    /// members (`members`: the cluster's, or the broker's error: then this
+    /// node's) on a presence channel, and the cached event on a cache one.
+    fn finish(self, members: Option<Result<Vec<ClientInfo>, BrokerError>>) {
+        let Joined {
+            node,
+            client,
+            app,
+            name,
+            channel,
+            held,
+            kind,
+            history,
+        } = self;
+        let presence = kind.kind == Kind::Presence;
+        let Some(herald) = held.upgrade() else {
+            // Unsubscribed while the member list was read: the release found
+            // nothing in the hub, so the join is undone here.
+            node.presence.left(&channel, &client);
+            return;
+        };
+        node.hub.subscribe_with(&herald, &client, presence);
+        if Arc::strong_count(&herald) < 2 {
+            if node.hub.unsubscribe(&herald, client.id) {
+                node.presence.left(&herald, &client);
+            }
+            return;
+        }
+        let data = match members {
+            None => "{}".to_string(),
+            Some(members) => {
+                let mut members = members.unwrap_or_else(|e| {
+                    tracing::debug!(channel = %herald, error = %e, "cluster presence unavailable; answering this node's members");
+                    node.hub.presence(&herald)
+                });
+                // A list read before the hub knew this connection (one
+                // node's presence is the hub's) still holds its user.
+                members.push(client.info());
+                message::presence_data(
+                    members
+                        .iter()
+                        .filter(|m| !m.user.is_empty())
+                        .map(|m| (m.user.as_str(), std::str::from_utf8(&m.info).unwrap_or(""))),
+                )
+            }
+        };
+        send(
+            &client,
+            message::render_subscription_succeeded(&name, &data),
+        );
+        if kind.cache {
+            let last = history
+                .publications
+                .last()
+                .and_then(|p| app.render.render(&herald, &p.data));
+            match last {
+                Some(r) => {
+                    client.outbox.push(r.frame);
+                }
+                None => {
+                    send(&client, message::render_cache_miss(&name));
+                    if let Some(w) = &app.webhooks {
+                        w.send(serde_json::json!({"name": "cache_miss", "channel": name}));
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl PusherConn {
@@ -279,56 +367,39 @@ impl PusherConn {
             &herald,
             since.as_ref(),
             Box::new(move |result: Result<History, BrokerError>| {
-                let (history, herald) = match (result, held.upgrade()) {
-                    (Err(e), _) => {
+                let history = match result {
+                    Err(e) => {
                         let why = format!("subscription failed: {e}");
                         let m = message::render_subscription_error(&name, "BrokerError", &why, 503);
                         return send(&client, m);
                     }
+                    Ok(h) => h,
+                };
+                let Some(herald) = held.upgrade() else {
                     // Unsubscribed (or gone) before the broker answered.
-                    (Ok(_), None) => return,
-                    (Ok(h), Some(herald)) => {
-                        node.presence.joined(&herald, &client);
-                        node.hub.subscribe_with(&herald, &client, presence);
-                        if Arc::strong_count(&herald) < 2 {
-                            if node.hub.unsubscribe(&herald, client.id) {
-                                node.presence.left(&herald, &client);
-                            }
-                            return;
-                        }
-                        (h, herald)
-                    }
+                    return;
                 };
-                let data = if presence {
-                    let members = node.hub.presence(&herald);
-                    message::presence_data(
-                        members
-                            .iter()
-                            .filter(|m| !m.user.is_empty())
-                            .map(|m| (m.user.as_str(), std::str::from_utf8(&m.info).unwrap_or(""))),
-                    )
-                } else {
-                    "{}".to_string()
+                node.presence.joined(&herald, &client);
+                let joined = Joined {
+                    node,
+                    client,
+                    app,
+                    name,
+                    channel: herald.to_string(),
+                    held,
+                    kind,
+                    history,
                 };
-                send(
-                    &client,
-                    message::render_subscription_succeeded(&name, &data),
-                );
-                if kind.cache {
-                    let last = history
-                        .publications
-                        .last()
-                        .and_then(|p| app.render.render(&herald, &p.data));
-                    match last {
-                        Some(r) => {
-                            client.outbox.push(r.frame);
-                        }
-                        None => {
-                            send(&client, message::render_cache_miss(&name));
-                            if let Some(w) = &app.webhooks {
-                                w.send(serde_json::json!({"name": "cache_miss", "channel": name}));
-                            }
-                        }
+                if !presence {
+                    return joined.finish(None);
+                }
+                // The member list is the cluster's: asked after this
+                // connection's own join, which it therefore holds.
+                match joined.node.presence.list(&herald) {
+                    Completion::Ready(r) => joined.finish(Some(r)),
+                    Completion::Pending(list) => {
+                        let node = joined.node.clone();
+                        node.spawn(Box::pin(async move { joined.finish(Some(list.await)) }));
                     }
                 }
             }),

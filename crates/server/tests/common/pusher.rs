@@ -1,0 +1,190 @@
+//! Pusher test helpers shared by `pusher.rs` and `pusher_cluster.rs`: apps,
+//! a Pusher client over tokio-tungstenite, the signed HTTP API as the server
+//! SDKs call it, and a webhook receiver.
+#![allow(dead_code)]
+
+use crate::common::*;
+use herald_pusher::sign;
+use herald_server::config::Secret;
+use herald_server::pusher::AppArgs;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+
+pub const KEY: &str = "app-key";
+pub const SECRET: &str = "app-secret";
+
+pub fn app(id: &str, key: &str, secret: &str) -> AppArgs {
+    AppArgs {
+        id: id.into(),
+        key: key.into(),
+        secret: Some(Secret(secret.into())),
+        secret_env: None,
+        secret_file: None,
+        namespace: None,
+        webhook_url: None,
+    }
+}
+
+/// A Pusher message with its `data` string parsed (when it is JSON).
+pub fn decode(v: Value) -> Value {
+    let mut v = v;
+    if let Some(s) = v["data"].as_str() {
+        if let Ok(d) = serde_json::from_str::<Value>(s) {
+            v["data"] = d;
+        }
+    }
+    v
+}
+
+pub async fn recv(ws: &mut Ws) -> Value {
+    decode(recv_json(ws).await)
+}
+
+/// Connects to app `key` and returns the socket and its socket id.
+pub async fn pusher_client(addr: SocketAddr, key: &str) -> (Ws, String) {
+    let mut ws = connect(addr, &format!("/app/{key}?protocol=7&client=test"), None).await;
+    let m = recv(&mut ws).await;
+    assert_eq!(m["event"], "pusher:connection_established", "{m}");
+    assert_eq!(m["data"]["activity_timeout"], 120);
+    let socket = m["data"]["socket_id"]
+        .as_str()
+        .expect("socket_id")
+        .to_string();
+    (ws, socket)
+}
+
+pub async fn subscribe(
+    ws: &mut Ws,
+    channel: &str,
+    auth: Option<&str>,
+    channel_data: Option<&str>,
+) -> Value {
+    let mut data = json!({"channel": channel});
+    if let Some(a) = auth {
+        data["auth"] = json!(a);
+    }
+    if let Some(d) = channel_data {
+        data["channel_data"] = json!(d);
+    }
+    send_json(ws, json!({"event": "pusher:subscribe", "data": data})).await;
+    recv(ws).await
+}
+
+pub async fn subscribed(
+    ws: &mut Ws,
+    channel: &str,
+    socket: &str,
+    channel_data: Option<&str>,
+) -> Value {
+    let auth = (channel.starts_with("private-") || channel.starts_with("presence-"))
+        .then(|| sign::channel_auth(KEY, SECRET.as_bytes(), socket, channel, channel_data));
+    let m = subscribe(ws, channel, auth.as_deref(), channel_data).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    assert_eq!(m["channel"], channel);
+    m
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+/// A signed HTTP API request, as the server SDKs make it.
+pub async fn api(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+) -> (u16, String) {
+    api_signed(addr, method, path, body, extra, KEY, SECRET, now()).await
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn api_signed(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+    key: &str,
+    secret: &str,
+    ts: u64,
+) -> (u16, String) {
+    let q = sign::sign_query(
+        key,
+        secret.as_bytes(),
+        method,
+        path,
+        body.as_bytes(),
+        ts,
+        extra,
+    );
+    let (status, _, text) = http(
+        addr,
+        method,
+        &format!("{path}?{q}"),
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    (status, text)
+}
+
+pub async fn trigger(addr: SocketAddr, channel: &str, event: &str, data: &str) {
+    let body = json!({"name": event, "channels": [channel], "data": data}).to_string();
+    let (status, text) = api(addr, "POST", "/apps/1/events", &body, &[]).await;
+    assert_eq!((status, text.as_str()), (200, "{}"));
+}
+
+/// A webhook receiver: answers 200 to every POST and hands on its
+/// `x-pusher-key`, `x-pusher-signature` and body.
+pub async fn webhook_receiver() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hooks", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head, body) = loop {
+                let n = s.read(&mut chunk).await.expect("read");
+                assert!(n > 0, "request cut short");
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("content-length");
+                if buf.len() >= end + 4 + len {
+                    break (
+                        head,
+                        String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned(),
+                    );
+                }
+            };
+            let header = |name: &str| {
+                head.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+                    .unwrap_or_default()
+            };
+            let _ = tx.send((header("x-pusher-key"), header("x-pusher-signature"), body));
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    (url, rx)
+}
