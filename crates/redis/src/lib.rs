@@ -32,7 +32,12 @@
 //!   counts per channel (so `presence_stats` is two `HLEN`s), joins and leaves
 //!   published on the channel's topic for other nodes' listeners, and a set
 //!   per node so that the members of a dead node are removed (and announced
-//!   as leaves) by whichever node notices first.
+//!   as leaves) by whichever node notices first. The scripts that change
+//!   them also decide the cluster-wide transitions (channel occupied or
+//!   vacated, a user's first connection or last) and keep a set of occupied
+//!   channels per namespace; the node that ran the script reports them to
+//!   the hub's observer, so each is reported once in the cluster (decision
+//!   0012, the Pusher webhooks and member events).
 //! - **Nodes** heartbeat every second into a sorted set; one silent for
 //!   [`RedisConfig::dead_after`] is forgotten. The list, with each node's
 //!   stats, is `GET /api/nodes` and `/metrics`.
@@ -45,7 +50,8 @@
 //!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, topic `P:c:C`; `P:nodes:seen` (zset),
-//! `P:nodes` (stats), `P:node:ID:members` (set). The `{C}` hash tag keeps one
+//! `P:nodes` (stats), `P:node:ID:members` (set), `P:occupied:NS` (set of
+//! the channels of namespace `NS` with members). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
 
