@@ -28,6 +28,7 @@ fn start() -> NodeHandle {
                 secret_file: None,
                 namespace: None,
                 webhook_url: None,
+                webhook_events: None,
             }],
             ..PusherArgs::default()
         }),

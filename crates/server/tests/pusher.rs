@@ -596,3 +596,57 @@ async fn webhooks_report_occupancy_members_and_client_events() {
     }
     assert_eq!(got, want);
 }
+
+#[tokio::test]
+async fn webhooks_are_only_the_events_the_app_chose() {
+    let (url, mut hooks) = webhook_receiver().await;
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    with_hooks.webhook_events = Some(vec!["member_added".into(), "member_removed".into()]);
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(
+        &mut ws,
+        "presence-room",
+        &socket,
+        Some(r#"{"user_id":"ann"}"#),
+    )
+    .await;
+    send_json(
+        &mut ws,
+        json!({"event": "client-hi", "channel": "presence-room", "data": {"x": 1}}),
+    )
+    .await;
+    send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:pong");
+    drop(ws);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let (_, _, body) = tokio::time::timeout(WAIT, hooks.recv())
+            .await
+            .expect("webhook in time")
+            .expect("receiver running");
+        let v: Value = serde_json::from_str(&body).expect("json");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    // The vacated that follows would come in order after the removal.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    while let Ok((_, _, body)) = hooks.try_recv() {
+        let v: Value = serde_json::from_str(&body).expect("json");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    assert_eq!(
+        got,
+        [
+            json!({"name": "member_added", "channel": "presence-room", "user_id": "ann"}),
+            json!({"name": "member_removed", "channel": "presence-room", "user_id": "ann"}),
+        ]
+    );
+}

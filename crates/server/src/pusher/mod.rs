@@ -75,6 +75,11 @@ pub struct AppArgs {
     /// `http://` URL the app's webhooks are POSTed to [default: none].
     #[serde(default)]
     pub webhook_url: Option<String>,
+    /// Which webhook events the app wants, of `channel_occupied`,
+    /// `channel_vacated`, `member_added`, `member_removed`, `client_event`,
+    /// `cache_miss` [default: all of them].
+    #[serde(default)]
+    pub webhook_events: Option<Vec<String>>,
 }
 
 /// One app, resolved.
@@ -90,6 +95,8 @@ pub struct AppConfig {
     pub namespace: String,
     /// Where its webhooks go, if anywhere.
     pub webhook_url: Option<String>,
+    /// The webhook events it wants (`None`: all).
+    pub webhook_events: Option<Vec<String>>,
 }
 
 /// The resolved `[pusher]` settings.
@@ -194,12 +201,24 @@ impl PusherConfig {
             if let Some(url) = &app.webhook_url {
                 webhooks::parse_url(url).map_err(|e| invalid(format!("pusher app {id}: {e}")))?;
             }
+            if let Some(bad) = app
+                .webhook_events
+                .iter()
+                .flatten()
+                .find(|e| !webhooks::EVENTS.contains(&e.as_str()))
+            {
+                return Err(invalid(format!(
+                    "pusher app {id}: unknown webhook event {bad:?} (known: {})",
+                    webhooks::EVENTS.join(", ")
+                )));
+            }
             apps.push(AppConfig {
                 id: id.clone(),
                 key: app.key.clone(),
                 secret: Secret(secret),
                 namespace,
                 webhook_url: app.webhook_url.clone(),
+                webhook_events: app.webhook_events.clone(),
             });
         }
         let d = PusherConfig::default();
@@ -258,7 +277,8 @@ impl Apps {
                 .iter()
                 .map(|c| {
                     let webhooks = c.webhook_url.as_deref().filter(|_| runtime).and_then(|u| {
-                        webhooks::Webhooks::start(u, &c.key, c.secret.0.as_bytes()).ok()
+                        let events = c.webhook_events.as_deref();
+                        webhooks::Webhooks::start(u, &c.key, c.secret.0.as_bytes(), events).ok()
                     });
                     Arc::new(App {
                         render: Arc::new(AppRender {
@@ -431,6 +451,7 @@ mod tests {
             "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nnamespace = \"a:b\"",
             "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\n[[pusher.apps]]\nid = \"2\"\nkey = \"k\"\nsecret = \"t\"",
             "[pusher]\nactivity_timeout = 0",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nwebhook_events = [\"channel_occupied\", \"channel_gone\"]",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -13,6 +13,9 @@
 //! its batch is dropped with a warning. Occupancy and membership are this
 //! node's (the hub's), and nothing is delayed to smooth out flapping.
 //!
+//! An app may choose which of the events it gets (`webhook_events`, default
+//! all); the others are not queued.
+//!
 //! Only `http://` URLs are supported for now; the request is a plain
 //! HTTP/1.1 POST with `Connection: close`.
 
@@ -22,6 +25,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+/// Every webhook event's name; an app may choose some (`webhook_events`).
+pub const EVENTS: [&str; 6] = [
+    "channel_occupied",
+    "channel_vacated",
+    "member_added",
+    "member_removed",
+    "client_event",
+    "cache_miss",
+];
 
 /// Events waiting to be sent, per app.
 pub const QUEUE: usize = 10_000;
@@ -67,13 +80,22 @@ pub fn parse_url(url: &str) -> Result<(String, u16, String), UrlError> {
 #[derive(Debug)]
 pub struct Webhooks {
     tx: mpsc::Sender<Value>,
+    /// The events the app wants: bit `i` for `EVENTS[i]`.
+    wanted: u8,
     /// Events dropped because the queue was full.
     pub dropped: AtomicU64,
 }
 
 impl Webhooks {
-    /// Starts the sender task on the current tokio runtime.
-    pub fn start(url: &str, key: &str, secret: &[u8]) -> Result<Webhooks, UrlError> {
+    /// Starts the sender task on the current tokio runtime; `events`: the
+    /// names of the events to send (`None`: all; unknown names are ignored,
+    /// the configuration refuses them).
+    pub fn start(
+        url: &str,
+        key: &str,
+        secret: &[u8],
+        events: Option<&[String]>,
+    ) -> Result<Webhooks, UrlError> {
         let (host, port, path) = parse_url(url)?;
         let target = Target {
             host,
@@ -84,14 +106,35 @@ impl Webhooks {
         };
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(run(rx, target));
+        let wanted = match events {
+            None => u8::MAX,
+            Some(names) => EVENTS
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| names.iter().any(|n| n == *e))
+                .fold(0, |m, (i, _)| m | 1 << i),
+        };
         Ok(Webhooks {
             tx,
+            wanted,
             dropped: AtomicU64::new(0),
         })
     }
 
-    /// Queues one event (`{"name":..,"channel":..}`); never waits.
+    /// Whether the app wants event `name`.
+    pub fn wants(&self, name: &str) -> bool {
+        EVENTS
+            .iter()
+            .position(|e| *e == name)
+            .is_some_and(|i| self.wanted & (1 << i) != 0)
+    }
+
+    /// Queues one event (`{"name":..,"channel":..}`) if the app wants it;
+    /// never waits.
     pub fn send(&self, event: Value) {
+        if !event["name"].as_str().is_some_and(|n| self.wants(n)) {
+            return;
+        }
         if self.tx.try_send(event).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }

@@ -22,6 +22,7 @@ pub fn app(id: &str, key: &str, secret: &str) -> AppArgs {
         secret_file: None,
         namespace: None,
         webhook_url: None,
+        webhook_events: None,
     }
 }
 
