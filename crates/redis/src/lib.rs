@@ -49,7 +49,7 @@
 //! 3004 the subscribers of channels whose stream did not survive.
 //!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
-//! members, `P:{C}:u` user counts, topic `P:c:C`; `P:nodes:seen` (zset),
+//! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic `P:c:C`; `P:nodes:seen` (zset),
 //! `P:nodes` (stats), `P:node:ID:members` (set), `P:occupied:NS` (set of
 //! the channels of namespace `NS` with members). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
@@ -106,6 +106,10 @@ pub struct RedisConfig {
     /// A Redis command not answered this long fails with error 114 (default
     /// 5 s): a stalled Redis delays publishes at most that long.
     pub command_timeout: Duration,
+    /// How long a channel must stay vacated, cluster-wide, before the hub's
+    /// observer hears it; occupied again sooner, neither the vacate nor the
+    /// new occupation is reported (default zero: at once).
+    pub vacated_delay: Duration,
 }
 
 impl RedisConfig {
@@ -122,6 +126,7 @@ impl RedisConfig {
             heartbeat: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
             command_timeout: conn::CALL_TIMEOUT,
+            vacated_delay: Duration::ZERO,
         }
     }
 }
@@ -219,10 +224,13 @@ struct Transition {
 const TRANSITIONS_MAX: usize = 65_536;
 
 /// Hands the transitions `member.lua` and `forget.lua` report (1 occupied,
-/// 2 vacated, 4 user added, 8 user removed) to the hub's observer, in the
-/// order a channel goes through them.
-fn report(hub: &Hub, channel: &str, flags: i64, user: &str) {
+/// 2 vacated, 4 user added, 8 user removed; 16, occupied again within the
+/// vacated delay, reports nothing) to the hub's observer, in the order a
+/// channel goes through them. A vacate made by `member.lua` with a delay is
+/// reported after it, if the channel was not occupied again meanwhile.
+fn report(inner: &Arc<Inner>, channel: &str, flags: i64, user: &str, delayed: bool) {
     use herald_core::ChannelEvent as E;
+    let hub = &inner.hub;
     if flags & 1 != 0 {
         hub.notify(channel, E::Occupied);
     }
@@ -233,16 +241,34 @@ fn report(hub: &Hub, channel: &str, flags: i64, user: &str) {
         hub.notify(channel, E::UserRemoved(user));
     }
     if flags & 2 != 0 {
-        hub.notify(channel, E::Vacated);
+        let delay = inner.cfg.vacated_delay;
+        if !delayed || delay.is_zero() {
+            return hub.notify(channel, E::Vacated);
+        }
+        let (me, channel) = (Arc::downgrade(inner), channel.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let Some(inner) = me.upgrade() else { return };
+            let key = inner.key(&channel, "v");
+            match inner.link.call(&[b"DEL".as_slice(), key.as_bytes()]).await {
+                Ok(v) if v.int() == Some(1) => inner.hub.notify(&channel, E::Vacated),
+                Ok(_) => {} // occupied again in the meantime
+                Err(e) => {
+                    tracing::debug!(%channel, error = %e, "pending vacate not confirmed; its webhook is lost")
+                }
+            }
+        });
     }
 }
 
 /// Awaits the replies of joins and leaves one after the other (they arrive
 /// in that order on the one link) and reports their transitions.
-async fn transitions(hub: Arc<Hub>, mut rx: tokio::sync::mpsc::Receiver<Transition>) {
+async fn transitions(me: Weak<Inner>, mut rx: tokio::sync::mpsc::Receiver<Transition>) {
     while let Some(t) = rx.recv().await {
-        match t.reply.await {
-            Ok(v) => report(&hub, &t.channel, v.int().unwrap_or(0), &t.user),
+        let reply = t.reply.await;
+        let Some(inner) = me.upgrade() else { return };
+        match reply {
+            Ok(v) => report(&inner, &t.channel, v.int().unwrap_or(0), &t.user, true),
             Err(e) => {
                 tracing::debug!(channel = %t.channel, error = %e, "presence change not confirmed; its webhook is lost")
             }
@@ -264,7 +290,6 @@ impl RedisBroker {
         // Occupancy and user edges are the cluster's, reported from Redis.
         hub.set_cluster_events();
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
-        tokio::spawn(transitions(hub.clone(), rx));
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             node_id: random_id(12),
@@ -280,6 +305,7 @@ impl RedisBroker {
             filled: AtomicU64::new(0),
             transitions: tx,
         });
+        tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
         let _ = inner.pubsub.set(PubSub::start(target, sink));
         tokio::spawn(heartbeats(Arc::downgrade(&inner)));
@@ -484,7 +510,10 @@ impl Inner {
             let text = |v: &Value| v.bytes().map(|b| String::from_utf8_lossy(b).into_owned());
             if let (Some(channel), Some(flags), Some(user)) = (text(&t[0]), t[1].int(), text(&t[2]))
             {
-                report(&self.hub, &channel, flags, &user);
+                if let Some(me) = self.me() {
+                    // A dead or leaving node's clients are gone for good.
+                    report(&me, &channel, flags, &user, false);
+                }
             }
         }
         Ok(items.first().and_then(Value::int).unwrap_or(0))
@@ -505,14 +534,17 @@ impl Inner {
             self.topic(channel),
             member::set_entry(channel, &info.client),
         );
-        let args: [&[u8]; 16] = [
+        let vacating = self.key(channel, "v");
+        let delay = self.cfg.vacated_delay.as_millis().to_string();
+        let args: [&[u8]; 18] = [
             b"EVALSHA".as_slice(),
             lua::MEMBER.sha().as_bytes(),
-            b"4",
+            b"5",
             p.as_bytes(),
             u.as_bytes(),
             set.as_bytes(),
             occupied.as_bytes(),
+            vacating.as_bytes(),
             if join { b"join" } else { b"leave" },
             info.client.as_bytes(),
             &member,
@@ -522,6 +554,7 @@ impl Inner {
             &entry,
             if announce { b"1" } else { b"0" },
             channel.as_bytes(),
+            delay.as_bytes(),
         ];
         let args = &args[..];
         if !(announce && self.hub.observed()) {

@@ -108,6 +108,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                 ttl: config.node.history_ttl,
             };
             cfg.by_namespace = config.node.history_by_namespace.clone();
+            cfg.vacated_delay = config.pusher.vacated_delay;
             let broker = herald_redis::RedisBroker::start(cfg, hub.clone())?;
             let mut node_config = config.node.clone();
             // Client ids are shown to every node (presence): a random base in
@@ -145,7 +146,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         tracing::info!(tables = games.table_count(), "game tables created");
     }
     node.set_games(games.clone());
-    let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher));
+    let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher, cluster.is_some()));
     if pusher.has_webhooks() {
         let apps = pusher.clone();
         node.hub

@@ -548,6 +548,7 @@ async fn webhooks_report_occupancy_members_and_client_events() {
     let srv = start(ServeArgs {
         pusher: Some(PusherArgs {
             apps: vec![with_hooks],
+            vacated_delay_ms: Some(0),
             ..Default::default()
         }),
         ..Default::default()
@@ -606,6 +607,7 @@ async fn webhooks_are_only_the_events_the_app_chose() {
     let srv = start(ServeArgs {
         pusher: Some(PusherArgs {
             apps: vec![with_hooks],
+            vacated_delay_ms: Some(0),
             ..Default::default()
         }),
         ..Default::default()
@@ -647,6 +649,54 @@ async fn webhooks_are_only_the_events_the_app_chose() {
         [
             json!({"name": "member_added", "channel": "presence-room", "user_id": "ann"}),
             json!({"name": "member_removed", "channel": "presence-room", "user_id": "ann"}),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_quick_resubscribe_makes_neither_vacated_nor_occupied() {
+    let (url, mut hooks) = webhook_receiver().await;
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    let delay = 1000;
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            vacated_delay_ms: Some(delay),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut ws, "room", &socket, None).await;
+    send_json(
+        &mut ws,
+        json!({"event": "pusher:unsubscribe", "data": {"channel": "room"}}),
+    )
+    .await;
+    // Back at once (the unsubscribe is handled before this subscribe).
+    subscribed(&mut ws, "room", &socket, None).await;
+    drop(ws);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let (_, _, body) = tokio::time::timeout(WAIT, hooks.recv())
+            .await
+            .expect("webhook in time")
+            .expect("receiver running");
+        let v: Value = serde_json::from_str(&body).expect("json");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(delay + 300)).await;
+    while let Ok((_, _, body)) = hooks.try_recv() {
+        let v: Value = serde_json::from_str(&body).expect("json");
+        got.extend(v["events"].as_array().expect("events").iter().cloned());
+    }
+    assert_eq!(
+        got,
+        [
+            json!({"name": "channel_occupied", "channel": "room"}),
+            json!({"name": "channel_vacated", "channel": "room"}),
         ]
     );
 }

@@ -23,14 +23,21 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// A node serving app 1 on `redis`, its webhooks (if any) to `hooks`.
+/// A node serving app 1 on `redis`, its webhooks (if any) to `hooks`,
+/// `channel_vacated` at once.
 fn node(redis: &RedisServer, hooks: Option<&str>) -> NodeHandle {
+    node_with_delay(redis, hooks, 0)
+}
+
+/// A node whose `channel_vacated` waits `delay_ms`.
+fn node_with_delay(redis: &RedisServer, hooks: Option<&str>, delay_ms: u64) -> NodeHandle {
     let mut a = app("1", KEY, SECRET);
     a.webhook_url = hooks.map(str::to_string);
     NodeHandle::start(ServeArgs {
         broker: Some(redis.url()),
         pusher: Some(PusherArgs {
             apps: vec![a],
+            vacated_delay_ms: Some(delay_ms),
             ..Default::default()
         }),
         ..ServeArgs::default()
@@ -275,6 +282,38 @@ async fn webhooks_are_sent_once_per_cluster_on_cluster_wide_transitions() {
     assert_eq!(got.iter().filter(|e| **e == end).count(), 2, "{got:?}");
     assert_eq!(got.iter().filter(|e| **e == vacated).count(), 2, "{got:?}");
     assert_eq!(got.len(), 8, "{got:?}");
+}
+
+#[tokio::test]
+async fn a_channel_left_on_one_node_and_joined_on_another_within_the_delay_is_never_vacated() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (url, mut rx) = webhook_receiver().await;
+    // Long enough for the test's few Redis round trips, short for a test.
+    let delay = 1500;
+    let a = node_with_delay(&redis, Some(&url), delay);
+    let b = node_with_delay(&redis, Some(&url), delay);
+    cluster_up(&[&a, &b]).await;
+    let (on_a, _) = member(a.addr, "flap", None).await;
+    wait_count(a.addr, "flap", 1).await;
+    drop(on_a);
+    wait_count(a.addr, "flap", 0).await;
+    // Back, on the other node, before A's vacate is due.
+    let (on_b, _) = member(b.addr, "flap", None).await;
+    wait_count(a.addr, "flap", 1).await;
+    drop(on_b);
+    let got = hooks(&mut rx, 2).await;
+    assert_eq!(
+        got,
+        [
+            json!({"name": "channel_occupied", "channel": "flap"}),
+            json!({"name": "channel_vacated", "channel": "flap"}),
+        ]
+    );
+    // B's own pending vacate (due later) finds it reported already.
+    tokio::time::sleep(Duration::from_millis(delay + 500)).await;
+    assert!(rx.try_recv().is_err(), "a second vacate");
 }
 
 #[tokio::test]

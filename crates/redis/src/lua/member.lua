@@ -5,13 +5,19 @@
 -- is upper-cased ('J:'/'L:') when it is the user's first connection in the
 -- cluster or their last.
 -- KEYS[1] presence hash, KEYS[2] users hash, KEYS[3] the node's member set,
--- KEYS[4] the namespace's occupied channels (set)
+-- KEYS[4] the namespace's occupied channels (set), KEYS[5] the channel's
+-- pending vacate (a string while a vacated report waits out its delay)
 -- ARGV[1] 'join' or 'leave', ARGV[2] client id, ARGV[3] member value,
 -- ARGV[4] user ('' anonymous), ARGV[5] topic, ARGV[6] message,
 -- ARGV[7] member-set entry, ARGV[8] '1' = announce ('0': re-registering
--- after an outage), ARGV[9] channel
+-- after an outage), ARGV[9] channel, ARGV[10] vacated delay in ms ('0':
+-- none)
 -- Returns the cluster-wide transitions when announcing (else 0): 1 channel
--- occupied, 2 channel vacated, 4 user added, 8 user removed (summed).
+-- occupied, 2 channel vacated, 4 user added, 8 user removed, 16 occupied
+-- again while its vacate was pending (which cancels both reports) (summed).
+-- With a delay, a vacated channel gets KEYS[5] (for twice the delay and
+-- 10 s more, so it outlives the reporter's timer); the reporter deletes it
+-- when the delay is over and reports the vacate only if it was still there.
 local changed
 local flags = 0
 if ARGV[1] == 'join' then
@@ -20,7 +26,11 @@ if ARGV[1] == 'join' then
   if changed then
     if redis.call('HLEN', KEYS[1]) == 1 then
       redis.call('SADD', KEYS[4], ARGV[9])
-      flags = flags + 1
+      if redis.call('DEL', KEYS[5]) == 1 then
+        flags = flags + 16
+      else
+        flags = flags + 1
+      end
     end
     if ARGV[4] ~= '' and redis.call('HINCRBY', KEYS[2], ARGV[4], 1) == 1 then
       flags = flags + 4
@@ -36,6 +46,10 @@ else
     end
     if redis.call('HLEN', KEYS[1]) == 0 then
       redis.call('SREM', KEYS[4], ARGV[9])
+      local delay = tonumber(ARGV[10]) or 0
+      if delay > 0 and ARGV[8] == '1' then
+        redis.call('SET', KEYS[5], '1', 'PX', delay * 2 + 10000)
+      end
       flags = flags + 2
     end
   end

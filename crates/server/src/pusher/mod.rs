@@ -22,8 +22,11 @@ use herald_proto::ClientInfo;
 use herald_pusher::channel::{self, Envelope};
 use herald_pusher::message;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Seconds of silence after which a client should send `pusher:ping`
 /// (`activity_timeout` in `pusher:connection_established`), by default.
@@ -34,6 +37,10 @@ pub const CLIENT_EVENT_RATE: u32 = 10;
 /// Largest event data (bytes) accepted from a client event or the HTTP API,
 /// by default: Pusher's own limit.
 pub const MAX_EVENT_SIZE: usize = 10 * 1024;
+/// How long a channel stays vacated before `channel_vacated` is sent, by
+/// default (milliseconds): a client that reconnects within it makes neither
+/// `channel_vacated` nor `channel_occupied`, as on Pusher.
+pub const VACATED_DELAY_MS: u64 = 3000;
 
 /// The `[pusher]` section of the TOML file.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -49,6 +56,9 @@ pub struct PusherArgs {
     pub client_event_rate: Option<u32>,
     /// Largest event data in bytes [default: 10240].
     pub max_event_size: Option<usize>,
+    /// Milliseconds a channel must stay vacated before the `channel_vacated`
+    /// webhook; 0 = at once [default: 3000].
+    pub vacated_delay_ms: Option<u64>,
 }
 
 /// One `[[pusher.apps]]` entry.
@@ -110,6 +120,8 @@ pub struct PusherConfig {
     pub client_event_rate: u32,
     /// Largest event data in bytes.
     pub max_event_size: usize,
+    /// How long a channel must stay vacated before `channel_vacated`.
+    pub vacated_delay: Duration,
 }
 
 impl Default for PusherConfig {
@@ -119,6 +131,7 @@ impl Default for PusherConfig {
             activity_timeout: ACTIVITY_TIMEOUT,
             client_event_rate: CLIENT_EVENT_RATE,
             max_event_size: MAX_EVENT_SIZE,
+            vacated_delay: Duration::from_millis(VACATED_DELAY_MS),
         }
     }
 }
@@ -231,6 +244,9 @@ impl PusherConfig {
             activity_timeout,
             client_event_rate: a.client_event_rate.unwrap_or(d.client_event_rate),
             max_event_size: a.max_event_size.unwrap_or(d.max_event_size),
+            vacated_delay: a
+                .vacated_delay_ms
+                .map_or(d.vacated_delay, Duration::from_millis),
         })
     }
 }
@@ -264,12 +280,20 @@ pub struct Apps {
     apps: Vec<Arc<App>>,
     /// Settings.
     pub config: PusherConfig,
+    /// On one node, `channel_vacated` waits here for `vacated_delay` (a
+    /// token per Herald channel; an occupation meanwhile removes it). In a
+    /// cluster the broker applies the delay, cluster-wide, and this stays
+    /// unused.
+    vacating: Option<Arc<Mutex<HashMap<String, u64>>>>,
+    /// The next token of `vacating`.
+    tokens: std::sync::atomic::AtomicU64,
 }
 
 impl Apps {
     /// The apps of `config`; their webhook senders start on the current
-    /// tokio runtime (none outside one).
-    pub fn new(config: &PusherConfig) -> Apps {
+    /// tokio runtime (none outside one). `clustered`: the broker reports
+    /// cluster-wide transitions and applies the vacated delay itself.
+    pub fn new(config: &PusherConfig, clustered: bool) -> Apps {
         let runtime = tokio::runtime::Handle::try_current().is_ok();
         Apps {
             apps: config
@@ -290,6 +314,9 @@ impl Apps {
                 })
                 .collect(),
             config: config.clone(),
+            vacating: (!clustered && !config.vacated_delay.is_zero())
+                .then(|| Arc::new(Mutex::new(HashMap::new()))),
+            tokens: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -318,10 +345,42 @@ impl Apps {
         let presence = channel::ChannelType::of(&name).kind == channel::Kind::Presence;
         let event = match event {
             ChannelEvent::Occupied => {
+                if self.vacating.as_ref().is_some_and(|v| {
+                    v.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(channel)
+                        .is_some()
+                }) {
+                    // Occupied again within the delay: neither is news.
+                    return;
+                }
                 serde_json::json!({"name": "channel_occupied", "channel": name})
             }
             ChannelEvent::Vacated => {
-                serde_json::json!({"name": "channel_vacated", "channel": name})
+                let e = serde_json::json!({"name": "channel_vacated", "channel": name});
+                match (&self.vacating, tokio::runtime::Handle::try_current()) {
+                    (Some(v), Ok(rt)) => {
+                        let token = self.tokens.fetch_add(1, Ordering::Relaxed);
+                        v.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(channel.to_string(), token);
+                        let (v, app, channel) = (v.clone(), app.clone(), channel.to_string());
+                        let delay = self.config.vacated_delay;
+                        rt.spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            let mut pending = v.lock().unwrap_or_else(|p| p.into_inner());
+                            if pending.get(&channel) == Some(&token) {
+                                pending.remove(&channel);
+                                drop(pending);
+                                if let Some(w) = &app.webhooks {
+                                    w.send(e);
+                                }
+                            }
+                        });
+                        return;
+                    }
+                    _ => e,
+                }
             }
             ChannelEvent::UserAdded(u) if presence => {
                 serde_json::json!({"name": "member_added", "channel": name, "user_id": u})

@@ -10,8 +10,13 @@
 //! dropped and counted, never waited for: the hub calls in under its locks)
 //! and sent by one task per app in batches of up to [`BATCH`], in order. A
 //! POST that fails or answers non-2xx is retried after 1, 2 and 4 s, then
-//! its batch is dropped with a warning. Occupancy and membership are this
-//! node's (the hub's), and nothing is delayed to smooth out flapping.
+//! its batch is dropped with a warning. Occupancy and membership are what
+//! the hub's observer reports: this node's alone, or, in a cluster, the
+//! cluster-wide transitions, each reported by one node
+//! (docs/decisions/0012-pusher-cluster.md). `channel_vacated` waits out
+//! `vacated_delay_ms` first ([`super::Apps::observe`] on one node, the
+//! broker in a cluster), so a quick reconnect makes neither it nor
+//! `channel_occupied`.
 //!
 //! An app may choose which of the events it gets (`webhook_events`, default
 //! all); the others are not queued.
