@@ -29,6 +29,7 @@ fn start() -> NodeHandle {
                 namespace: None,
                 webhook_url: None,
                 webhook_events: None,
+                webhook_ca_file: None,
             }],
             ..PusherArgs::default()
         }),

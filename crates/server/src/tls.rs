@@ -48,3 +48,28 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
+
+/// The roots a TLS client trusts by default: Debian's bundle.
+pub const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// A TLS client configuration trusting the certificates of the PEM file
+/// `roots` (for https webhooks).
+pub fn client_config(roots: &Path) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let pem_err = |e: &dyn std::fmt::Display| TlsError::Pem {
+        path: roots.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let mut store = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(roots).map_err(|e| pem_err(&e))? {
+        store.add(cert.map_err(|e| pem_err(&e))?)?;
+    }
+    if store.is_empty() {
+        return Err(pem_err(&"no certificate in file"));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}

@@ -700,3 +700,75 @@ async fn a_quick_resubscribe_makes_neither_vacated_nor_occupied() {
         ]
     );
 }
+
+#[tokio::test]
+async fn webhooks_go_to_https_urls_checked_against_the_given_roots() {
+    let (url, mut hooks, ca) = tls_webhook_receiver().await;
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    with_hooks.webhook_ca_file = Some(ca);
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut ws, "secure", &socket, None).await;
+    let (key, signature, body) = tokio::time::timeout(WAIT, hooks.recv())
+        .await
+        .expect("webhook in time")
+        .expect("receiver running");
+    assert_eq!(key, KEY);
+    assert!(sign::verify_hex(
+        SECRET.as_bytes(),
+        body.as_bytes(),
+        &signature
+    ));
+    let v: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        v["events"],
+        json!([{"name": "channel_occupied", "channel": "secure"}])
+    );
+}
+
+#[tokio::test]
+async fn an_https_webhook_server_outside_the_roots_gets_nothing() {
+    let (url, mut hooks, _) = tls_webhook_receiver().await;
+    // Roots that do not hold the receiver's certificate.
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+    let mut with_hooks = app("1", KEY, SECRET);
+    with_hooks.webhook_url = Some(url);
+    with_hooks.webhook_ca_file = Some(temp_file("other-ca.pem", &other.cert.pem()));
+    let srv = start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![with_hooks],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await;
+    let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut ws, "secure", &socket, None).await;
+    // The first attempt and its first retry (after 1 s) are refused.
+    let got = tokio::time::timeout(std::time::Duration::from_millis(1500), hooks.recv()).await;
+    assert!(got.is_err(), "delivered to an untrusted server: {got:?}");
+}
+
+#[test]
+fn an_https_webhook_needs_roots_that_load() {
+    let mut a = app("1", KEY, SECRET);
+    a.webhook_url = Some("https://localhost:1/hooks".into());
+    a.webhook_ca_file = Some(temp_file("not-a-cert.pem", "nothing here"));
+    let args = ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![a],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let err = herald_server::ServerConfig::resolve(args).expect_err("refused");
+    assert!(err.to_string().contains("webhook_ca_file"), "{err}");
+}

@@ -82,9 +82,14 @@ pub struct AppArgs {
     /// Herald namespace of the app's channels [default: `pusher-<id>`].
     #[serde(default)]
     pub namespace: Option<String>,
-    /// `http://` URL the app's webhooks are POSTed to [default: none].
+    /// `http://` or `https://` URL the app's webhooks are POSTed to
+    /// [default: none].
     #[serde(default)]
     pub webhook_url: Option<String>,
+    /// PEM file of the certificates an `https://` webhook URL's server is
+    /// checked against [default: /etc/ssl/certs/ca-certificates.crt].
+    #[serde(default)]
+    pub webhook_ca_file: Option<PathBuf>,
     /// Which webhook events the app wants, of `channel_occupied`,
     /// `channel_vacated`, `member_added`, `member_removed`, `client_event`,
     /// `cache_miss` [default: all of them].
@@ -107,6 +112,8 @@ pub struct AppConfig {
     pub webhook_url: Option<String>,
     /// The webhook events it wants (`None`: all).
     pub webhook_events: Option<Vec<String>>,
+    /// For an `https://` webhook URL: the TLS client configuration.
+    pub webhook_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// The resolved `[pusher]` settings.
@@ -211,8 +218,19 @@ impl PusherConfig {
                     other.id
                 )));
             }
+            let mut webhook_tls = None;
             if let Some(url) = &app.webhook_url {
-                webhooks::parse_url(url).map_err(|e| invalid(format!("pusher app {id}: {e}")))?;
+                let u = webhooks::parse_url(url)
+                    .map_err(|e| invalid(format!("pusher app {id}: {e}")))?;
+                if u.tls {
+                    let roots = app
+                        .webhook_ca_file
+                        .clone()
+                        .unwrap_or_else(|| crate::tls::SYSTEM_ROOTS.into());
+                    let config = crate::tls::client_config(&roots)
+                        .map_err(|e| invalid(format!("pusher app {id}: webhook_ca_file: {e}")))?;
+                    webhook_tls = Some(config);
+                }
             }
             if let Some(bad) = app
                 .webhook_events
@@ -232,6 +250,7 @@ impl PusherConfig {
                 namespace,
                 webhook_url: app.webhook_url.clone(),
                 webhook_events: app.webhook_events.clone(),
+                webhook_tls,
             });
         }
         let d = PusherConfig::default();
@@ -302,7 +321,9 @@ impl Apps {
                 .map(|c| {
                     let webhooks = c.webhook_url.as_deref().filter(|_| runtime).and_then(|u| {
                         let events = c.webhook_events.as_deref();
-                        webhooks::Webhooks::start(u, &c.key, c.secret.0.as_bytes(), events).ok()
+                        let tls = c.webhook_tls.clone();
+                        webhooks::Webhooks::start(u, &c.key, c.secret.0.as_bytes(), events, tls)
+                            .ok()
                     });
                     Arc::new(App {
                         render: Arc::new(AppRender {
@@ -510,6 +531,7 @@ mod tests {
             "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nnamespace = \"a:b\"",
             "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\n[[pusher.apps]]\nid = \"2\"\nkey = \"k\"\nsecret = \"t\"",
             "[pusher]\nactivity_timeout = 0",
+            "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nwebhook_url = \"https://x/\"\nwebhook_ca_file = \"/nonexistent/ca.pem\"",
             "[[pusher.apps]]\nid = \"1\"\nkey = \"k\"\nsecret = \"s\"\nwebhook_events = [\"channel_occupied\", \"channel_gone\"]",
         ] {
             assert!(parse(bad).is_err(), "{bad}");

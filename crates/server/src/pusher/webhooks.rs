@@ -21,14 +21,16 @@
 //! An app may choose which of the events it gets (`webhook_events`, default
 //! all); the others are not queued.
 //!
-//! Only `http://` URLs are supported for now; the request is a plain
-//! HTTP/1.1 POST with `Connection: close`.
+//! The URL is `http://` or `https://` (rustls, trusting the app's
+//! `webhook_ca_file`, by default the system's bundle); the request is a
+//! plain HTTP/1.1 POST with `Connection: close`.
 
 use herald_pusher::sign;
 use serde_json::Value;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Every webhook event's name; an app may choose some (`webhook_events`).
@@ -54,31 +56,55 @@ struct Target {
     host: String,
     port: u16,
     path: String,
+    /// For `https://`: the client configuration (trusted roots).
+    tls: Option<Arc<rustls::ClientConfig>>,
     key: String,
     secret: Vec<u8>,
 }
 
 /// Why a webhook URL was refused at start-up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("webhook_url {0:?}: expected http://HOST[:PORT][/PATH] (https is not supported yet)")]
+#[error("webhook_url {0:?}: expected http://HOST[:PORT][/PATH] or https://...")]
 pub struct UrlError(pub String);
 
-/// Splits `http://host[:port][/path]`.
-pub fn parse_url(url: &str) -> Result<(String, u16, String), UrlError> {
+/// A webhook URL, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookUrl {
+    /// `https://`.
+    pub tls: bool,
+    /// Host name or address.
+    pub host: String,
+    /// Port (80 or 443 unless given).
+    pub port: u16,
+    /// Path (`/` unless given).
+    pub path: String,
+}
+
+/// Splits `http[s]://host[:port][/path]`.
+pub fn parse_url(url: &str) -> Result<WebhookUrl, UrlError> {
     let bad = || UrlError(url.to_string());
-    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (false, rest),
+        (_, Some(rest)) => (true, rest),
+        _ => return Err(bad()),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) => (h, p.parse().map_err(|_| bad())?),
-        None => (authority, 80),
+        None => (authority, if tls { 443 } else { 80 }),
     };
     if host.is_empty() || path.contains([' ', '\r', '\n']) {
         return Err(bad());
     }
-    Ok((host.to_string(), port, path.to_string()))
+    Ok(WebhookUrl {
+        tls,
+        host: host.to_string(),
+        port,
+        path: path.to_string(),
+    })
 }
 
 /// One app's webhook queue.
@@ -94,18 +120,24 @@ pub struct Webhooks {
 impl Webhooks {
     /// Starts the sender task on the current tokio runtime; `events`: the
     /// names of the events to send (`None`: all; unknown names are ignored,
-    /// the configuration refuses them).
+    /// the configuration refuses them); `tls`: how to reach an `https://`
+    /// URL (one is refused without).
     pub fn start(
         url: &str,
         key: &str,
         secret: &[u8],
         events: Option<&[String]>,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<Webhooks, UrlError> {
-        let (host, port, path) = parse_url(url)?;
+        let u = parse_url(url)?;
+        if u.tls && tls.is_none() {
+            return Err(UrlError(url.to_string()));
+        }
         let target = Target {
-            host,
-            port,
-            path,
+            host: u.host,
+            port: u.port,
+            path: u.path,
+            tls: if u.tls { tls } else { None },
             key: key.to_string(),
             secret: secret.to_vec(),
         };
@@ -184,8 +216,25 @@ async fn run(mut rx: mpsc::Receiver<Value>, target: Target) {
 
 /// One POST; returns the response status.
 async fn post(t: &Target, body: &str) -> std::io::Result<u16> {
+    let tcp = tokio::net::TcpStream::connect((t.host.as_str(), t.port)).await?;
+    let Some(tls) = &t.tls else {
+        return exchange(tcp, t, body).await;
+    };
+    let name = rustls_pki_types::ServerName::try_from(t.host.clone())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, tcp)
+        .await?;
+    exchange(stream, t, body).await
+}
+
+/// Writes the request on `stream` and reads the response's status.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    t: &Target,
+    body: &str,
+) -> std::io::Result<u16> {
     let signature = sign::hmac_hex(&t.secret, body.as_bytes());
-    let mut stream = tokio::net::TcpStream::connect((t.host.as_str(), t.port)).await?;
     let head = format!(
         "POST {} HTTP/1.1\r\nhost: {}:{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-pusher-key: {}\r\nx-pusher-signature: {}\r\nconnection: close\r\n\r\n",
         t.path,
@@ -197,6 +246,7 @@ async fn post(t: &Target, body: &str) -> std::io::Result<u16> {
     );
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
+    stream.flush().await?;
     // The status line is all we need: "HTTP/1.1 200 ...".
     let mut buf = Vec::with_capacity(64);
     let mut chunk = [0u8; 256];
@@ -220,18 +270,28 @@ mod tests {
 
     #[test]
     fn urls() {
+        let url = |tls: bool, host: &str, port: u16, path: &str| WebhookUrl {
+            tls,
+            host: host.into(),
+            port,
+            path: path.into(),
+        };
         assert_eq!(
             parse_url("http://127.0.0.1:9000/hooks/pusher"),
-            Ok(("127.0.0.1".into(), 9000, "/hooks/pusher".into()))
+            Ok(url(false, "127.0.0.1", 9000, "/hooks/pusher"))
         );
         assert_eq!(
             parse_url("http://example.com"),
-            Ok(("example.com".into(), 80, "/".into()))
+            Ok(url(false, "example.com", 80, "/"))
+        );
+        assert_eq!(
+            parse_url("https://example.com/h"),
+            Ok(url(true, "example.com", 443, "/h"))
         );
         for bad in [
-            "https://x/",
             "ftp://x",
             "http://",
+            "https://",
             "http://x:port/",
             "http://x/a b",
         ] {

@@ -23,6 +23,7 @@ pub fn app(id: &str, key: &str, secret: &str) -> AppArgs {
         namespace: None,
         webhook_url: None,
         webhook_events: None,
+        webhook_ca_file: None,
     }
 }
 
@@ -146,46 +147,82 @@ pub async fn webhook_receiver() -> (
     String,
     tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
 ) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}/hooks", listener.local_addr().expect("addr"));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let (head, body) = loop {
-                let n = s.read(&mut chunk).await.expect("read");
-                assert!(n > 0, "request cut short");
-                buf.extend_from_slice(&chunk[..n]);
-                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    continue;
-                };
-                let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .and_then(|v| v.trim().parse().ok())
-                    .expect("content-length");
-                if buf.len() >= end + 4 + len {
-                    break (
-                        head,
-                        String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned(),
-                    );
-                }
-            };
-            let header = |name: &str| {
-                head.lines()
-                    .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
-                    .unwrap_or_default()
-            };
-            let _ = tx.send((header("x-pusher-key"), header("x-pusher-signature"), body));
-            let _ = s
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-                .await;
+        while let Ok((s, _)) = listener.accept().await {
+            serve_hook(s, &tx).await;
         }
     });
     (url, rx)
+}
+
+/// The same over TLS, as `https://localhost:PORT/hooks` with a fresh
+/// self-signed certificate; also returns the certificate's PEM file.
+pub async fn tls_webhook_receiver() -> (
+    String,
+    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
+    std::path::PathBuf,
+) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
+    let cert = temp_file("hook-cert.pem", &certified.cert.pem());
+    let key = temp_file("hook-key.pem", &certified.key_pair.serialize_pem());
+    let acceptor = herald_server::tls::acceptor(&cert, &key).expect("acceptor");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let url = format!("https://localhost:{port}/hooks");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            if let Ok(s) = acceptor.accept(s).await {
+                serve_hook(s, &tx).await;
+            }
+        }
+    });
+    (url, rx, cert)
+}
+
+/// Reads one POST from `s`, hands it on, answers 200.
+async fn serve_hook<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut s: S,
+    tx: &tokio::sync::mpsc::UnboundedSender<(String, String, String)>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let (head, body) = loop {
+        let n = s.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "request cut short");
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("content-length");
+        if buf.len() >= end + 4 + len {
+            break (
+                head,
+                String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned(),
+            );
+        }
+    };
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    let _ = tx.send((header("x-pusher-key"), header("x-pusher-signature"), body));
+    let _ = s
+        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        .await;
+    let _ = s.shutdown().await;
 }
