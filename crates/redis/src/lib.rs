@@ -49,9 +49,10 @@
 //! 3004 the subscribers of channels whose stream did not survive.
 //!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
-//! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic `P:c:C`; `P:nodes:seen` (zset),
-//! `P:nodes` (stats), `P:node:ID:members` (set), `P:occupied:NS` (set of
-//! the channels of namespace `NS` with members). The `{C}` hash tag keeps one
+//! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
+//! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
+//! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
+//! members). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
 
