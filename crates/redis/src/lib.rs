@@ -37,6 +37,10 @@
 //!   [`RedisConfig::dead_after`] is forgotten. The list, with each node's
 //!   stats, is `GET /api/nodes` and `/metrics`.
 //!
+//! - **Game tables** (decision 0009): a lease per table with a fencing
+//!   token, and its saved state, written only by the lease holder
+//!   ([`tables`]).
+//!
 //! Redis slow or down: publishes, history and presence queries fail at once
 //! with [`BrokerError::Unavailable`] (error 114 to clients); clients stay
 //! connected; when Redis returns, the node resubscribes every channel, fills
@@ -54,6 +58,7 @@ pub mod lua;
 pub mod member;
 pub mod pubsub;
 pub mod resp;
+pub mod tables;
 pub mod testing;
 
 use bytes::Bytes;
