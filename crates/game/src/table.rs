@@ -109,6 +109,9 @@ pub(crate) struct Table {
     dirty: bool,
     /// The game panicked: close at the end of this message.
     failed: bool,
+    /// What the current message produced for clients, sent once it is
+    /// handled (and, on a durable table, saved).
+    out: Vec<(Arc<Client>, Bytes)>,
 }
 
 /// The user id a seat belongs to: the token's subject, or for anonymous
@@ -145,6 +148,7 @@ impl Table {
             shared,
             dirty: true,
             failed: false,
+            out: Vec::new(),
         }
     }
 
@@ -178,6 +182,7 @@ impl Table {
             };
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
+                self.flush();
                 break;
             }
             self.after_message();
@@ -189,6 +194,7 @@ impl Table {
     }
 
     fn after_message(&mut self) {
+        self.flush();
         if self.dirty {
             self.dirty = false;
             self.shared.lobby.put(self.entry());
@@ -261,7 +267,7 @@ impl Table {
 
     fn sit(&mut self, client: Arc<Client>, id: u32, wanted: Option<u32>, data: &[u8]) {
         if self.watchers.iter().any(|c| c.id == client.id) {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -274,15 +280,15 @@ impl Table {
         }
         let seat = match wanted {
             Some(s) if s as usize >= self.seats.len() => {
-                return error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
+                return self.error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
             }
             Some(s) if self.seats[s as usize].is_some() => {
-                return error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
+                return self.error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
             }
             Some(s) => s,
             None => match self.seats.iter().position(Option::is_none) {
                 Some(s) => s as Seat,
-                None => return error(&client, id, ErrorCode::SeatUnavailable, "table full"),
+                None => return self.error(&client, id, ErrorCode::SeatUnavailable, "table full"),
             },
         };
         let refused =
@@ -290,11 +296,11 @@ impl Table {
         match refused {
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
-                return error(&client, id, ErrorCode::SeatUnavailable, &reason);
+                return self.error(&client, id, ErrorCode::SeatUnavailable, &reason);
             }
             Err(_) => {
                 self.failed = true;
-                return error(&client, id, ErrorCode::Internal, "the table failed");
+                return self.error(&client, id, ErrorCode::Internal, "the table failed");
             }
         }
         self.seats[seat as usize] = Some(Holder {
@@ -312,7 +318,7 @@ impl Table {
     /// after a drop, or the same user from a new connection).
     fn reclaim(&mut self, client: Arc<Client>, id: u32, seat: Seat, wanted: Option<u32>) {
         if wanted.is_some_and(|w| w != seat) {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -322,10 +328,11 @@ impl Table {
         let Some(holder) = self.seats[seat as usize].as_mut() else {
             return;
         };
+        let user = holder.user.clone();
         match holder.client.take() {
             Some(old) if old.id == client.id => {
                 holder.client = Some(old);
-                error(
+                self.error(
                     &client,
                     id,
                     ErrorCode::AlreadyAtTable,
@@ -335,9 +342,8 @@ impl Table {
             Some(old) => {
                 // The same user on a new connection: the old one loses the
                 // seat's messages (it is probably dead and not yet noticed).
-                unseat(
+                self.unseat(
                     &old,
-                    self.id,
                     ErrorCode::NotAtTable,
                     "your seat moved to another connection",
                 );
@@ -345,7 +351,6 @@ impl Table {
             }
             None => {
                 self.timers.remove(&TimerKey::Grace(seat));
-                let user = holder.user.clone();
                 self.seat_push(seat, &user, SeatStatus::Back);
                 self.call(|g, ctx| g.returned(ctx, seat));
                 self.attach(seat, client, id);
@@ -357,7 +362,7 @@ impl Table {
     /// snapshot: the first thing it hears from this table.
     fn attach(&mut self, seat: Seat, client: Arc<Client>, id: u32) {
         let data = self.snapshot(Some(seat));
-        reply(&client, id, Reply::Sit { seat, data });
+        self.reply(&client, id, Reply::Sit { seat, data });
         if let Some(h) = self.seats[seat as usize].as_mut() {
             h.client = Some(client);
         }
@@ -367,7 +372,7 @@ impl Table {
         if self.watchers.iter().any(|c| c.id == client.id)
             || self.seat_of_client(client.id).is_some()
         {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -375,7 +380,7 @@ impl Table {
             );
         }
         let data = self.snapshot(None);
-        reply(&client, id, Reply::Watch { data });
+        self.reply(&client, id, Reply::Watch { data });
         self.watchers.push(client);
         self.dirty = true;
     }
@@ -383,15 +388,15 @@ impl Table {
     fn stand(&mut self, client: &Arc<Client>, id: u32) {
         if let Some(seat) = self.seat_of_client(client.id) {
             self.vacate(seat);
-            return reply(client, id, Reply::Stand);
+            return self.reply(client, id, Reply::Stand);
         }
         let before = self.watchers.len();
         self.watchers.retain(|c| c.id != client.id);
         if self.watchers.len() != before {
             self.dirty = true;
-            return reply(client, id, Reply::Stand);
+            return self.reply(client, id, Reply::Stand);
         }
-        error(client, id, ErrorCode::NotAtTable, "not at this table")
+        self.error(client, id, ErrorCode::NotAtTable, "not at this table")
     }
 
     /// The player at `seat` leaves for good: the game is told, then the seat
@@ -409,7 +414,7 @@ impl Table {
     fn act(&mut self, client: &Arc<Client>, id: u32, data: &[u8], at: Instant) {
         self.shared.metrics.actions.inc();
         let Some(seat) = self.seat_of_client(client.id) else {
-            return error(
+            return self.error(
                 client,
                 id,
                 ErrorCode::NotAtTable,
@@ -421,14 +426,14 @@ impl Table {
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| game.act(&mut ctx, seat, data)));
         match result {
             Ok(Ok(())) => {
-                reply(client, id, Reply::Act);
+                self.reply(client, id, Reply::Act);
                 self.shared.metrics.action_latency.observe(at.elapsed());
                 self.apply(ctx);
             }
-            Ok(Err(e)) => error(client, id, ErrorCode::ActionRefused, &e.to_string()),
+            Ok(Err(e)) => self.error(client, id, ErrorCode::ActionRefused, &e.to_string()),
             Err(_) => {
                 self.failed = true;
-                error(client, id, ErrorCode::Internal, "the table failed");
+                self.error(client, id, ErrorCode::Internal, "the table failed");
             }
         }
     }
@@ -520,10 +525,11 @@ impl Table {
                         .seats
                         .get(seat as usize)
                         .and_then(|h| h.as_ref())
-                        .and_then(|h| h.client.as_ref())
+                        .and_then(|h| h.client.clone())
                     {
                         let msg = game_push(self.id, data);
-                        c.send(c.encoding.encode_server_bytes(&msg));
+                        let bytes = c.encoding.encode_server_bytes(&msg);
+                        self.out.push((c, bytes));
                         self.shared.metrics.events.inc();
                     }
                 }
@@ -556,7 +562,7 @@ impl Table {
                     if let Some(client) = client {
                         self.vacate(seat);
                         if let Some(c) = client {
-                            unseat(&c, self.id, ErrorCode::NotAtTable, &reason);
+                            self.unseat(&c, ErrorCode::NotAtTable, &reason);
                         }
                     }
                 }
@@ -565,7 +571,7 @@ impl Table {
     }
 
     /// Sends game data to players and/or watchers, encoded once per encoding.
-    fn broadcast(&self, data: Bytes, players: bool, watchers: bool) {
+    fn broadcast(&mut self, data: Bytes, players: bool, watchers: bool) {
         let msg = game_push(self.id, data);
         let mut encoded = Encoded::default();
         let mut n = 0;
@@ -576,20 +582,20 @@ impl Table {
                 .flatten()
                 .filter_map(|h| h.client.as_ref())
             {
-                c.send(encoded.get(c.encoding, &msg));
+                self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
                 n += 1;
             }
         }
         if watchers {
             for c in &self.watchers {
-                c.send(encoded.get(c.encoding, &msg));
+                self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
                 n += 1;
             }
         }
         self.shared.metrics.events.add(n);
     }
 
-    fn seat_push(&self, seat: Seat, user: &str, status: SeatStatus) {
+    fn seat_push(&mut self, seat: Seat, user: &str, status: SeatStatus) {
         let msg = ServerMsg::Push(Push::Seat {
             table: self.id,
             seat,
@@ -603,7 +609,39 @@ impl Table {
             .flatten()
             .filter_map(|h| h.client.as_ref());
         for c in players.chain(&self.watchers) {
-            c.send(encoded.get(c.encoding, &msg));
+            self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
+        }
+    }
+
+    /// Queues a reply to `client`'s command `id` (none for id 0).
+    fn reply(&mut self, client: &Arc<Client>, id: u32, reply: Reply) {
+        if id != 0 {
+            let msg = ServerMsg::Reply { id, reply };
+            let bytes = client.encoding.encode_server_bytes(&msg);
+            self.out.push((client.clone(), bytes));
+        }
+    }
+
+    /// Queues an error reply.
+    fn error(&mut self, client: &Arc<Client>, id: u32, code: ErrorCode, message: &str) {
+        let bytes = client
+            .encoding
+            .encode_server_bytes(&error_msg(id, code, message));
+        self.out.push((client.clone(), bytes));
+    }
+
+    /// Queues an `unseat` push.
+    fn unseat(&mut self, client: &Arc<Client>, code: ErrorCode, reason: &str) {
+        let msg = unseat_msg(self.id, code, reason);
+        let bytes = client.encoding.encode_server_bytes(&msg);
+        self.out.push((client.clone(), bytes));
+    }
+
+    /// Sends what the last message produced, in order: every client's
+    /// bytes go to its bounded outbox.
+    fn flush(&mut self) {
+        for (c, bytes) in self.out.drain(..) {
+            c.send(bytes);
         }
     }
 
@@ -619,11 +657,11 @@ impl Table {
                 self.vacate(seat);
             }
             if let Some(c) = client {
-                unseat(&c, self.id, code, reason);
+                self.unseat(&c, code, reason);
             }
         }
         for c in std::mem::take(&mut self.watchers) {
-            unseat(&c, self.id, code, reason);
+            self.unseat(&c, code, reason);
         }
         self.timers.clear();
         self.shared.lobby.remove(self.id);
@@ -659,19 +697,25 @@ pub(crate) fn reply(client: &Client, id: u32, reply: Reply) {
 }
 
 pub(crate) fn error(client: &Client, id: u32, code: ErrorCode, message: &str) {
-    let msg = ServerMsg::Error {
+    client.send(
+        client
+            .encoding
+            .encode_server_bytes(&error_msg(id, code, message)),
+    );
+}
+
+fn error_msg(id: u32, code: ErrorCode, message: &str) -> ServerMsg {
+    ServerMsg::Error {
         id,
         code: code.code(),
         message: message.to_string(),
-    };
-    client.send(client.encoding.encode_server_bytes(&msg));
+    }
 }
 
-fn unseat(client: &Client, table: u64, code: ErrorCode, reason: &str) {
-    let msg = ServerMsg::Push(Push::Unseat {
+fn unseat_msg(table: u64, code: ErrorCode, reason: &str) -> ServerMsg {
+    ServerMsg::Push(Push::Unseat {
         table,
         code: code.code(),
         reason: reason.to_string(),
-    });
-    client.send(client.encoding.encode_server_bytes(&msg));
+    })
 }
