@@ -18,9 +18,12 @@
 //!   face that sessions call, metrics.
 //! - `table`: one task per table: seats, watchers, grace periods, timers,
 //!   applying a game's effects (encoded once per encoding).
+//! - [`durable`]: what a table saves in a cluster, and the store contract
+//!   (leases with fencing tokens; decision 0009).
 //! - [`lobby`]: table entries, snapshots and coalesced deltas.
 //! - [`testing`]: a fake-clock harness for a game's unit tests.
 
+pub mod durable;
 pub mod engine;
 pub mod lobby;
 mod table;

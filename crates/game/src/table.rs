@@ -18,6 +18,7 @@
 //! A game that panics closes its own table (everyone gets `unseat` with code
 //! 100); other tables go on.
 
+use crate::durable::{Head, Lease, SavedTimer, StoreError, TableStore, RECORD_VERSION};
 use crate::engine::Shared;
 use crate::{Ctx, Effect, Game, Seat, TableParams};
 use bytes::Bytes;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -112,7 +114,28 @@ pub(crate) struct Table {
     /// What the current message produced for clients, sent once it is
     /// handled (and, on a durable table, saved).
     out: Vec<(Arc<Client>, Bytes)>,
+    /// The parameters it was created with (saved in its record).
+    params: TableParams,
+    game_name: String,
+    /// In a cluster: the lease and where to save (decision 0009).
+    durable: Option<DurableTable>,
+    /// The current message may have changed the durable state.
+    touched: bool,
+    /// Restored from a save: `Game::created` was called by its first owner.
+    restored: bool,
 }
+
+/// A durable table's lease and store.
+pub(crate) struct DurableTable {
+    pub(crate) store: Arc<dyn TableStore>,
+    pub(crate) lease: Lease,
+    pub(crate) lease_time: Duration,
+    /// When the last renewal (or save, or claim) that succeeded was sent.
+    pub(crate) confirmed: Instant,
+}
+
+/// Time between two attempts to save while the store is unreachable.
+const SAVE_RETRY: Duration = Duration::from_millis(100);
 
 /// The user id a seat belongs to: the token's subject, or for anonymous
 /// clients (when allowed) one made from the connection, which therefore
@@ -149,7 +172,192 @@ impl Table {
             dirty: true,
             failed: false,
             out: Vec::new(),
+            params: params.clone(),
+            game_name: game_name.to_string(),
+            durable: None,
+            touched: true,
+            restored: false,
         }
+    }
+
+    /// Makes the table durable: it saves before anything it sends.
+    pub(crate) fn durable(mut self, d: DurableTable) -> Table {
+        self.durable = Some(d);
+        self
+    }
+
+    /// A table taken over from a save made `elapsed` ago: the seats are
+    /// held by their users, all away (their connections were elsewhere;
+    /// each gets the grace period to come back), the timers resume with
+    /// what they had left.
+    pub(crate) fn restore(
+        head: &Head,
+        game: Box<dyn Game>,
+        shared: Arc<Shared>,
+        elapsed: Duration,
+    ) -> Table {
+        let params = TableParams {
+            id: head.id,
+            seats: head.seats,
+            timing: head.timing.clone(),
+            params: head.params.clone(),
+        };
+        let mut t = Table::new(&params, head.path.clone(), game, &head.game, shared);
+        t.attrs = head.attrs.clone();
+        t.restored = true;
+        let now = Instant::now();
+        let left = |ms: u64| now + Duration::from_millis(ms).saturating_sub(elapsed);
+        for timer in &head.timers {
+            match *timer {
+                SavedTimer::Game { key, left_ms } => {
+                    t.timers.insert(TimerKey::Game(key), left(left_ms));
+                }
+                SavedTimer::Grace { seat, left_ms } => {
+                    t.timers.insert(TimerKey::Grace(seat), left(left_ms));
+                }
+            }
+        }
+        let grace = t.shared.config.grace;
+        for (seat, user) in head.users.iter().enumerate() {
+            let (Some(user), Some(slot)) = (user, t.seats.get_mut(seat)) else {
+                continue;
+            };
+            *slot = Some(Holder {
+                user: user.as_str().into(),
+                client: None,
+            });
+            t.shared.metrics.players.add(1);
+            t.timers
+                .entry(TimerKey::Grace(seat as Seat))
+                .or_insert(now + grace);
+        }
+        t
+    }
+
+    /// The engine's part of the record and the game's save.
+    fn record(&self) -> Result<Bytes, String> {
+        let game = self
+            .game
+            .save()
+            .ok_or_else(|| format!("{} tables cannot be saved", self.game_name))?;
+        let now = Instant::now();
+        let mut timers: Vec<SavedTimer> = self
+            .timers
+            .iter()
+            .map(|(k, at)| {
+                let left_ms = at.saturating_duration_since(now).as_millis() as u64;
+                match *k {
+                    TimerKey::Game(key) => SavedTimer::Game { key, left_ms },
+                    TimerKey::Grace(seat) => SavedTimer::Grace { seat, left_ms },
+                }
+            })
+            .collect();
+        timers.sort_by_key(|t| match t {
+            SavedTimer::Game { key, .. } => (0, *key),
+            SavedTimer::Grace { seat, .. } => (1, u64::from(*seat)),
+        });
+        let head = Head {
+            v: RECORD_VERSION,
+            id: self.id,
+            game: self.game_name.clone(),
+            seats: self.params.seats,
+            timing: self.params.timing.clone(),
+            path: self.path.clone(),
+            params: self.params.params.clone(),
+            users: self
+                .seats
+                .iter()
+                .map(|h| h.as_ref().map(|h| h.user.to_string()))
+                .collect(),
+            timers,
+            attrs: self.attrs.clone(),
+        };
+        crate::durable::encode(&head, &game)
+    }
+
+    /// Saves the table if the last message may have changed it, before
+    /// anything it produced is sent. False: the lease is lost (another node
+    /// may own the table): nothing may be sent, the table must stop.
+    async fn persist(&mut self) -> bool {
+        let touched = std::mem::take(&mut self.touched);
+        if !touched || self.durable.is_none() {
+            return true;
+        }
+        let record = match self.record() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(table = self.id, "cannot save the table: {e}");
+                return false;
+            }
+        };
+        let Some(d) = self.durable.as_mut() else {
+            return true;
+        };
+        loop {
+            let sent = Instant::now();
+            match d.store.save(d.lease, record.clone()).await {
+                Ok(_) => {
+                    d.confirmed = sent;
+                    return true;
+                }
+                Err(StoreError::Fenced(holder)) => {
+                    tracing::warn!(
+                        table = self.id,
+                        token = d.lease.token,
+                        ?holder,
+                        "table lease lost: fenced"
+                    );
+                    return false;
+                }
+                Err(StoreError::Unavailable(e)) => {
+                    // Nothing is sent until the state is saved; the lease
+                    // check in the store decides whether this node may go on
+                    // once the store is back.
+                    tracing::debug!(table = self.id, "save failed, retrying: {e}");
+                    tokio::time::sleep(SAVE_RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// Renews the lease; false if it is lost.
+    async fn renew(&mut self) -> bool {
+        let Some(d) = self.durable.as_mut() else {
+            return true;
+        };
+        let sent = Instant::now();
+        match d.store.renew(d.lease, d.lease_time).await {
+            Ok(true) => {
+                d.confirmed = sent;
+                true
+            }
+            Ok(false) | Err(StoreError::Fenced(_)) => {
+                tracing::warn!(table = self.id, token = d.lease.token, "table lease lost");
+                false
+            }
+            // Unreachable: try again at the next tick; a save will tell.
+            Err(StoreError::Unavailable(_)) => true,
+        }
+    }
+
+    /// This node lost the table to another: its local players and watchers
+    /// are told (the game goes on at the new owner), nothing else is sent.
+    fn lost(&mut self) {
+        self.out.clear();
+        let reason = "the table moved to another node: sit again to get your seat back";
+        let clients: Vec<Arc<Client>> = self
+            .seats
+            .iter()
+            .flatten()
+            .filter_map(|h| h.client.clone())
+            .chain(self.watchers.drain(..))
+            .collect();
+        for c in clients {
+            self.unseat(&c, ErrorCode::UnknownTable, reason);
+        }
+        let players = self.seats.iter().flatten().count() as i64;
+        self.shared.metrics.players.add(-players);
+        self.flush();
     }
 
     /// The current lobby entry.
@@ -166,23 +374,52 @@ impl Table {
 
     /// Runs the table until it is closed or its game fails.
     pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<TableMsg>) {
-        self.call(|g, ctx| g.created(ctx));
+        if !self.restored {
+            self.call(|g, ctx| g.created(ctx));
+        }
+        if !self.persist().await {
+            self.lost();
+            self.shared.table_ended(self.id);
+            return;
+        }
         self.after_message();
+        let renew_every = self
+            .durable
+            .as_ref()
+            .map(|d| (d.lease_time / 3).max(Duration::from_millis(10)));
+        let mut renew_at = renew_every.map(|r| Instant::now() + r);
         loop {
             let next = self.timers.values().min().copied();
             let flow = tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(m) => self.handle(m),
+                    Some(m) => {
+                        self.touched |= !matches!(m, TableMsg::Info { .. });
+                        self.handle(m)
+                    }
                     None => Flow::Stop,
                 },
                 _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    self.touched = true;
                     self.fire_due();
                     Flow::Continue
+                }
+                _ = tokio::time::sleep_until(renew_at.unwrap_or_else(Instant::now)), if renew_at.is_some() => {
+                    renew_at = renew_every.map(|r| Instant::now() + r);
+                    if self.renew().await {
+                        Flow::Continue
+                    } else {
+                        self.lost();
+                        break;
+                    }
                 }
             };
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
                 self.flush();
+                break;
+            }
+            if !self.persist().await {
+                self.lost();
                 break;
             }
             self.after_message();

@@ -22,6 +22,7 @@ use crate::lua;
 use crate::resp::Value;
 use bytes::Bytes;
 use herald_core::BrokerError;
+use herald_game::durable as game;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -290,4 +291,86 @@ fn text(v: Option<&Value>) -> Option<String> {
 /// An integer reply, or a decimal string (hash fields come back as strings).
 fn uint(v: Option<&Value>) -> Option<u64> {
     v?.int().and_then(|i| u64::try_from(i).ok())
+}
+
+/// The engine's view of the store (`herald_game::durable`): the server
+/// hands this to `Engine::with_durability`.
+impl herald_game::durable::TableStore for TableStore {
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn claim(
+        &self,
+        table: u64,
+        floor: u64,
+        lease: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<game::Claimed, game::StoreError>> {
+        Box::pin(async move {
+            Ok(
+                match TableStore::claim(self, table, floor, lease)
+                    .await
+                    .map_err(to_game)?
+                {
+                    Claim::Held(by) => game::Claimed::Held(by),
+                    Claim::Won {
+                        lease,
+                        now_ms,
+                        saved,
+                    } => game::Claimed::Won {
+                        lease: game::Lease {
+                            table: lease.table,
+                            token: lease.token,
+                        },
+                        now_ms,
+                        saved: saved.map(|s| game::Saved {
+                            token: s.token,
+                            at_ms: s.at_ms,
+                            data: s.data,
+                        }),
+                    },
+                },
+            )
+        })
+    }
+
+    fn save(
+        &self,
+        lease: game::Lease,
+        record: Bytes,
+    ) -> herald_game::durable::BoxFuture<'_, Result<u64, game::StoreError>> {
+        Box::pin(async move {
+            let lease = Lease {
+                table: lease.table,
+                token: lease.token,
+            };
+            TableStore::save(self, &lease, &record)
+                .await
+                .map_err(to_game)
+        })
+    }
+
+    fn renew(
+        &self,
+        lease: game::Lease,
+        time: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<bool, game::StoreError>> {
+        Box::pin(async move {
+            let lease = Lease {
+                table: lease.table,
+                token: lease.token,
+            };
+            let lost = TableStore::renew(self, std::slice::from_ref(&lease), time)
+                .await
+                .map_err(to_game)?;
+            Ok(lost.is_empty())
+        })
+    }
+}
+
+fn to_game(e: TableStoreError) -> game::StoreError {
+    match e {
+        TableStoreError::Fenced { holder, .. } => game::StoreError::Fenced(holder),
+        other => game::StoreError::Unavailable(other.to_string()),
+    }
 }
