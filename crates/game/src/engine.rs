@@ -151,11 +151,14 @@ pub(crate) struct Shared {
     /// The highest fencing token seen per table: the floor of the next
     /// claim, so tokens grow even if the store lost its counter.
     tokens: Mutex<HashMap<u64, u64>>,
+    /// Leases of the durable tables running here.
+    owned: Mutex<HashMap<u64, Lease>>,
 }
 
 impl Shared {
     pub(crate) fn table_ended(&self, id: u64) {
         write(&self.tables).remove(&id);
+        lock(&self.owned).remove(&id);
         self.lobby.remove(id);
     }
 }
@@ -214,6 +217,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             durable,
             tokens: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
             lobby: Lobby::default(),
             metrics: GameMetrics::default(),
             factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -386,6 +390,7 @@ impl Engine {
         self.shared.lobby.put(table.entry());
         let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
         write(&self.shared.tables).insert(id, tx);
+        lock(&self.shared.owned).insert(id, lease);
         self.shared
             .next_id
             .fetch_max(id.saturating_add(1), Ordering::Relaxed);
@@ -395,6 +400,36 @@ impl Engine {
             restored,
             save_age,
         })
+    }
+
+    /// This node's id in the cluster, when its tables are durable.
+    pub fn node_id(&self) -> Option<&str> {
+        self.shared.durable.as_ref().map(|d| d.store.node())
+    }
+
+    /// The leases of the durable tables running here, by table.
+    pub fn leases(&self) -> HashMap<u64, Lease> {
+        lock(&self.shared.owned).clone()
+    }
+
+    /// Whether a table could be created from `spec` (the game exists and
+    /// takes its parameters), without creating it.
+    pub fn check_spec(&self, spec: &TableSpec) -> Result<(), EngineError> {
+        let factory = self
+            .shared
+            .factories
+            .get(spec.game.as_str())
+            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
+        let params = TableParams {
+            id: 0,
+            seats: spec.seats,
+            timing: spec.timing.clone(),
+            params: spec.params.clone(),
+        };
+        factory
+            .create(&params)
+            .map(|_| ())
+            .map_err(EngineError::BadParams)
     }
 
     /// Whether table `id` runs on this node.

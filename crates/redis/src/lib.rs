@@ -238,6 +238,16 @@ impl RedisBroker {
         &self.inner.node_id
     }
 
+    /// Game tables' leases and saves for this node, on the broker's link
+    /// (decision 0009).
+    pub fn table_store(&self) -> tables::TableStore {
+        tables::TableStore::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
+    }
+
     /// Sets what this node reports in its heartbeats (once).
     pub fn set_stats(&self, stats: StatsFn) {
         let _ = self.inner.stats.set(stats);
