@@ -156,6 +156,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A table here holds `lease` (a new one after a re-claim).
+    pub(crate) fn leased(&self, lease: Lease) {
+        lock(&self.owned).insert(lease.table, lease);
+        let mut tokens = lock(&self.tokens);
+        let seen = tokens.entry(lease.table).or_default();
+        *seen = (*seen).max(lease.token);
+    }
+
     pub(crate) fn table_ended(&self, id: u64) {
         write(&self.tables).remove(&id);
         lock(&self.owned).remove(&id);
@@ -359,6 +367,18 @@ impl Engine {
                 let age = Duration::from_millis(now_ms.saturating_sub(saved.at_ms));
                 let table = Table::restore(&head, game, self.shared.clone(), age);
                 (table, true, age)
+            }
+            // The table existed (this node saw a token for it) but nothing
+            // is saved: Redis lost its data. Starting it afresh would reset
+            // its chips silently; it stays closed instead.
+            None if floor > 0 => {
+                return Err(EngineError::Restore(
+                    id,
+                    format!(
+                        "no saved state, though token {floor} held it: the store lost its data; \
+                         not started afresh (its chips are unknown)"
+                    ),
+                ));
             }
             None => {
                 let factory = self

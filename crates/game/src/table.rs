@@ -18,7 +18,7 @@
 //! A game that panics closes its own table (everyone gets `unseat` with code
 //! 100); other tables go on.
 
-use crate::durable::{Head, Lease, SavedTimer, StoreError, TableStore, RECORD_VERSION};
+use crate::durable::{Claimed, Head, Lease, SavedTimer, StoreError, TableStore, RECORD_VERSION};
 use crate::engine::Shared;
 use crate::{Ctx, Effect, Game, Seat, TableParams};
 use bytes::Bytes;
@@ -290,15 +290,23 @@ impl Table {
                 return false;
             }
         };
-        let Some(d) = self.durable.as_mut() else {
-            return true;
-        };
         loop {
+            let Some(d) = self.durable.as_mut() else {
+                return true;
+            };
             let sent = Instant::now();
             match d.store.save(d.lease, record.clone()).await {
                 Ok(_) => {
                     d.confirmed = sent;
                     return true;
+                }
+                // The lease expired and nobody took it (Redis was away
+                // longer than the lease, or lost its data): this node may
+                // take it back if nobody saved since its own last save.
+                Err(StoreError::Fenced(None)) => {
+                    if !self.reclaim_lease().await {
+                        return false;
+                    }
                 }
                 Err(StoreError::Fenced(holder)) => {
                     tracing::warn!(
@@ -320,6 +328,48 @@ impl Table {
         }
     }
 
+    /// Claims the table again after its lease expired with nobody holding
+    /// it. True if this node holds it again and its in-memory state is the
+    /// latest: the last save is its own, or there is none (Redis lost its
+    /// data; the memory of this node is all there is, so it is written
+    /// back rather than lost).
+    async fn reclaim_lease(&mut self) -> bool {
+        let Some(d) = self.durable.as_mut() else {
+            return false;
+        };
+        let sent = Instant::now();
+        match d.store.claim(self.id, d.lease.token, d.lease_time).await {
+            Ok(Claimed::Won { lease, saved, .. }) => {
+                let ours = saved.as_ref().is_none_or(|s| s.token == d.lease.token);
+                tracing::warn!(
+                    table = self.id,
+                    old = d.lease.token,
+                    token = lease.token,
+                    ours,
+                    lost_data = saved.is_none(),
+                    "table lease expired: claimed again"
+                );
+                if !ours {
+                    return false;
+                }
+                d.lease = lease;
+                d.confirmed = sent;
+                self.shared.leased(lease);
+                true
+            }
+            Ok(Claimed::Held(by)) => {
+                tracing::warn!(table = self.id, %by, "table lease lost");
+                false
+            }
+            Err(StoreError::Fenced(_)) => false,
+            // Try the save (and so this) again after a pause.
+            Err(StoreError::Unavailable(_)) => {
+                tokio::time::sleep(SAVE_RETRY).await;
+                true
+            }
+        }
+    }
+
     /// Renews the lease; false if it is lost.
     async fn renew(&mut self) -> bool {
         let Some(d) = self.durable.as_mut() else {
@@ -331,10 +381,9 @@ impl Table {
                 d.confirmed = sent;
                 true
             }
-            Ok(false) | Err(StoreError::Fenced(_)) => {
-                tracing::warn!(table = self.id, token = d.lease.token, "table lease lost");
-                false
-            }
+            // Expired (and perhaps taken): take it back only if nobody else
+            // holds it and nobody saved since this node did.
+            Ok(false) | Err(StoreError::Fenced(_)) => self.reclaim_lease().await,
             // Unreachable: try again at the next tick; a save will tell.
             Err(StoreError::Unavailable(_)) => true,
         }

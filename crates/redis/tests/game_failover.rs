@@ -377,3 +377,70 @@ fn an_owner_that_lost_its_lease_sends_and_saves_nothing() {
         serde_json::from_slice(&b.block_on(b.engine.table(2)).unwrap().state).unwrap();
     assert_eq!(state["turn"].as_u64(), Some(seat as u64));
 }
+
+/// Redis restarted without its data in the middle of a hand: the owner,
+/// alive, still has the table in memory. Its next save (or renewal) finds
+/// no lease, claims the table again with a token above its old one, and
+/// writes its state back: nothing is reset, the hand goes on.
+#[test]
+fn redis_losing_its_data_does_not_reset_a_table_whose_owner_lives() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let a = Node::start(&redis, "a", Duration::from_secs(2));
+    a.claim(3, &spec(60_000)).unwrap();
+    let mut players: Vec<Player> = ["ann", "bob"].iter().map(|u| Player::new(u)).collect();
+    for p in &mut players {
+        p.sit(&a.engine, 3);
+    }
+    let turn = players[0].game_event("turn");
+    let before: Value =
+        serde_json::from_slice(&a.block_on(a.engine.table(3)).unwrap().state).unwrap();
+    redis.restart();
+    let seat = turn["seat"].as_u64().unwrap() as usize;
+    players[seat].act(&a.engine, 3, 40, json!({"a": "call"}));
+    let after: Value =
+        serde_json::from_slice(&a.block_on(a.engine.table(3)).unwrap().state).unwrap();
+    assert_eq!(after["hand"], before["hand"]);
+    assert_eq!(chips(&after), chips(&before), "{before}\n{after}");
+    assert!(a.engine.runs_here(3));
+    let tok = redis
+        .command(&["HGET", "herald:t:{3}:state", "tok"])
+        .unwrap();
+    assert_eq!(tok.int(), Some(2), "claimed again above the old token");
+}
+
+/// Redis restarted without its data after the owner died: nobody has the
+/// table's state. A node that knew the table (it saw its lease) refuses to
+/// start it afresh, which would silently reset its players' chips.
+#[test]
+fn a_table_whose_state_and_owner_are_both_gone_is_not_reset() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let lease = Duration::from_millis(400);
+    let mut a = Node::start(&redis, "a", lease);
+    let b = Node::start(&redis, "b", lease);
+    let spec = spec(60_000);
+    a.claim(4, &spec).unwrap();
+    assert!(matches!(b.claim(4, &spec), Err(EngineError::Held(4, _))));
+    let mut p = Player::new("ann");
+    p.sit(&a.engine, 4);
+    a.kill();
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let err = loop {
+        match b.claim(4, &spec) {
+            Err(EngineError::Store(_)) => {
+                assert!(Instant::now() < deadline, "redis never came back");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other,
+        }
+    };
+    match err {
+        Err(EngineError::Restore(4, why)) => assert!(why.contains("not started afresh"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!b.engine.runs_here(4));
+}
