@@ -8,8 +8,9 @@
 //! the client's outbox. The engine remembers which tables each client
 //! touched, so that when its connection ends only those tables hear of it.
 
+use crate::durable::{Claimed, Durability, Lease, StoreError};
 use crate::lobby::Lobby;
-use crate::table::{error, Table, TableInfo, TableMsg};
+use crate::table::{error, DurableTable, Table, TableInfo, TableMsg};
 use crate::{GameFactory, TableParams};
 use herald_core::games::Games;
 use herald_core::metrics::{Counter, Histogram};
@@ -107,6 +108,33 @@ pub enum EngineError {
     /// No table has this id.
     #[error("unknown table {0}")]
     UnknownTable(u64),
+    /// The engine has no [`Durability`] (not in a cluster).
+    #[error("tables are not durable on this node")]
+    NotDurable,
+    /// Another node holds the table's lease (`NODE:TOKEN`).
+    #[error("table {0} is owned by {1}")]
+    Held(u64, String),
+    /// The table runs here already.
+    #[error("table {0} already runs on this node")]
+    AlreadyHere(u64),
+    /// The store is unreachable.
+    #[error("{0}")]
+    Store(StoreError),
+    /// The table's save could not be restored (corrupt, another game, a
+    /// game that cannot restore); its chips are in the record for the log.
+    #[error("table {0} cannot be restored: {1}")]
+    Restore(u64, String),
+}
+
+/// A table this node now owns (see [`Engine::claim_table`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    /// The lease, with its fencing token.
+    pub lease: Lease,
+    /// Restored from a save (a take-over), or created fresh.
+    pub restored: bool,
+    /// How long ago, on the store's clock, the restored save was made.
+    pub save_age: Duration,
 }
 
 pub(crate) struct Shared {
@@ -118,11 +146,27 @@ pub(crate) struct Shared {
     /// Tables each client sent `sit` or `watch` to, by client id.
     visits: Mutex<HashMap<u64, Vec<u64>>>,
     next_id: AtomicU64,
+    /// In a cluster: where tables save (decision 0009).
+    durable: Option<Durability>,
+    /// The highest fencing token seen per table: the floor of the next
+    /// claim, so tokens grow even if the store lost its counter.
+    tokens: Mutex<HashMap<u64, u64>>,
+    /// Leases of the durable tables running here.
+    owned: Mutex<HashMap<u64, Lease>>,
 }
 
 impl Shared {
+    /// A table here holds `lease` (a new one after a re-claim).
+    pub(crate) fn leased(&self, lease: Lease) {
+        lock(&self.owned).insert(lease.table, lease);
+        let mut tokens = lock(&self.tokens);
+        let seen = tokens.entry(lease.table).or_default();
+        *seen = (*seen).max(lease.token);
+    }
+
     pub(crate) fn table_ended(&self, id: u64) {
         write(&self.tables).remove(&id);
+        lock(&self.owned).remove(&id);
         self.lobby.remove(id);
     }
 }
@@ -131,6 +175,10 @@ fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     // Every critical section is a single map operation: nothing half done
     // survives a panic, so poisoning is ignored.
     l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
@@ -156,7 +204,28 @@ impl Engine {
     /// runtime: it starts the lobby's flush task (which ends when the engine
     /// is dropped).
     pub fn new(config: EngineConfig, factories: Vec<Arc<dyn GameFactory>>) -> Arc<Engine> {
+        Engine::build(config, factories, None)
+    }
+
+    /// An engine whose tables, claimed with [`Engine::claim_table`], are
+    /// durable in `durability`'s store (a cluster node).
+    pub fn with_durability(
+        config: EngineConfig,
+        factories: Vec<Arc<dyn GameFactory>>,
+        durability: Durability,
+    ) -> Arc<Engine> {
+        Engine::build(config, factories, Some(durability))
+    }
+
+    fn build(
+        config: EngineConfig,
+        factories: Vec<Arc<dyn GameFactory>>,
+        durable: Option<Durability>,
+    ) -> Arc<Engine> {
         let shared = Arc::new(Shared {
+            durable,
+            tokens: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
             lobby: Lobby::default(),
             metrics: GameMetrics::default(),
             factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -224,6 +293,168 @@ impl Engine {
         write(&self.shared.tables).insert(id, tx);
         tokio::spawn(table.run(rx));
         Ok(id)
+    }
+
+    /// Claims table `id` in the cluster and runs it here: restored from
+    /// its last save if it has one (a take-over: the hand goes on where the
+    /// previous owner's last acknowledged change left it), else created
+    /// from `spec`. Fails with [`EngineError::Held`] while another node
+    /// holds its lease.
+    pub async fn claim_table(&self, id: u64, spec: &TableSpec) -> Result<Owned, EngineError> {
+        let d = self.shared.durable.clone().ok_or(EngineError::NotDurable)?;
+        if read(&self.shared.tables).contains_key(&id) {
+            return Err(EngineError::AlreadyHere(id));
+        }
+        let floor = lock(&self.shared.tokens).get(&id).copied().unwrap_or(0);
+        let claimed = d
+            .store
+            .claim(id, floor, d.lease)
+            .await
+            .map_err(EngineError::Store)?;
+        let claimed_at = tokio::time::Instant::now();
+        let (lease, now_ms, saved) = match claimed {
+            Claimed::Held(by) => {
+                if let Some(tok) = by.rsplit_once(':').and_then(|(_, t)| t.parse::<u64>().ok()) {
+                    let mut tokens = lock(&self.shared.tokens);
+                    let seen = tokens.entry(id).or_default();
+                    *seen = (*seen).max(tok);
+                }
+                return Err(EngineError::Held(id, by));
+            }
+            Claimed::Won {
+                lease,
+                now_ms,
+                saved,
+            } => (lease, now_ms, saved),
+        };
+        {
+            let mut tokens = lock(&self.shared.tokens);
+            let seen = tokens.entry(id).or_default();
+            *seen = (*seen).max(lease.token);
+        }
+        let durable = DurableTable {
+            store: d.store.clone(),
+            lease,
+            lease_time: d.lease,
+            confirmed: claimed_at,
+        };
+        let (table, restored, save_age) = match saved {
+            Some(saved) => {
+                let (head, state) =
+                    crate::durable::decode(&saved.data).map_err(|e| EngineError::Restore(id, e))?;
+                if head.id != id {
+                    return Err(EngineError::Restore(
+                        id,
+                        format!("the save is table {}'s", head.id),
+                    ));
+                }
+                let factory = self
+                    .shared
+                    .factories
+                    .get(head.game.as_str())
+                    .ok_or_else(|| {
+                        EngineError::Restore(id, format!("unknown game {:?}", head.game))
+                    })?;
+                let params = TableParams {
+                    id,
+                    seats: head.seats,
+                    timing: head.timing.clone(),
+                    params: head.params.clone(),
+                };
+                let game = factory
+                    .restore(&params, state)
+                    .map_err(|e| EngineError::Restore(id, e))?;
+                let age = Duration::from_millis(now_ms.saturating_sub(saved.at_ms));
+                let table = Table::restore(&head, game, self.shared.clone(), age);
+                (table, true, age)
+            }
+            // The table existed (this node saw a token for it) but nothing
+            // is saved: Redis lost its data. Starting it afresh would reset
+            // its chips silently; it stays closed instead.
+            None if floor > 0 => {
+                return Err(EngineError::Restore(
+                    id,
+                    format!(
+                        "no saved state, though token {floor} held it: the store lost its data; \
+                         not started afresh (its chips are unknown)"
+                    ),
+                ));
+            }
+            None => {
+                let factory = self
+                    .shared
+                    .factories
+                    .get(spec.game.as_str())
+                    .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
+                let params = TableParams {
+                    id,
+                    seats: spec.seats,
+                    timing: spec.timing.clone(),
+                    params: spec.params.clone(),
+                };
+                let game = factory.create(&params).map_err(EngineError::BadParams)?;
+                if game.save().is_none() {
+                    return Err(EngineError::BadParams(format!(
+                        "{} tables cannot be saved, so not run in a cluster",
+                        spec.game
+                    )));
+                }
+                let path = spec.path.clone().unwrap_or_else(|| {
+                    format!("{}/{}-seat/{}", spec.game, spec.seats, spec.timing)
+                });
+                let table = Table::new(&params, path, game, factory.name(), self.shared.clone());
+                (table, false, Duration::ZERO)
+            }
+        };
+        let table = table.durable(durable);
+        self.shared.lobby.put(table.entry());
+        let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
+        write(&self.shared.tables).insert(id, tx);
+        lock(&self.shared.owned).insert(id, lease);
+        self.shared
+            .next_id
+            .fetch_max(id.saturating_add(1), Ordering::Relaxed);
+        tokio::spawn(table.run(rx));
+        Ok(Owned {
+            lease,
+            restored,
+            save_age,
+        })
+    }
+
+    /// This node's id in the cluster, when its tables are durable.
+    pub fn node_id(&self) -> Option<&str> {
+        self.shared.durable.as_ref().map(|d| d.store.node())
+    }
+
+    /// The leases of the durable tables running here, by table.
+    pub fn leases(&self) -> HashMap<u64, Lease> {
+        lock(&self.shared.owned).clone()
+    }
+
+    /// Whether a table could be created from `spec` (the game exists and
+    /// takes its parameters), without creating it.
+    pub fn check_spec(&self, spec: &TableSpec) -> Result<(), EngineError> {
+        let factory = self
+            .shared
+            .factories
+            .get(spec.game.as_str())
+            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
+        let params = TableParams {
+            id: 0,
+            seats: spec.seats,
+            timing: spec.timing.clone(),
+            params: spec.params.clone(),
+        };
+        factory
+            .create(&params)
+            .map(|_| ())
+            .map_err(EngineError::BadParams)
+    }
+
+    /// Whether table `id` runs on this node.
+    pub fn runs_here(&self, id: u64) -> bool {
+        read(&self.shared.tables).contains_key(&id)
     }
 
     /// A table's state: its entry, seats and public snapshot.

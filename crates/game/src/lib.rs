@@ -18,9 +18,12 @@
 //!   face that sessions call, metrics.
 //! - `table`: one task per table: seats, watchers, grace periods, timers,
 //!   applying a game's effects (encoded once per encoding).
+//! - [`durable`]: what a table saves in a cluster, and the store contract
+//!   (leases with fencing tokens; decision 0009).
 //! - [`lobby`]: table entries, snapshots and coalesced deltas.
 //! - [`testing`]: a fake-clock harness for a game's unit tests.
 
+pub mod durable;
 pub mod engine;
 pub mod lobby;
 mod table;
@@ -88,6 +91,20 @@ pub trait Game: Send + 'static {
     /// own hole cards) or, for `None`, to a watcher. Sent when someone sits,
     /// watches or returns, so they can draw the table and go on from there.
     fn snapshot(&self, seat: Option<Seat>) -> Bytes;
+
+    /// The game's whole state, for another node to go on from it after this
+    /// one died ([`GameFactory::restore`], decision 0009): everything the
+    /// rules will ever read again, a hand in progress included (its deck,
+    /// cards, bets, whose turn), and the state of any random generator. Not
+    /// the engine's part: seats' user ids and pending timers are saved by the
+    /// engine beside it. `None` (the default): this game cannot be restored,
+    /// so a cluster closes its tables instead of failing them over.
+    ///
+    /// Contract: `restore(save())` followed by the same calls behaves exactly
+    /// as this game would (same messages, same effects).
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Why a game refused an action. The message reaches the player.
@@ -123,6 +140,15 @@ pub trait GameFactory: Send + Sync + 'static {
     /// A new game for a table, or why these parameters are refused (the
     /// operator sees it: a config error or an HTTP 400).
     fn create(&self, params: &TableParams) -> Result<Box<dyn Game>, String>;
+
+    /// The game of a table created with `params`, from what its
+    /// [`Game::save`] returned (read back from Redis: outside data, so a
+    /// malformed or inconsistent state is an `Err`, never a panic). The
+    /// default refuses: a game without `save` has nothing to restore.
+    fn restore(&self, params: &TableParams, state: &[u8]) -> Result<Box<dyn Game>, String> {
+        let _ = (params, state);
+        Err(format!("{} tables cannot be restored", self.name()))
+    }
 }
 
 /// What a table was created with.

@@ -18,6 +18,7 @@
 //! A game that panics closes its own table (everyone gets `unseat` with code
 //! 100); other tables go on.
 
+use crate::durable::{Claimed, Head, Lease, SavedTimer, StoreError, TableStore, RECORD_VERSION};
 use crate::engine::Shared;
 use crate::{Ctx, Effect, Game, Seat, TableParams};
 use bytes::Bytes;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -109,7 +111,31 @@ pub(crate) struct Table {
     dirty: bool,
     /// The game panicked: close at the end of this message.
     failed: bool,
+    /// What the current message produced for clients, sent once it is
+    /// handled (and, on a durable table, saved).
+    out: Vec<(Arc<Client>, Bytes)>,
+    /// The parameters it was created with (saved in its record).
+    params: TableParams,
+    game_name: String,
+    /// In a cluster: the lease and where to save (decision 0009).
+    durable: Option<DurableTable>,
+    /// The current message may have changed the durable state.
+    touched: bool,
+    /// Restored from a save: `Game::created` was called by its first owner.
+    restored: bool,
 }
+
+/// A durable table's lease and store.
+pub(crate) struct DurableTable {
+    pub(crate) store: Arc<dyn TableStore>,
+    pub(crate) lease: Lease,
+    pub(crate) lease_time: Duration,
+    /// When the last renewal (or save, or claim) that succeeded was sent.
+    pub(crate) confirmed: Instant,
+}
+
+/// Time between two attempts to save while the store is unreachable.
+const SAVE_RETRY: Duration = Duration::from_millis(100);
 
 /// The user id a seat belongs to: the token's subject, or for anonymous
 /// clients (when allowed) one made from the connection, which therefore
@@ -145,7 +171,242 @@ impl Table {
             shared,
             dirty: true,
             failed: false,
+            out: Vec::new(),
+            params: params.clone(),
+            game_name: game_name.to_string(),
+            durable: None,
+            touched: true,
+            restored: false,
         }
+    }
+
+    /// Makes the table durable: it saves before anything it sends.
+    pub(crate) fn durable(mut self, d: DurableTable) -> Table {
+        self.durable = Some(d);
+        self
+    }
+
+    /// A table taken over from a save made `elapsed` ago: the seats are
+    /// held by their users, all away (their connections were elsewhere;
+    /// each gets the grace period to come back), the timers resume with
+    /// what they had left.
+    pub(crate) fn restore(
+        head: &Head,
+        game: Box<dyn Game>,
+        shared: Arc<Shared>,
+        elapsed: Duration,
+    ) -> Table {
+        let params = TableParams {
+            id: head.id,
+            seats: head.seats,
+            timing: head.timing.clone(),
+            params: head.params.clone(),
+        };
+        let mut t = Table::new(&params, head.path.clone(), game, &head.game, shared);
+        t.attrs = head.attrs.clone();
+        t.restored = true;
+        let now = Instant::now();
+        let left = |ms: u64| now + Duration::from_millis(ms).saturating_sub(elapsed);
+        for timer in &head.timers {
+            match *timer {
+                SavedTimer::Game { key, left_ms } => {
+                    t.timers.insert(TimerKey::Game(key), left(left_ms));
+                }
+                SavedTimer::Grace { seat, left_ms } => {
+                    t.timers.insert(TimerKey::Grace(seat), left(left_ms));
+                }
+            }
+        }
+        let grace = t.shared.config.grace;
+        for (seat, user) in head.users.iter().enumerate() {
+            let (Some(user), Some(slot)) = (user, t.seats.get_mut(seat)) else {
+                continue;
+            };
+            *slot = Some(Holder {
+                user: user.as_str().into(),
+                client: None,
+            });
+            t.shared.metrics.players.add(1);
+            t.timers
+                .entry(TimerKey::Grace(seat as Seat))
+                .or_insert(now + grace);
+        }
+        t
+    }
+
+    /// The engine's part of the record and the game's save.
+    fn record(&self) -> Result<Bytes, String> {
+        let game = self
+            .game
+            .save()
+            .ok_or_else(|| format!("{} tables cannot be saved", self.game_name))?;
+        let now = Instant::now();
+        let mut timers: Vec<SavedTimer> = self
+            .timers
+            .iter()
+            .map(|(k, at)| {
+                let left_ms = at.saturating_duration_since(now).as_millis() as u64;
+                match *k {
+                    TimerKey::Game(key) => SavedTimer::Game { key, left_ms },
+                    TimerKey::Grace(seat) => SavedTimer::Grace { seat, left_ms },
+                }
+            })
+            .collect();
+        timers.sort_by_key(|t| match t {
+            SavedTimer::Game { key, .. } => (0, *key),
+            SavedTimer::Grace { seat, .. } => (1, u64::from(*seat)),
+        });
+        let head = Head {
+            v: RECORD_VERSION,
+            id: self.id,
+            game: self.game_name.clone(),
+            seats: self.params.seats,
+            timing: self.params.timing.clone(),
+            path: self.path.clone(),
+            params: self.params.params.clone(),
+            users: self
+                .seats
+                .iter()
+                .map(|h| h.as_ref().map(|h| h.user.to_string()))
+                .collect(),
+            timers,
+            attrs: self.attrs.clone(),
+        };
+        crate::durable::encode(&head, &game)
+    }
+
+    /// Saves the table if the last message may have changed it, before
+    /// anything it produced is sent. False: the lease is lost (another node
+    /// may own the table): nothing may be sent, the table must stop.
+    async fn persist(&mut self) -> bool {
+        let touched = std::mem::take(&mut self.touched);
+        if !touched || self.durable.is_none() {
+            return true;
+        }
+        let record = match self.record() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(table = self.id, "cannot save the table: {e}");
+                return false;
+            }
+        };
+        loop {
+            let Some(d) = self.durable.as_mut() else {
+                return true;
+            };
+            let sent = Instant::now();
+            match d.store.save(d.lease, record.clone()).await {
+                Ok(_) => {
+                    d.confirmed = sent;
+                    return true;
+                }
+                // The lease expired and nobody took it (Redis was away
+                // longer than the lease, or lost its data): this node may
+                // take it back if nobody saved since its own last save.
+                Err(StoreError::Fenced(None)) => {
+                    if !self.reclaim_lease().await {
+                        return false;
+                    }
+                }
+                Err(StoreError::Fenced(holder)) => {
+                    tracing::warn!(
+                        table = self.id,
+                        token = d.lease.token,
+                        ?holder,
+                        "table lease lost: fenced"
+                    );
+                    return false;
+                }
+                Err(StoreError::Unavailable(e)) => {
+                    // Nothing is sent until the state is saved; the lease
+                    // check in the store decides whether this node may go on
+                    // once the store is back.
+                    tracing::debug!(table = self.id, "save failed, retrying: {e}");
+                    tokio::time::sleep(SAVE_RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// Claims the table again after its lease expired with nobody holding
+    /// it. True if this node holds it again and its in-memory state is the
+    /// latest: the last save is its own, or there is none (Redis lost its
+    /// data; the memory of this node is all there is, so it is written
+    /// back rather than lost).
+    async fn reclaim_lease(&mut self) -> bool {
+        let Some(d) = self.durable.as_mut() else {
+            return false;
+        };
+        let sent = Instant::now();
+        match d.store.claim(self.id, d.lease.token, d.lease_time).await {
+            Ok(Claimed::Won { lease, saved, .. }) => {
+                let ours = saved.as_ref().is_none_or(|s| s.token == d.lease.token);
+                tracing::warn!(
+                    table = self.id,
+                    old = d.lease.token,
+                    token = lease.token,
+                    ours,
+                    lost_data = saved.is_none(),
+                    "table lease expired: claimed again"
+                );
+                if !ours {
+                    return false;
+                }
+                d.lease = lease;
+                d.confirmed = sent;
+                self.shared.leased(lease);
+                true
+            }
+            Ok(Claimed::Held(by)) => {
+                tracing::warn!(table = self.id, %by, "table lease lost");
+                false
+            }
+            Err(StoreError::Fenced(_)) => false,
+            // Try the save (and so this) again after a pause.
+            Err(StoreError::Unavailable(_)) => {
+                tokio::time::sleep(SAVE_RETRY).await;
+                true
+            }
+        }
+    }
+
+    /// Renews the lease; false if it is lost.
+    async fn renew(&mut self) -> bool {
+        let Some(d) = self.durable.as_mut() else {
+            return true;
+        };
+        let sent = Instant::now();
+        match d.store.renew(d.lease, d.lease_time).await {
+            Ok(true) => {
+                d.confirmed = sent;
+                true
+            }
+            // Expired (and perhaps taken): take it back only if nobody else
+            // holds it and nobody saved since this node did.
+            Ok(false) | Err(StoreError::Fenced(_)) => self.reclaim_lease().await,
+            // Unreachable: try again at the next tick; a save will tell.
+            Err(StoreError::Unavailable(_)) => true,
+        }
+    }
+
+    /// This node lost the table to another: its local players and watchers
+    /// are told (the game goes on at the new owner), nothing else is sent.
+    fn lost(&mut self) {
+        self.out.clear();
+        let reason = "the table moved to another node: sit again to get your seat back";
+        let clients: Vec<Arc<Client>> = self
+            .seats
+            .iter()
+            .flatten()
+            .filter_map(|h| h.client.clone())
+            .chain(self.watchers.drain(..))
+            .collect();
+        for c in clients {
+            self.unseat(&c, ErrorCode::UnknownTable, reason);
+        }
+        let players = self.seats.iter().flatten().count() as i64;
+        self.shared.metrics.players.add(-players);
+        self.flush();
     }
 
     /// The current lobby entry.
@@ -162,22 +423,52 @@ impl Table {
 
     /// Runs the table until it is closed or its game fails.
     pub(crate) async fn run(mut self, mut rx: mpsc::Receiver<TableMsg>) {
-        self.call(|g, ctx| g.created(ctx));
+        if !self.restored {
+            self.call(|g, ctx| g.created(ctx));
+        }
+        if !self.persist().await {
+            self.lost();
+            self.shared.table_ended(self.id);
+            return;
+        }
         self.after_message();
+        let renew_every = self
+            .durable
+            .as_ref()
+            .map(|d| (d.lease_time / 3).max(Duration::from_millis(10)));
+        let mut renew_at = renew_every.map(|r| Instant::now() + r);
         loop {
             let next = self.timers.values().min().copied();
             let flow = tokio::select! {
                 msg = rx.recv() => match msg {
-                    Some(m) => self.handle(m),
+                    Some(m) => {
+                        self.touched |= !matches!(m, TableMsg::Info { .. });
+                        self.handle(m)
+                    }
                     None => Flow::Stop,
                 },
                 _ = tokio::time::sleep_until(next.unwrap_or_else(Instant::now)), if next.is_some() => {
+                    self.touched = true;
                     self.fire_due();
                     Flow::Continue
+                }
+                _ = tokio::time::sleep_until(renew_at.unwrap_or_else(Instant::now)), if renew_at.is_some() => {
+                    renew_at = renew_every.map(|r| Instant::now() + r);
+                    if self.renew().await {
+                        Flow::Continue
+                    } else {
+                        self.lost();
+                        break;
+                    }
                 }
             };
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
+                self.flush();
+                break;
+            }
+            if !self.persist().await {
+                self.lost();
                 break;
             }
             self.after_message();
@@ -189,6 +480,7 @@ impl Table {
     }
 
     fn after_message(&mut self) {
+        self.flush();
         if self.dirty {
             self.dirty = false;
             self.shared.lobby.put(self.entry());
@@ -261,7 +553,7 @@ impl Table {
 
     fn sit(&mut self, client: Arc<Client>, id: u32, wanted: Option<u32>, data: &[u8]) {
         if self.watchers.iter().any(|c| c.id == client.id) {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -274,15 +566,15 @@ impl Table {
         }
         let seat = match wanted {
             Some(s) if s as usize >= self.seats.len() => {
-                return error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
+                return self.error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
             }
             Some(s) if self.seats[s as usize].is_some() => {
-                return error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
+                return self.error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
             }
             Some(s) => s,
             None => match self.seats.iter().position(Option::is_none) {
                 Some(s) => s as Seat,
-                None => return error(&client, id, ErrorCode::SeatUnavailable, "table full"),
+                None => return self.error(&client, id, ErrorCode::SeatUnavailable, "table full"),
             },
         };
         let refused =
@@ -290,11 +582,11 @@ impl Table {
         match refused {
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
-                return error(&client, id, ErrorCode::SeatUnavailable, &reason);
+                return self.error(&client, id, ErrorCode::SeatUnavailable, &reason);
             }
             Err(_) => {
                 self.failed = true;
-                return error(&client, id, ErrorCode::Internal, "the table failed");
+                return self.error(&client, id, ErrorCode::Internal, "the table failed");
             }
         }
         self.seats[seat as usize] = Some(Holder {
@@ -312,7 +604,7 @@ impl Table {
     /// after a drop, or the same user from a new connection).
     fn reclaim(&mut self, client: Arc<Client>, id: u32, seat: Seat, wanted: Option<u32>) {
         if wanted.is_some_and(|w| w != seat) {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -322,10 +614,11 @@ impl Table {
         let Some(holder) = self.seats[seat as usize].as_mut() else {
             return;
         };
+        let user = holder.user.clone();
         match holder.client.take() {
             Some(old) if old.id == client.id => {
                 holder.client = Some(old);
-                error(
+                self.error(
                     &client,
                     id,
                     ErrorCode::AlreadyAtTable,
@@ -335,9 +628,8 @@ impl Table {
             Some(old) => {
                 // The same user on a new connection: the old one loses the
                 // seat's messages (it is probably dead and not yet noticed).
-                unseat(
+                self.unseat(
                     &old,
-                    self.id,
                     ErrorCode::NotAtTable,
                     "your seat moved to another connection",
                 );
@@ -345,7 +637,6 @@ impl Table {
             }
             None => {
                 self.timers.remove(&TimerKey::Grace(seat));
-                let user = holder.user.clone();
                 self.seat_push(seat, &user, SeatStatus::Back);
                 self.call(|g, ctx| g.returned(ctx, seat));
                 self.attach(seat, client, id);
@@ -357,7 +648,7 @@ impl Table {
     /// snapshot: the first thing it hears from this table.
     fn attach(&mut self, seat: Seat, client: Arc<Client>, id: u32) {
         let data = self.snapshot(Some(seat));
-        reply(&client, id, Reply::Sit { seat, data });
+        self.reply(&client, id, Reply::Sit { seat, data });
         if let Some(h) = self.seats[seat as usize].as_mut() {
             h.client = Some(client);
         }
@@ -367,7 +658,7 @@ impl Table {
         if self.watchers.iter().any(|c| c.id == client.id)
             || self.seat_of_client(client.id).is_some()
         {
-            return error(
+            return self.error(
                 &client,
                 id,
                 ErrorCode::AlreadyAtTable,
@@ -375,7 +666,7 @@ impl Table {
             );
         }
         let data = self.snapshot(None);
-        reply(&client, id, Reply::Watch { data });
+        self.reply(&client, id, Reply::Watch { data });
         self.watchers.push(client);
         self.dirty = true;
     }
@@ -383,15 +674,15 @@ impl Table {
     fn stand(&mut self, client: &Arc<Client>, id: u32) {
         if let Some(seat) = self.seat_of_client(client.id) {
             self.vacate(seat);
-            return reply(client, id, Reply::Stand);
+            return self.reply(client, id, Reply::Stand);
         }
         let before = self.watchers.len();
         self.watchers.retain(|c| c.id != client.id);
         if self.watchers.len() != before {
             self.dirty = true;
-            return reply(client, id, Reply::Stand);
+            return self.reply(client, id, Reply::Stand);
         }
-        error(client, id, ErrorCode::NotAtTable, "not at this table")
+        self.error(client, id, ErrorCode::NotAtTable, "not at this table")
     }
 
     /// The player at `seat` leaves for good: the game is told, then the seat
@@ -409,7 +700,7 @@ impl Table {
     fn act(&mut self, client: &Arc<Client>, id: u32, data: &[u8], at: Instant) {
         self.shared.metrics.actions.inc();
         let Some(seat) = self.seat_of_client(client.id) else {
-            return error(
+            return self.error(
                 client,
                 id,
                 ErrorCode::NotAtTable,
@@ -421,14 +712,14 @@ impl Table {
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| game.act(&mut ctx, seat, data)));
         match result {
             Ok(Ok(())) => {
-                reply(client, id, Reply::Act);
+                self.reply(client, id, Reply::Act);
                 self.shared.metrics.action_latency.observe(at.elapsed());
                 self.apply(ctx);
             }
-            Ok(Err(e)) => error(client, id, ErrorCode::ActionRefused, &e.to_string()),
+            Ok(Err(e)) => self.error(client, id, ErrorCode::ActionRefused, &e.to_string()),
             Err(_) => {
                 self.failed = true;
-                error(client, id, ErrorCode::Internal, "the table failed");
+                self.error(client, id, ErrorCode::Internal, "the table failed");
             }
         }
     }
@@ -520,10 +811,11 @@ impl Table {
                         .seats
                         .get(seat as usize)
                         .and_then(|h| h.as_ref())
-                        .and_then(|h| h.client.as_ref())
+                        .and_then(|h| h.client.clone())
                     {
                         let msg = game_push(self.id, data);
-                        c.send(c.encoding.encode_server_bytes(&msg));
+                        let bytes = c.encoding.encode_server_bytes(&msg);
+                        self.out.push((c, bytes));
                         self.shared.metrics.events.inc();
                     }
                 }
@@ -556,7 +848,7 @@ impl Table {
                     if let Some(client) = client {
                         self.vacate(seat);
                         if let Some(c) = client {
-                            unseat(&c, self.id, ErrorCode::NotAtTable, &reason);
+                            self.unseat(&c, ErrorCode::NotAtTable, &reason);
                         }
                     }
                 }
@@ -565,7 +857,7 @@ impl Table {
     }
 
     /// Sends game data to players and/or watchers, encoded once per encoding.
-    fn broadcast(&self, data: Bytes, players: bool, watchers: bool) {
+    fn broadcast(&mut self, data: Bytes, players: bool, watchers: bool) {
         let msg = game_push(self.id, data);
         let mut encoded = Encoded::default();
         let mut n = 0;
@@ -576,20 +868,20 @@ impl Table {
                 .flatten()
                 .filter_map(|h| h.client.as_ref())
             {
-                c.send(encoded.get(c.encoding, &msg));
+                self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
                 n += 1;
             }
         }
         if watchers {
             for c in &self.watchers {
-                c.send(encoded.get(c.encoding, &msg));
+                self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
                 n += 1;
             }
         }
         self.shared.metrics.events.add(n);
     }
 
-    fn seat_push(&self, seat: Seat, user: &str, status: SeatStatus) {
+    fn seat_push(&mut self, seat: Seat, user: &str, status: SeatStatus) {
         let msg = ServerMsg::Push(Push::Seat {
             table: self.id,
             seat,
@@ -603,7 +895,39 @@ impl Table {
             .flatten()
             .filter_map(|h| h.client.as_ref());
         for c in players.chain(&self.watchers) {
-            c.send(encoded.get(c.encoding, &msg));
+            self.out.push((c.clone(), encoded.get(c.encoding, &msg)));
+        }
+    }
+
+    /// Queues a reply to `client`'s command `id` (none for id 0).
+    fn reply(&mut self, client: &Arc<Client>, id: u32, reply: Reply) {
+        if id != 0 {
+            let msg = ServerMsg::Reply { id, reply };
+            let bytes = client.encoding.encode_server_bytes(&msg);
+            self.out.push((client.clone(), bytes));
+        }
+    }
+
+    /// Queues an error reply.
+    fn error(&mut self, client: &Arc<Client>, id: u32, code: ErrorCode, message: &str) {
+        let bytes = client
+            .encoding
+            .encode_server_bytes(&error_msg(id, code, message));
+        self.out.push((client.clone(), bytes));
+    }
+
+    /// Queues an `unseat` push.
+    fn unseat(&mut self, client: &Arc<Client>, code: ErrorCode, reason: &str) {
+        let msg = unseat_msg(self.id, code, reason);
+        let bytes = client.encoding.encode_server_bytes(&msg);
+        self.out.push((client.clone(), bytes));
+    }
+
+    /// Sends what the last message produced, in order: every client's
+    /// bytes go to its bounded outbox.
+    fn flush(&mut self) {
+        for (c, bytes) in self.out.drain(..) {
+            c.send(bytes);
         }
     }
 
@@ -619,11 +943,11 @@ impl Table {
                 self.vacate(seat);
             }
             if let Some(c) = client {
-                unseat(&c, self.id, code, reason);
+                self.unseat(&c, code, reason);
             }
         }
         for c in std::mem::take(&mut self.watchers) {
-            unseat(&c, self.id, code, reason);
+            self.unseat(&c, code, reason);
         }
         self.timers.clear();
         self.shared.lobby.remove(self.id);
@@ -659,19 +983,25 @@ pub(crate) fn reply(client: &Client, id: u32, reply: Reply) {
 }
 
 pub(crate) fn error(client: &Client, id: u32, code: ErrorCode, message: &str) {
-    let msg = ServerMsg::Error {
+    client.send(
+        client
+            .encoding
+            .encode_server_bytes(&error_msg(id, code, message)),
+    );
+}
+
+fn error_msg(id: u32, code: ErrorCode, message: &str) -> ServerMsg {
+    ServerMsg::Error {
         id,
         code: code.code(),
         message: message.to_string(),
-    };
-    client.send(client.encoding.encode_server_bytes(&msg));
+    }
 }
 
-fn unseat(client: &Client, table: u64, code: ErrorCode, reason: &str) {
-    let msg = ServerMsg::Push(Push::Unseat {
+fn unseat_msg(table: u64, code: ErrorCode, reason: &str) -> ServerMsg {
+    ServerMsg::Push(Push::Unseat {
         table,
         code: code.code(),
         reason: reason.to_string(),
-    });
-    client.send(client.encoding.encode_server_bytes(&msg));
+    })
 }

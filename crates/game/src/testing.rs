@@ -66,6 +66,14 @@ impl Harness {
         &*self.game
     }
 
+    /// Puts `game` in the place of the current one, keeping the seats, the
+    /// pending timers and the clock: what a node taking a table over does
+    /// with a game restored from [`Game::save`] (the engine saves seats and
+    /// timers itself). Returns the game replaced.
+    pub fn replace_game(&mut self, game: Box<dyn Game>) -> Box<dyn Game> {
+        std::mem::replace(&mut self.game, game)
+    }
+
     /// Time since the harness started.
     pub fn now(&self) -> Duration {
         self.now

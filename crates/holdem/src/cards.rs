@@ -64,6 +64,21 @@ impl fmt::Debug for Card {
     }
 }
 
+/// A card is saved (in a table's durable state) as its two characters.
+impl serde::Serialize for Card {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let b = [RANKS[self.rank() as usize], SUITS[self.suit() as usize]];
+        s.serialize_str(std::str::from_utf8(&b).map_err(serde::ser::Error::custom)?)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Card {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Card, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Card::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("not a card: {s:?}")))
+    }
+}
+
 /// Parses a space-separated list of cards (`"Ah Kd 2c"`), for tests.
 pub fn parse_cards(s: &str) -> Option<Vec<Card>> {
     s.split_whitespace().map(Card::parse).collect()
@@ -91,5 +106,11 @@ mod tests {
         for bad in ["", "A", "Ahh", "1h", "Ax", "ZZ"] {
             assert_eq!(Card::parse(bad), None, "{bad}");
         }
+        let all = serde_json::to_string(&Card::deck()).expect("cards");
+        assert!(all.starts_with(r#"["2c","2d","2h","2s","3c""#), "{all}");
+        let back: Vec<Card> = serde_json::from_str(&all).expect("cards back");
+        assert_eq!(back, Card::deck());
+        assert!(serde_json::from_str::<Card>(r#""1x""#).is_err());
+        assert!(serde_json::from_str::<Card>("7").is_err());
     }
 }

@@ -194,6 +194,13 @@ impl GameFactory for Factory {
     fn create(&self, params: &TableParams) -> Result<Box<dyn Game>, String> {
         Ok(Box::new(Holdem::new(Config::from_params(params)?)))
     }
+
+    fn restore(&self, params: &TableParams, state: &[u8]) -> Result<Box<dyn Game>, String> {
+        Ok(Box::new(Holdem::restore(
+            Config::from_params(params)?,
+            state,
+        )?))
+    }
 }
 
 /// The factory to register with the engine.

@@ -11,7 +11,7 @@ use crate::eval::{best, Rank};
 use crate::Config;
 use bytes::Bytes;
 use herald_game::{ActionError, Ctx, Game, Seat};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -22,7 +22,8 @@ const T_STREET: u64 = 3;
 /// `T_BUST + seat`: a busted player's time to rebuy.
 const T_BUST: u64 = 100;
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Player {
     user: String,
     stack: u64,
@@ -31,7 +32,8 @@ struct Player {
     busted: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 enum Street {
     Preflop,
     Flop,
@@ -51,7 +53,8 @@ impl Street {
 }
 
 /// A seat dealt into the current hand.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct InHand {
     cards: [Card; 2],
     /// Chips put in on this street.
@@ -69,7 +72,8 @@ struct InHand {
     gone: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Hand {
     number: u64,
     button: Seat,
@@ -764,6 +768,154 @@ impl Holdem {
     }
 }
 
+/// Version of the saved state's layout; a different one is refused.
+const SAVE_VERSION: u32 = 1;
+/// No stack, bet or pot in a sane saved state comes near this (buy-ins are
+/// capped at 2^40 chips); a larger number is corruption, refused before any
+/// sum could overflow.
+const SAVE_CHIPS_MAX: u64 = 1 << 50;
+
+/// The durable state as written (borrowing the table).
+#[derive(Serialize)]
+struct SavedRef<'a> {
+    v: u32,
+    seats: u32,
+    rng: u64,
+    players: &'a [Option<Player>],
+    hand: &'a Option<Hand>,
+    hands_played: u64,
+    button: Option<Seat>,
+    hand_pending: bool,
+    stacked: &'a [Vec<Card>],
+}
+
+/// The durable state as read back.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Saved {
+    v: u32,
+    seats: u32,
+    rng: u64,
+    players: Vec<Option<Player>>,
+    hand: Option<Hand>,
+    hands_played: u64,
+    button: Option<Seat>,
+    hand_pending: bool,
+    stacked: Vec<Vec<Card>>,
+}
+
+impl Holdem {
+    /// The table's whole state as JSON (decision 0009): players, the hand in
+    /// progress with its deck, the random generator's state, the button.
+    fn save_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&SavedRef {
+            v: SAVE_VERSION,
+            seats: self.cfg.seats,
+            rng: self.rng.get_seed(),
+            players: &self.players,
+            hand: &self.hand,
+            hands_played: self.hands_played,
+            button: self.button,
+            hand_pending: self.hand_pending,
+            stacked: &self.stacked,
+        })
+    }
+
+    /// The table saved by [`Game::save`], with the parameters it was created
+    /// with. The state comes from outside (Redis): anything malformed or
+    /// inconsistent (wrong seat count, a seat out of range, a card twice,
+    /// absurd amounts) is refused with the reason.
+    pub fn restore(cfg: Config, state: &[u8]) -> Result<Holdem, String> {
+        let saved: Saved =
+            serde_json::from_slice(state).map_err(|e| format!("not a saved holdem table: {e}"))?;
+        if saved.v != SAVE_VERSION {
+            return Err(format!(
+                "saved holdem state version {} (this server reads {SAVE_VERSION})",
+                saved.v
+            ));
+        }
+        let n = cfg.seats;
+        if saved.seats != n || saved.players.len() != n as usize {
+            return Err(format!(
+                "saved table has {} seats ({} players), the table {n}",
+                saved.seats,
+                saved.players.len()
+            ));
+        }
+        let too_big = |x: u64| x > SAVE_CHIPS_MAX;
+        if saved.players.iter().flatten().any(|p| too_big(p.stack)) {
+            return Err("a saved stack is out of range".into());
+        }
+        if saved.button.is_some_and(|b| b >= n) {
+            return Err("the saved button is not a seat".into());
+        }
+        if saved.stacked.iter().any(|d| d.len() > 52) {
+            return Err("a stacked deck has more than 52 cards".into());
+        }
+        if let Some(hand) = &saved.hand {
+            check_hand(hand, &saved.players, n)?;
+        }
+        let mut rng = fastrand::Rng::new();
+        rng.seed(saved.rng);
+        Ok(Holdem {
+            cfg,
+            rng,
+            players: saved.players,
+            hand: saved.hand,
+            hands_played: saved.hands_played,
+            button: saved.button,
+            hand_pending: saved.hand_pending,
+            stacked: saved.stacked,
+        })
+    }
+}
+
+/// The consistency a restored hand must have for the rules to go on from it
+/// without panicking or inventing chips.
+fn check_hand(hand: &Hand, players: &[Option<Player>], n: Seat) -> Result<(), String> {
+    if hand.seats.len() != n as usize || hand.button >= n {
+        return Err("the saved hand does not fit the table".into());
+    }
+    if hand.board.len() > 5 {
+        return Err("the saved board has more than 5 cards".into());
+    }
+    if let Some(turn) = hand.turn {
+        let ok = hand.get(turn).is_some_and(|h| !h.folded && !h.all_in)
+            && players.get(turn as usize).is_some_and(Option::is_some);
+        if !ok {
+            return Err(format!("the saved turn {turn} is not a seat that can act"));
+        }
+    }
+    if hand.min_raise == 0 || hand.min_raise > SAVE_CHIPS_MAX || hand.current_bet > SAVE_CHIPS_MAX {
+        return Err("saved bets are out of range".into());
+    }
+    let mut seen = [false; 52];
+    let mut mark = |c: &Card| -> Result<(), String> {
+        let i = usize::from(c.rank()) * 4 + usize::from(c.suit());
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(format!("the saved hand holds {c} twice"));
+        }
+        Ok(())
+    };
+    for c in hand.deck.iter().chain(&hand.board) {
+        mark(c)?;
+    }
+    for (s, h) in hand.dealt() {
+        for c in &h.cards {
+            mark(c)?;
+        }
+        if h.bet > h.committed || h.committed > SAVE_CHIPS_MAX {
+            return Err(format!("seat {s}'s saved bets are inconsistent"));
+        }
+        if !h.gone && players.get(s as usize).is_none_or(Option::is_none) {
+            return Err(format!(
+                "seat {s} is in the saved hand but not at the table"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_buyin(data: &[u8], cfg: &Config) -> Result<u64, String> {
     if data.iter().all(u8::is_ascii_whitespace) {
         return Ok(cfg.buyin);
@@ -944,5 +1096,11 @@ impl Game for Holdem {
 
     fn snapshot(&self, seat: Option<Seat>) -> Bytes {
         bytes(self.state_json(seat))
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        // Serialising plain structs of numbers, strings and cards cannot
+        // fail; were it to, "cannot be restored" is the honest answer.
+        self.save_json().ok()
     }
 }

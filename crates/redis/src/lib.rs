@@ -42,6 +42,10 @@
 //!   [`RedisConfig::dead_after`] is forgotten. The list, with each node's
 //!   stats, is `GET /api/nodes` and `/metrics`.
 //!
+//! - **Game tables** (decision 0009): a lease per table with a fencing
+//!   token, and its saved state, written only by the lease holder
+//!   ([`tables`]).
+//!
 //! Redis slow or down: publishes, history and presence queries fail at once
 //! with [`BrokerError::Unavailable`] (error 114 to clients); clients stay
 //! connected; when Redis returns, the node resubscribes every channel, fills
@@ -61,6 +65,7 @@ pub mod lua;
 pub mod member;
 pub mod pubsub;
 pub mod resp;
+pub mod tables;
 pub mod testing;
 
 use bytes::Bytes;
@@ -316,6 +321,16 @@ impl RedisBroker {
     /// This node's id in the cluster.
     pub fn node_id(&self) -> &str {
         &self.inner.node_id
+    }
+
+    /// Game tables' leases and saves for this node, on the broker's link
+    /// (decision 0009).
+    pub fn table_store(&self) -> tables::TableStore {
+        tables::TableStore::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
     }
 
     /// Sets what this node reports in its heartbeats (once).

@@ -43,9 +43,28 @@ pub static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
 /// Forgetting a dead node.
 pub static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
 
+/// A game table's lease claimed, with a fencing token (decision 0009).
+pub static TABLE_CLAIM: Script = Script::new(include_str!("lua/table_claim.lua"));
+/// A node's table leases renewed.
+pub static TABLE_RENEW: Script = Script::new(include_str!("lua/table_renew.lua"));
+/// A table's state saved, fenced by its token.
+pub static TABLE_SAVE: Script = Script::new(include_str!("lua/table_save.lua"));
+/// A table's lease given up.
+pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.lua"));
+
 /// Every script.
-pub fn all() -> [&'static Script; 5] {
-    [&PUBLISH, &READ, &MEMBER, &HEARTBEAT, &FORGET]
+pub fn all() -> [&'static Script; 9] {
+    [
+        &PUBLISH,
+        &READ,
+        &MEMBER,
+        &HEARTBEAT,
+        &FORGET,
+        &TABLE_CLAIM,
+        &TABLE_RENEW,
+        &TABLE_SAVE,
+        &TABLE_RELEASE,
+    ]
 }
 
 /// The `SCRIPT LOAD` commands run on each new connection.

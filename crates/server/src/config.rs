@@ -218,6 +218,13 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_LOBBY_INTERVAL")]
     pub lobby_interval: Option<u64>,
 
+    /// Milliseconds a game table's lease lasts in a cluster (`--broker
+    /// redis://…`): a dead node's tables are taken over by another node this
+    /// long after its last renewal; renewed every third of it (decision
+    /// 0009) [default: 3000].
+    #[arg(long, env = "HERALD_TABLE_LEASE")]
+    pub table_lease: Option<u64>,
+
     /// Game tables created at start-up; TOML only (`[[tables]]` with `game`
     /// (e.g. `"holdem"`), `seats`, optional `count` (default 1), `timing`
     /// (default `"normal"`), `path` (lobby path, default
@@ -369,6 +376,8 @@ pub struct ServerConfig {
     pub games: herald_game::EngineConfig,
     /// Tables created at start-up.
     pub tables: Vec<TableConfig>,
+    /// A game table's lease in a cluster (`--table-lease`, default 3 s).
+    pub table_lease: Duration,
     /// Pusher apps and settings (no apps: the endpoint refuses every key).
     pub pusher: crate::pusher::PusherConfig,
 }
@@ -499,6 +508,12 @@ impl ServerConfig {
         let policy = policy(&a)?
             .with_pusher_namespaces(pusher.apps.iter().map(|p| p.namespace.clone()).collect());
         let games = games_config(&a)?;
+        let table_lease = Duration::from_millis(a.table_lease.unwrap_or(3_000));
+        if table_lease < Duration::from_millis(100) || table_lease > Duration::from_secs(600) {
+            return Err(ConfigError::Invalid(
+                "table_lease must be 100 to 600000 ms".into(),
+            ));
+        }
         let listen = a
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
@@ -591,6 +606,7 @@ impl ServerConfig {
             },
             games,
             tables: a.tables,
+            table_lease,
             pusher,
         })
     }
@@ -639,6 +655,7 @@ impl ServeArgs {
             },
             game_grace: self.game_grace.or(other.game_grace),
             lobby_interval: self.lobby_interval.or(other.lobby_interval),
+            table_lease: self.table_lease.or(other.table_lease),
             tables: if self.tables.is_empty() {
                 other.tables
             } else {

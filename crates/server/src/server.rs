@@ -115,7 +115,30 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             // the high bits keeps them unique across the cluster.
             node_config.client_id_base = fastrand::u64(1..1 << 23) << 40;
             let node = Node::new(node_config, hub, broker.clone(), broker.clone(), spawner);
+            tracing::info!(
+                node = broker.node_id(),
+                "cluster mode: channels, history and presence in redis"
+            );
+            (node, Some(broker))
+        }
+    };
+    let games = match &cluster {
+        // In a cluster, configured tables are durable and owned by one node
+        // at a time (decision 0009): the keeper claims them.
+        Some(broker) if !config.tables.is_empty() => herald_game::Engine::with_durability(
+            config.games.clone(),
+            game_factories(),
+            herald_game::durable::Durability {
+                store: Arc::new(broker.table_store()),
+                lease: config.table_lease,
+            },
+        ),
+        _ => herald_game::Engine::new(config.games.clone(), game_factories()),
+    };
+    match &cluster {
+        Some(broker) => {
             let weak = Arc::downgrade(&node);
+            let engine = Arc::downgrade(&games);
             let listen = config.listen.to_string();
             broker.set_stats(Box::new(move || match weak.upgrade() {
                 Some(n) => serde_json::json!({
@@ -125,25 +148,25 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                     "publications": n.metrics.publications.get(),
                     "uptime_s": n.now(),
                     "version": n.config.version,
+                    "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
                 }),
                 None => serde_json::Value::Null,
             }));
-            tracing::info!(
-                node = broker.node_id(),
-                "cluster mode: channels, history and presence in redis"
-            );
-            (node, Some(broker))
+            if !config.tables.is_empty() {
+                crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+            }
         }
-    };
-    let games = herald_game::Engine::new(config.games.clone(), game_factories());
-    for t in &config.tables {
-        let spec = t.spec();
-        for _ in 0..t.count {
-            games.create_table(&spec)?;
+        None => {
+            for t in &config.tables {
+                let spec = t.spec();
+                for _ in 0..t.count {
+                    games.create_table(&spec)?;
+                }
+            }
+            if !config.tables.is_empty() {
+                tracing::info!(tables = games.table_count(), "game tables created");
+            }
         }
-    }
-    if !config.tables.is_empty() {
-        tracing::info!(tables = games.table_count(), "game tables created");
     }
     node.set_games(games.clone());
     let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher, cluster.is_some()));

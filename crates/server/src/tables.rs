@@ -3,7 +3,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /api/tables` | `{"tables":[entry, ...]}`: every table's lobby entry |
+//! | `GET /api/tables` | `{"tables":[entry, ...]}`: every table's lobby entry; in a cluster each table this node owns also has `"owner":{"node","token"}` (its lease and fencing token, decision 0009) |
 //! | `POST /api/tables` | body `{"game":"holdem","seats":6,"timing"?:"express","path"?:"…","count"?:1, ...game params}`; 201 `{"tables":[id, ...]}`; 400 (code 103) for bad parameters |
 //! | `GET /api/tables/{id}` | `{"table":entry,"seats":[{"seat":0,"user":"u1","away":false}],"state":…}`; 404 (code 115) |
 //! | `DELETE /api/tables/{id}` | closes it (players get `unseat` 115); answers its last state like `GET` |
@@ -31,7 +31,20 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     let rest = req.uri().path()["/api/tables".len()..].to_string();
     match (req.method().clone(), rest.as_str()) {
         (Method::GET, "" | "/") => {
-            let tables: Vec<Value> = shared.games.tables().iter().map(entry_json).collect();
+            let leases = shared.games.leases();
+            let node = shared.games.node_id();
+            let tables: Vec<Value> = shared
+                .games
+                .tables()
+                .iter()
+                .map(|e| {
+                    let mut v = entry_json(e);
+                    if let (Some(node), Some(l)) = (node, leases.get(&e.table)) {
+                        v["owner"] = json!({"node": node, "token": l.token});
+                    }
+                    v
+                })
+                .collect();
             ok(json!({ "tables": tables }))
         }
         (Method::POST, "" | "/") => create(req, shared).await,

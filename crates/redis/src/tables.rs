@@ -1,0 +1,376 @@
+//! Game tables' ownership and durable state in Redis (decision 0009).
+//!
+//! Each table has at most one owner at a time: the node holding its *lease*,
+//! a key that expires unless the owner renews it. Every claim takes a new
+//! *fencing token* from a per-table counter, and every durable write is a
+//! script that refuses a token other than the current lease holder's. A
+//! lease alone would not do: an owner paused or cut off past its lease can
+//! wake up and write over its successor's state; with the token its write
+//! fails in Redis, whatever its own clock believes.
+//!
+//! Keys (prefix `P`, table `T`; `{T}` keeps a table's keys in one slot):
+//! `P:t:{T}:lease` (string `NODE:TOKEN`, `PX` lease), `P:t:{T}:fence`
+//! (counter, never expires), `P:t:{T}:state` (hash: `tok` of the writer, `t`
+//! the Redis time of the write in ms, `v` the state).
+//!
+//! Times come from Redis's clock (`TIME` in the scripts): a node taking a
+//! table over computes how long ago it was saved without trusting any
+//! node's clock.
+
+use crate::conn::Link;
+use crate::lua;
+use crate::resp::Value;
+use bytes::Bytes;
+use herald_core::BrokerError;
+use herald_game::durable as game;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a table operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TableStoreError {
+    /// The caller's lease is gone (expired, or claimed by another node with
+    /// a newer token): it must stop acting for the table at once.
+    #[error("table {table}: lease lost (now held by {holder:?})")]
+    Fenced {
+        /// The table.
+        table: u64,
+        /// Who holds the lease now (`NODE:TOKEN`), if anyone.
+        holder: Option<String>,
+    },
+    /// Redis is unreachable or did not answer in time; nothing is known to
+    /// be written (the caller retries or gives up; error 114 to players).
+    #[error("{0}")]
+    Unavailable(#[from] BrokerError),
+    /// Redis answered something the scripts never return.
+    #[error("table {table}: unexpected reply from redis: {reply}")]
+    Protocol {
+        /// The table.
+        table: u64,
+        /// What came back, for the log.
+        reply: String,
+    },
+}
+
+/// A lease held by this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The table.
+    pub table: u64,
+    /// The fencing token of this claim.
+    pub token: u64,
+}
+
+/// A table's last saved state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedState {
+    /// The token of the owner that wrote it.
+    pub token: u64,
+    /// When (Redis's clock, ms since the epoch).
+    pub at_ms: u64,
+    /// The state itself (the engine's record, with the game's save inside).
+    pub data: Bytes,
+}
+
+/// What a claim got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The lease is ours.
+    Won {
+        /// The lease, with its new token.
+        lease: Lease,
+        /// Redis's clock at the claim (ms since the epoch).
+        now_ms: u64,
+        /// The table's last saved state, if any.
+        saved: Option<SavedState>,
+    },
+    /// Another node (`NODE:TOKEN`) holds it.
+    Held(String),
+}
+
+/// Leases and saved state of game tables, for one node.
+#[derive(Debug, Clone)]
+pub struct TableStore {
+    link: Arc<Link>,
+    prefix: String,
+    node: String,
+}
+
+impl TableStore {
+    /// The store of node `node` on `link`, whose connections must load
+    /// [`lua::setup`] (the broker's link does).
+    pub fn new(link: Arc<Link>, prefix: impl Into<String>, node: impl Into<String>) -> TableStore {
+        TableStore {
+            link,
+            prefix: prefix.into(),
+            node: node.into(),
+        }
+    }
+
+    /// This node's id, as written in the leases it holds.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn key(&self, table: u64, kind: &str) -> String {
+        format!("{}:t:{{{table}}}:{kind}", self.prefix)
+    }
+
+    fn holder(&self, lease: &Lease) -> String {
+        format!("{}:{}", self.node, lease.token)
+    }
+
+    /// Claims `table` for `lease` if nobody holds it. `floor` is the highest
+    /// token this node has seen for the table (0 if none): the new token is
+    /// above it even if Redis lost its counter.
+    pub async fn claim(
+        &self,
+        table: u64,
+        floor: u64,
+        lease: Duration,
+    ) -> Result<Claim, TableStoreError> {
+        let ms = lease.as_millis().max(1).to_string();
+        let floor = floor.to_string();
+        let (k_lease, k_fence, k_state) = (
+            self.key(table, "lease"),
+            self.key(table, "fence"),
+            self.key(table, "state"),
+        );
+        let reply = self
+            .link
+            .call(&[
+                "EVALSHA",
+                lua::TABLE_CLAIM.sha(),
+                "3",
+                &k_lease,
+                &k_fence,
+                &k_state,
+                &self.node,
+                &ms,
+                &floor,
+            ])
+            .await?;
+        let bad = || TableStoreError::Protocol {
+            table,
+            reply: format!("{reply:?}"),
+        };
+        let items = reply.items();
+        match items.first().and_then(Value::int) {
+            Some(0) => Ok(Claim::Held(text(items.get(1)).ok_or_else(bad)?)),
+            Some(1) => {
+                let token = uint(items.get(1)).ok_or_else(bad)?;
+                let now_ms = uint(items.get(2)).ok_or_else(bad)?;
+                let saved = match items.get(5).and_then(Value::bytes) {
+                    None => None,
+                    Some(data) => Some(SavedState {
+                        token: uint(items.get(3)).ok_or_else(bad)?,
+                        at_ms: uint(items.get(4)).ok_or_else(bad)?,
+                        data: data.clone(),
+                    }),
+                };
+                Ok(Claim::Won {
+                    lease: Lease { table, token },
+                    now_ms,
+                    saved,
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// Renews `leases` for another `lease`, in one call. Returns the leases
+    /// lost (expired or taken): the caller must stop acting for those tables.
+    pub async fn renew(
+        &self,
+        leases: &[Lease],
+        lease: Duration,
+    ) -> Result<Vec<Lease>, TableStoreError> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args: Vec<String> = Vec::with_capacity(3 + 2 * leases.len() + 1);
+        args.push("EVALSHA".into());
+        args.push(lua::TABLE_RENEW.sha().into());
+        args.push(leases.len().to_string());
+        args.extend(leases.iter().map(|l| self.key(l.table, "lease")));
+        args.push(lease.as_millis().max(1).to_string());
+        args.extend(leases.iter().map(|l| self.holder(l)));
+        let reply = self.link.call(&args).await?;
+        let mut lost = Vec::new();
+        for i in reply.items() {
+            let lease = i
+                .int()
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| leases.get(i))
+                .ok_or_else(|| TableStoreError::Protocol {
+                    table: leases.first().map_or(0, |l| l.table),
+                    reply: format!("{reply:?}"),
+                })?;
+            lost.push(lease.clone());
+        }
+        Ok(lost)
+    }
+
+    /// Saves `data` as the table's state, if `lease` is still the table's
+    /// lease. Returns Redis's time of the write (ms). `Fenced` means another
+    /// owner may exist: the caller must drop the table without telling its
+    /// players anything more.
+    pub async fn save(&self, lease: &Lease, data: &[u8]) -> Result<u64, TableStoreError> {
+        let (k_lease, k_state) = (
+            self.key(lease.table, "lease"),
+            self.key(lease.table, "state"),
+        );
+        let holder = self.holder(lease);
+        let token = lease.token.to_string();
+        let reply = self
+            .link
+            .call(&[
+                "EVALSHA".as_bytes(),
+                lua::TABLE_SAVE.sha().as_bytes(),
+                b"2",
+                k_lease.as_bytes(),
+                k_state.as_bytes(),
+                holder.as_bytes(),
+                token.as_bytes(),
+                data,
+            ])
+            .await?;
+        let items = reply.items();
+        match (items.first().and_then(Value::int), items.get(1)) {
+            (Some(1), now) => uint(now).ok_or_else(|| TableStoreError::Protocol {
+                table: lease.table,
+                reply: format!("{reply:?}"),
+            }),
+            (Some(0), holder) => Err(TableStoreError::Fenced {
+                table: lease.table,
+                holder: text(holder),
+            }),
+            _ => Err(TableStoreError::Protocol {
+                table: lease.table,
+                reply: format!("{reply:?}"),
+            }),
+        }
+    }
+
+    /// Gives `lease` up (clean shutdown), so another node may claim the
+    /// table at once. False if it was no longer held.
+    pub async fn release(&self, lease: &Lease) -> Result<bool, TableStoreError> {
+        let k_lease = self.key(lease.table, "lease");
+        let holder = self.holder(lease);
+        let reply = self
+            .link
+            .call(&["EVALSHA", lua::TABLE_RELEASE.sha(), "1", &k_lease, &holder])
+            .await?;
+        Ok(reply.int() == Some(1))
+    }
+
+    /// Who holds `table`'s lease: `(node, token)`, or `None`.
+    pub async fn owner(&self, table: u64) -> Result<Option<(String, u64)>, TableStoreError> {
+        let reply = self.link.call(&["GET", &self.key(table, "lease")]).await?;
+        let Some(v) = text(Some(&reply)) else {
+            return Ok(None);
+        };
+        let parsed = v
+            .rsplit_once(':')
+            .and_then(|(node, tok)| Some((node.to_string(), tok.parse().ok()?)));
+        match parsed {
+            Some(p) => Ok(Some(p)),
+            None => Err(TableStoreError::Protocol { table, reply: v }),
+        }
+    }
+}
+
+/// A bulk or simple string as UTF-8 text (`None`: nil or not text).
+fn text(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::bytes)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .map(str::to_string)
+}
+
+/// An integer reply, or a decimal string (hash fields come back as strings).
+fn uint(v: Option<&Value>) -> Option<u64> {
+    v?.int().and_then(|i| u64::try_from(i).ok())
+}
+
+/// The engine's view of the store (`herald_game::durable`): the server
+/// hands this to `Engine::with_durability`.
+impl herald_game::durable::TableStore for TableStore {
+    fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn claim(
+        &self,
+        table: u64,
+        floor: u64,
+        lease: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<game::Claimed, game::StoreError>> {
+        Box::pin(async move {
+            Ok(
+                match TableStore::claim(self, table, floor, lease)
+                    .await
+                    .map_err(to_game)?
+                {
+                    Claim::Held(by) => game::Claimed::Held(by),
+                    Claim::Won {
+                        lease,
+                        now_ms,
+                        saved,
+                    } => game::Claimed::Won {
+                        lease: game::Lease {
+                            table: lease.table,
+                            token: lease.token,
+                        },
+                        now_ms,
+                        saved: saved.map(|s| game::Saved {
+                            token: s.token,
+                            at_ms: s.at_ms,
+                            data: s.data,
+                        }),
+                    },
+                },
+            )
+        })
+    }
+
+    fn save(
+        &self,
+        lease: game::Lease,
+        record: Bytes,
+    ) -> herald_game::durable::BoxFuture<'_, Result<u64, game::StoreError>> {
+        Box::pin(async move {
+            let lease = Lease {
+                table: lease.table,
+                token: lease.token,
+            };
+            TableStore::save(self, &lease, &record)
+                .await
+                .map_err(to_game)
+        })
+    }
+
+    fn renew(
+        &self,
+        lease: game::Lease,
+        time: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<bool, game::StoreError>> {
+        Box::pin(async move {
+            let lease = Lease {
+                table: lease.table,
+                token: lease.token,
+            };
+            let lost = TableStore::renew(self, std::slice::from_ref(&lease), time)
+                .await
+                .map_err(to_game)?;
+            Ok(lost.is_empty())
+        })
+    }
+}
+
+fn to_game(e: TableStoreError) -> game::StoreError {
+    match e {
+        TableStoreError::Fenced { holder, .. } => game::StoreError::Fenced(holder),
+        other => game::StoreError::Unavailable(other.to_string()),
+    }
+}

@@ -1,0 +1,231 @@
+//! Game tables across a cluster (decision 0009), with two real nodes and a
+//! real `redis-server`: the configured table is owned by one node (shown in
+//! `/api/tables` and `/api/nodes`); when that node is killed mid-hand, the
+//! other takes the table over once the lease expires, and the players, back
+//! on the surviving node, find their seats, their cards and every chip of
+//! the same hand.
+mod common;
+
+use common::*;
+use herald_redis::testing::RedisServer;
+use herald_server::auth::jwt::{sign, Claims};
+use herald_server::auth::keys::SigningKey;
+use herald_server::config::TableConfig;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SECRET: &str = "cluster-game-secret-cluster-game!";
+
+fn token(user: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let claims = Claims {
+        sub: user.into(),
+        exp: Some(now + 3600),
+        ..Claims::default()
+    };
+    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+}
+
+fn node(redis: &RedisServer) -> NodeHandle {
+    let mut params = serde_json::Map::new();
+    params.insert("seed".into(), json!(11));
+    params.insert("action_ms".into(), json!(4_000));
+    params.insert("hand_ms".into(), json!(1_000));
+    params.insert("street_ms".into(), json!(50));
+    NodeHandle::start(ServeArgs {
+        broker: Some(redis.url()),
+        token_hmac_secret: Some(SECRET.into()),
+        table_lease: Some(500),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count: 1,
+            seats: 3,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }],
+        ..ServeArgs::default()
+    })
+}
+
+/// A player's WebSocket (JSON).
+struct Player {
+    ws: Ws,
+}
+
+impl Player {
+    async fn connect(n: &NodeHandle, user: &str) -> Player {
+        let (ws, r) = connect_with_token(n.addr, Some(&token(user))).await;
+        assert!(r["connect"].is_object(), "{r}");
+        Player { ws }
+    }
+
+    /// The next message matching `pred`.
+    async fn wait(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            assert!(Instant::now() < deadline, "no {what}");
+            let m = recv_json(&mut self.ws).await;
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+
+    async fn game_event(&mut self, t: &str) -> Value {
+        let m = self.wait(t, |m| m["game"]["data"]["t"] == t).await;
+        m["game"]["data"].clone()
+    }
+
+    /// Sits at table 1; the reply's snapshot, or the error.
+    async fn sit(&mut self) -> Value {
+        send_json(&mut self.ws, json!({"id": 5, "sit": {"table": 1}})).await;
+        self.wait("sit reply", |m| m["id"] == 5).await
+    }
+
+    async fn act(&mut self, id: u32, a: Value) {
+        send_json(
+            &mut self.ws,
+            json!({"id": id, "act": {"table": 1, "data": a}}),
+        )
+        .await;
+        let r = self.wait("act reply", |m| m["id"] == id).await;
+        assert!(r["act"].is_object(), "{r}");
+    }
+}
+
+async fn tables(n: &NodeHandle) -> Vec<Value> {
+    let (status, _, body) = http(n.addr, "GET", "/api/tables", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("JSON");
+    v["tables"].as_array().cloned().unwrap_or_default()
+}
+
+/// Which node runs table 1, waiting until one does.
+async fn owner(nodes: &[&NodeHandle]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if tables(n).await.iter().any(|t| t["table"] == 1) {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "nobody claimed table 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn chips(state: &Value) -> u64 {
+    state["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .map(|s| s["stack"].as_u64().expect("stack"))
+        .sum::<u64>()
+        + state["pot"].as_u64().expect("pot")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_hand_its_table_resumes_on_the_other_with_every_chip() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let mut nodes = [node(&redis), node(&redis)];
+    let first = owner(&[&nodes[0], &nodes[1]]).await;
+    let other = 1 - first;
+    let listed = tables(&nodes[first]).await;
+    assert_eq!(listed[0]["owner"]["token"], 1, "{listed:?}");
+    let owner_node = listed[0]["owner"]["node"]
+        .as_str()
+        .expect("node")
+        .to_string();
+    // The owner says so in /api/nodes, seen from either node.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, _, body) = http(nodes[other].addr, "GET", "/api/nodes", &[], "").await;
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        let owns = v["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["id"] == owner_node.as_str() && n["stats"]["tables"] == 1);
+        if owns {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/api/nodes never showed the owner: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(tables(&nodes[other]).await.is_empty());
+
+    // Three players on the owner; a hand starts; two actions acknowledged.
+    let users = ["ann", "bob", "cat"];
+    let mut players = Vec::new();
+    for u in users {
+        let mut p = Player::connect(&nodes[first], u).await;
+        let r = p.sit().await;
+        assert!(r["sit"].is_object(), "{r}");
+        players.push(p);
+    }
+    let mut cards = Vec::new();
+    for p in &mut players {
+        cards.push(p.game_event("cards").await["cards"].clone());
+    }
+    let mut turn = players[0].game_event("turn").await;
+    for id in 10..12 {
+        let seat = turn["seat"].as_u64().expect("seat") as usize;
+        players[seat].act(id, json!({"a": "call"})).await;
+        turn = players[0].game_event("turn").await;
+    }
+    let (_, _, body) = http(nodes[first].addr, "GET", "/api/tables/1", &[], "").await;
+    let before: Value = serde_json::from_str::<Value>(&body).expect("JSON")["state"].clone();
+    assert_eq!(before["turn"], turn["seat"], "{before}");
+    let total = chips(&before);
+
+    nodes[first].kill();
+    drop(players);
+    // The survivor takes the table over after the lease.
+    let taken = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let listed = loop {
+        let t = tables(&nodes[other]).await;
+        if !t.is_empty() {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no take-over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(listed[0]["owner"]["token"], 2, "{listed:?}");
+    eprintln!("take-over seen after {:?}", taken.elapsed());
+
+    // The players reconnect to the survivor and sit again: same seats, same
+    // cards, same hand, same chips.
+    let mut players = Vec::new();
+    for (seat, u) in users.iter().enumerate() {
+        let mut p = Player::connect(&nodes[other], u).await;
+        let r = p.sit().await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        let snap = &r["sit"]["data"];
+        assert_eq!(snap["cards"], cards[seat], "{u}'s cards");
+        for k in ["hand", "street", "board", "pot", "turn", "button"] {
+            assert_eq!(snap[k], before[k], "{k}: {snap}");
+        }
+        assert_eq!(chips(snap), total, "chips conserved: {snap}");
+        players.push(p);
+    }
+    // The hand goes on: the player to act acts on the new owner.
+    let seat = before["turn"].as_u64().expect("turn") as usize;
+    players[seat].act(20, json!({"a": "check"})).await;
+    let ev = players[0].game_event("action").await;
+    assert_eq!(ev["seat"].as_u64(), Some(seat as u64));
+    let (_, _, body) = http(nodes[other].addr, "GET", "/api/tables/1", &[], "").await;
+    let after: Value = serde_json::from_str::<Value>(&body).expect("JSON")["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
+}
