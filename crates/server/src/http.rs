@@ -18,6 +18,7 @@
 //! is not HTTP gets 400; one over 8 KiB or 32 headers gets 431.
 
 use crate::conn::{AsyncIo, Connection, Io};
+use crate::h1::SseRequest;
 use crate::limits::IpSlot;
 use crate::rewind::Rewind;
 use crate::server::Shared;
@@ -56,13 +57,27 @@ enum HeadError {
 /// Reads the request head; returns the buffer and the head's length (0 when
 /// the client opened with the HTTP/2 preface).
 async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Vec<u8>, usize), HeadError> {
-    let mut buf = vec![0u8; 1024];
-    let mut len = 0;
+    read_head_after(stream, Vec::new()).await
+}
+
+/// [`read_head`] for a head that may have begun in `start` (bytes a client
+/// sent after its previous request).
+async fn read_head_after<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    start: Vec<u8>,
+) -> Result<(Vec<u8>, usize), HeadError> {
+    let mut len = start.len();
+    let mut buf = start;
+    buf.resize(len.max(1024), 0);
+    let mut fresh = len == 0;
     loop {
-        match stream.read(&mut buf[len..]).await.map_err(HeadError::Io)? {
-            0 => return Err(HeadError::Io(io::ErrorKind::UnexpectedEof.into())),
-            n => len += n,
+        if fresh {
+            match stream.read(&mut buf[len..]).await.map_err(HeadError::Io)? {
+                0 => return Err(HeadError::Io(io::ErrorKind::UnexpectedEof.into())),
+                n => len += n,
+            }
         }
+        fresh = true;
         let seen = len.min(H2_PREFACE.len());
         if buf[..seen] == H2_PREFACE[..seen] {
             if len >= H2_PREFACE.len() {
@@ -75,7 +90,7 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Vec<u8>, usi
             buf.truncate(len);
             return Ok((buf, head));
         }
-        if len == buf.len() {
+        if len >= buf.len() {
             if buf.len() >= MAX_HEAD {
                 return Err(HeadError::TooLarge);
             }
@@ -268,6 +283,10 @@ enum Decision {
         encoding: Encoding,
         response: Vec<u8>,
     },
+    /// An event stream Herald serves on its own ([`crate::h1`]).
+    Sse(Box<SseRequest>),
+    /// A long-polling request Herald serves on its own.
+    Poll(Box<PollRequest>),
     /// Not ours: hyper serves it.
     Hyper,
     /// Refuse with a plain answer.
@@ -326,6 +345,10 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
                     .map(str::to_string),
             }))
         }
+        "/sse" if !wants_upgrade => return sse_decision(&req, allowed_origins),
+        p if !wants_upgrade && (p == "/poll" || p.starts_with("/poll/")) => {
+            return poll_decision(&req, allowed_origins)
+        }
         _ => return Decision::Hyper,
     };
     let origin = req
@@ -382,6 +405,267 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
     }
 }
 
+/// `GET /sse` as the first request of an HTTP/1.1 connection, without a
+/// body and from an allowed origin, is served by [`crate::h1`]; any other
+/// shape goes to hyper, which answers it as before (a body: 400, an origin
+/// not allowed: 403, another method: 404).
+fn sse_decision(req: &httparse::Request<'_, '_>, allowed_origins: &[String]) -> Decision {
+    if req.method != Some("GET") || req.version != Some(1) {
+        return Decision::Hyper;
+    }
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    };
+    let body = header("transfer-encoding").is_some()
+        || header("content-length").is_some_and(|v| v != b"0");
+    if body || !crate::limits::origin_allowed(allowed_origins, header("origin")) {
+        return Decision::Hyper;
+    }
+    let text = |name: &str| header(name).and_then(crate::h1::header_text);
+    let path = req.path.unwrap_or("");
+    Decision::Sse(Box::new(SseRequest {
+        query: path.split_once('?').map(|(_, q)| q.to_string()),
+        last_event_id: text("last-event-id").map(str::to_string),
+        bearer: text("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_string),
+    }))
+}
+
+/// A long-polling request (`/poll`, `/poll/<id>`), copied out of its head.
+struct PollRequest {
+    method: http::Method,
+    path: String,
+    /// Its `content-length` (0 when absent).
+    body_len: usize,
+    /// The client asked to close the connection after the answer.
+    close: bool,
+}
+
+/// A plain HTTP/1.1 request for `/poll` (GET, POST or DELETE; no chunked
+/// body, no `expect`, from an allowed origin) is served by [`serve_polls`];
+/// any other shape goes to hyper, which answers it as before.
+fn poll_decision(req: &httparse::Request<'_, '_>, allowed_origins: &[String]) -> Decision {
+    let method = match req.method {
+        Some("GET") => http::Method::GET,
+        Some("POST") => http::Method::POST,
+        Some("DELETE") => http::Method::DELETE,
+        _ => return Decision::Hyper,
+    };
+    if req.version != Some(1) {
+        return Decision::Hyper;
+    }
+    let mut body_len = 0;
+    let mut lengths = 0;
+    let mut close = false;
+    for h in req.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("transfer-encoding") || name.eq_ignore_ascii_case("expect") {
+            return Decision::Hyper;
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            lengths += 1;
+            match std::str::from_utf8(h.value).ok().map(str::trim) {
+                Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                    match v.parse::<usize>() {
+                        Ok(n) => body_len = n,
+                        Err(_) => return Decision::Hyper,
+                    }
+                }
+                _ => return Decision::Hyper,
+            }
+        }
+        if name.eq_ignore_ascii_case("connection") {
+            close |= h
+                .value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        }
+    }
+    let origin = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("origin"))
+        .map(|h| h.value);
+    if lengths > 1 || !crate::limits::origin_allowed(allowed_origins, origin) {
+        return Decision::Hyper;
+    }
+    let path = req.path.unwrap_or("");
+    let path = path.split('?').next().unwrap_or(path).to_string();
+    Decision::Poll(Box::new(PollRequest {
+        method,
+        path,
+        body_len,
+        close,
+    }))
+}
+
+/// Serves long-polling requests on a kept-alive HTTP/1.1 connection, one
+/// after another, without hyper: a pending poll (the idle state of a
+/// long-polling client) then holds no HTTP buffers, only this loop's state
+/// (docs/decisions/0010-idle-memory.md). A request of any other kind hands
+/// the connection to hyper (or to the SSE driver) with its bytes replayed.
+/// Deadlines are hyper's: each later head within `handshake_timeout`, each
+/// body within `request_body_timeout`; at shutdown an idle connection closes
+/// at once and a pending poll answers (its session is closing) with
+/// `connection: close`.
+async fn serve_polls<S: Stream>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    first: Box<PollRequest>,
+    rest: Vec<u8>,
+    slot: Option<Box<IpSlot>>,
+) {
+    let mut request = first;
+    let mut rest = rest;
+    loop {
+        let limit = crate::poll::body_limit(&shared);
+        if request.body_len > limit {
+            let refusal = crate::api::BodyError::TooLarge(limit).response();
+            if crate::h1::write_response(&mut stream, refusal, true)
+                .await
+                .is_ok()
+            {
+                crate::server::linger(stream).await;
+            }
+            return;
+        }
+        let timeout = shared.config.request_body_timeout;
+        let need = request.body_len;
+        let read = tokio::time::timeout(timeout, async {
+            while rest.len() < need {
+                let mut chunk = [0u8; 1024];
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => rest.extend_from_slice(&chunk[..n]),
+                }
+            }
+            true
+        })
+        .await;
+        match read {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(_) => {
+                let refusal = crate::api::BodyError::Timeout(timeout.as_secs()).response();
+                if crate::h1::write_response(&mut stream, refusal, true)
+                    .await
+                    .is_ok()
+                {
+                    crate::server::linger(stream).await;
+                }
+                return;
+            }
+        }
+        let body = Bytes::copy_from_slice(&rest[..need]);
+        rest.drain(..need);
+        if rest.is_empty() {
+            // A pending poll holds no buffer.
+            rest = Vec::new();
+        }
+        let response = crate::poll::dispatch(
+            &request.method,
+            &request.path,
+            crate::poll::PollBody::Read(body),
+            &shared,
+        )
+        .await;
+        let close = request.close || shared.stopping.is_cancelled();
+        if crate::h1::write_response(&mut stream, response, close)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if close {
+            crate::server::linger(stream).await;
+            return;
+        }
+        let head = tokio::select! {
+            h = tokio::time::timeout(
+                shared.config.handshake_timeout,
+                read_head_after(&mut stream, std::mem::take(&mut rest)),
+            ) => h,
+            _ = shared.stopping.cancelled() => return,
+        };
+        let (buf, head_len) = match head {
+            Ok(Ok((buf, head_len))) if head_len > 0 => (buf, head_len),
+            Ok(Ok(_)) | Ok(Err(HeadError::Malformed)) => {
+                let body = "malformed HTTP request\n";
+                return answer(stream, "400 Bad Request", "", body).await;
+            }
+            Ok(Err(HeadError::TooLarge)) => {
+                let body = "request head over 8 KiB or 32 headers\n";
+                let status = "431 Request Header Fields Too Large";
+                return answer(stream, status, "", body).await;
+            }
+            // Gone, or silent for too long (hyper closes those too).
+            Ok(Err(HeadError::Io(_))) | Err(_) => return,
+        };
+        let (shootout, echo) = (shared.config.shootout, shared.config.test_echo_route);
+        match decide(&buf, &shared.config.allowed_origins, shootout, echo) {
+            Decision::Poll(next) => {
+                request = next;
+                rest = buf[head_len..].to_vec();
+            }
+            Decision::Sse(sse) => {
+                let rest = buf[head_len..].to_vec();
+                drop(buf);
+                return Box::pin(serve_sse(stream, shared, sse, rest, slot)).await;
+            }
+            // An upgrade is only taken as a connection's first request:
+            // hyper answers this one (426), as it did before.
+            Decision::Upgrade { .. } | Decision::Hyper => {
+                return Box::pin(hyper_serve(stream, shared, buf, slot)).await;
+            }
+            Decision::Reject {
+                status,
+                extra,
+                body,
+            } => return answer(stream, status, extra, &body).await,
+        }
+    }
+}
+
+/// Answers an event stream on Herald's own path: the stream's driver, or an
+/// error answer after which hyper serves the rest of the connection.
+async fn serve_sse<S: Stream>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    request: Box<SseRequest>,
+    rest: Vec<u8>,
+    slot: Option<Box<IpSlot>>,
+) {
+    let started = crate::sse::start(
+        request.query.as_deref(),
+        request.last_event_id.as_deref(),
+        request.bearer.as_deref(),
+        &shared,
+    )
+    .await;
+    drop(request);
+    match started {
+        Ok(body) => {
+            if stream.write_all(&crate::h1::sse_head()).await.is_err() {
+                return;
+            }
+            let conn = crate::h1::SseConn::new(stream.into_io(), body, slot);
+            shared.tracker.spawn(conn);
+        }
+        Err(refusal) => {
+            if crate::h1::write_response(&mut stream, refusal, false)
+                .await
+                .is_ok()
+            {
+                hyper_serve(stream, shared, rest, slot).await;
+            }
+        }
+    }
+}
+
 /// Where each request goes.
 async fn route<S: Stream>(
     mut stream: S,
@@ -403,6 +687,20 @@ async fn route<S: Stream>(
             (endpoint, encoding)
         }
         Decision::Hyper => return Box::pin(hyper_serve(stream, shared, buf, slot)).await,
+        Decision::Sse(request) => {
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            return Box::pin(serve_sse(stream, shared, request, rest, slot)).await;
+        }
+        Decision::Poll(request) => {
+            // Its own task, so that the handshake's future is freed: a
+            // pending poll holds only the loop's state.
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            let loop_ = serve_polls(stream, shared.clone(), request, rest, slot);
+            shared.tracker.spawn(loop_);
+            return;
+        }
         Decision::Reject {
             status,
             extra,

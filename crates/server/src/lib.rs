@@ -25,6 +25,7 @@ pub mod auth;
 pub mod config;
 pub mod conn;
 pub mod demo;
+pub mod h1;
 pub mod http;
 pub mod limits;
 pub mod metrics;

@@ -93,19 +93,43 @@ fn not_found() -> Response<Body> {
     )
 }
 
+/// A request's body, as hyper gives it or as [`crate::h1`] read it.
+pub enum PollBody {
+    /// Not read yet (hyper).
+    Hyper(Incoming),
+    /// Read whole, within [`body_limit`] and the body deadline.
+    Read(Bytes),
+}
+
+/// The largest body `POST /poll/<id>` takes: a batch may hold many
+/// commands, each still bounded by the message size.
+pub fn body_limit(shared: &Shared) -> usize {
+    shared.config.max_message_size.saturating_mul(16)
+}
+
 /// Routes `/poll` and `/poll/<id>`.
 pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
-    let path = req.uri().path();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    dispatch(&method, &path, PollBody::Hyper(req.into_body()), shared).await
+}
+
+/// Routes a request for `/poll` or `/poll/<id>` given its method and path.
+pub async fn dispatch(
+    method: &Method,
+    path: &str,
+    body: PollBody,
+    shared: &Shared,
+) -> Response<Body> {
     let id = path
         .strip_prefix("/poll")
         .unwrap_or("")
-        .trim_start_matches('/')
-        .to_string();
-    match (req.method().clone(), id.is_empty()) {
+        .trim_start_matches('/');
+    match (method.clone(), id.is_empty()) {
         (Method::POST, true) => open(shared),
-        (Method::GET, false) => poll(&id, shared).await,
-        (Method::POST, false) => send(req, &id, shared).await,
-        (Method::DELETE, false) => match shared.polls.sessions.remove(&id) {
+        (Method::GET, false) => poll(id, shared).await,
+        (Method::POST, false) => send(body, id, shared).await,
+        (Method::DELETE, false) => match shared.polls.sessions.remove(id) {
             Some(_) => Response::builder()
                 .status(StatusCode::NO_CONTENT)
                 .body(crate::api::full(Bytes::new()))
@@ -155,16 +179,21 @@ fn find(id: &str, shared: &Shared) -> Option<Arc<PollSession>> {
     shared.polls.sessions.lock(id).get(id).cloned()
 }
 
-async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Body> {
+async fn send(body: PollBody, id: &str, shared: &Shared) -> Response<Body> {
     let Some(s) = find(id, shared) else {
         return not_found();
     };
     s.client.touch(shared.node.now());
-    // A batch may hold many commands; each is still bounded by the message size.
-    let limit = shared.config.max_message_size.saturating_mul(16);
-    let body = match crate::api::read_body(req.into_body(), limit, shared).await {
-        Ok(b) => b,
-        Err(e) => return e.response(),
+    let limit = body_limit(shared);
+    let body = match body {
+        PollBody::Hyper(b) => match crate::api::read_body(b, limit, shared).await {
+            Ok(b) => b,
+            Err(e) => return e.response(),
+        },
+        PollBody::Read(b) if b.len() > limit => {
+            return crate::api::BodyError::TooLarge(limit).response()
+        }
+        PollBody::Read(b) => b,
     };
     // One command, or an array of them; a malformed command is answered
     // through the poll like on any other transport.
