@@ -525,39 +525,27 @@ async fn serve_polls<S: Stream>(
         let limit = crate::poll::body_limit(&shared);
         if request.body_len > limit {
             let refusal = crate::api::BodyError::TooLarge(limit).response();
-            if crate::h1::write_response(&mut stream, refusal, true)
-                .await
-                .is_ok()
-            {
-                crate::server::linger(stream).await;
-            }
-            return;
+            return Box::pin(refuse(stream, refusal)).await;
         }
         let timeout = shared.config.request_body_timeout;
         let need = request.body_len;
-        let read = tokio::time::timeout(timeout, async {
+        let read = Box::pin(tokio::time::timeout(timeout, async {
             while rest.len() < need {
-                let mut chunk = [0u8; 1024];
-                match stream.read(&mut chunk).await {
+                rest.reserve((need - rest.len()).min(64 * 1024));
+                match stream.read_buf(&mut rest).await {
                     Ok(0) | Err(_) => return false,
-                    Ok(n) => rest.extend_from_slice(&chunk[..n]),
+                    Ok(_) => {}
                 }
             }
             true
-        })
+        }))
         .await;
         match read {
             Ok(true) => {}
             Ok(false) => return,
             Err(_) => {
                 let refusal = crate::api::BodyError::Timeout(timeout.as_secs()).response();
-                if crate::h1::write_response(&mut stream, refusal, true)
-                    .await
-                    .is_ok()
-                {
-                    crate::server::linger(stream).await;
-                }
-                return;
+                return Box::pin(refuse(stream, refusal)).await;
             }
         }
         let body = Bytes::copy_from_slice(&rest[..need]);
@@ -566,41 +554,47 @@ async fn serve_polls<S: Stream>(
             // A pending poll holds no buffer.
             rest = Vec::new();
         }
-        let response = crate::poll::dispatch(
+        // Every await is boxed: this future's own state (what a pending poll
+        // holds) is then only the few fields above, and each step allocates
+        // what it needs while it runs.
+        let response = Box::pin(crate::poll::dispatch(
             &request.method,
             &request.path,
             crate::poll::PollBody::Read(body),
             &shared,
-        )
+        ))
         .await;
         let close = request.close || shared.stopping.is_cancelled();
-        if crate::h1::write_response(&mut stream, response, close)
-            .await
-            .is_err()
-        {
-            return;
-        }
         if close {
-            crate::server::linger(stream).await;
+            return Box::pin(refuse(stream, response)).await;
+        }
+        let written = Box::pin(crate::h1::write_response(&mut stream, response, false)).await;
+        if written.is_err() {
             return;
         }
-        let head = tokio::select! {
-            h = tokio::time::timeout(
-                shared.config.handshake_timeout,
-                read_head_after(&mut stream, std::mem::take(&mut rest)),
-            ) => h,
-            _ = shared.stopping.cancelled() => return,
+        let head = Box::pin(async {
+            tokio::select! {
+                h = tokio::time::timeout(
+                    shared.config.handshake_timeout,
+                    read_head_after(&mut stream, std::mem::take(&mut rest)),
+                ) => Some(h),
+                _ = shared.stopping.cancelled() => None,
+            }
+        })
+        .await;
+        let Some(head) = head else {
+            return;
         };
         let (buf, head_len) = match head {
             Ok(Ok((buf, head_len))) if head_len > 0 => (buf, head_len),
             Ok(Ok(_)) | Ok(Err(HeadError::Malformed)) => {
                 let body = "malformed HTTP request\n";
-                return answer(stream, "400 Bad Request", "", body).await;
+                return Box::pin(answer(stream, "400 Bad Request", "", body)).await;
             }
             Ok(Err(HeadError::TooLarge)) => {
                 let body = "request head over 8 KiB or 32 headers\n";
                 let status = "431 Request Header Fields Too Large";
-                return answer(stream, status, "", body).await;
+                return Box::pin(answer(stream, status, "", body)).await;
             }
             // Gone, or silent for too long (hyper closes those too).
             Ok(Err(HeadError::Io(_))) | Err(_) => return,
@@ -625,8 +619,18 @@ async fn serve_polls<S: Stream>(
                 status,
                 extra,
                 body,
-            } => return answer(stream, status, extra, &body).await,
+            } => return Box::pin(answer(stream, status, extra, &body)).await,
         }
+    }
+}
+
+/// Writes `response` saying `connection: close`, then closes gently.
+async fn refuse<S: Stream>(mut stream: S, response: http::Response<crate::api::Body>) {
+    if crate::h1::write_response(&mut stream, response, true)
+        .await
+        .is_ok()
+    {
+        crate::server::linger(stream).await;
     }
 }
 

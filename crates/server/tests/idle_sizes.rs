@@ -17,7 +17,7 @@ fn idle_connection_state_stays_small() {
         ("Client", size_of::<Client>(), 160),
         ("Outbox", size_of::<Outbox>(), 96),
         ("Session", size_of::<Session>(), 64),
-        ("TcpStream", size_of::<TcpStream>(), 32),
+        ("TcpStream", size_of::<TcpStream>(), 40),
         (
             "Connection<Session, WsWire>",
             size_of::<Connection<Session, WsWire>>(),
