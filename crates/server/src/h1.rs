@@ -233,9 +233,9 @@ fn render_size(len: usize, out: &mut [u8; 18]) -> usize {
     } else {
         (usize::BITS as usize - len.leading_zeros() as usize).div_ceil(4)
     };
-    for i in 0..digits {
+    for (i, digit) in out.iter_mut().take(digits).enumerate() {
         let nibble = (len >> (4 * (digits - 1 - i))) & 0xf;
-        out[i] = b"0123456789abcdef"[nibble];
+        *digit = b"0123456789abcdef"[nibble];
     }
     out[digits] = b'\r';
     out[digits + 1] = b'\n';

@@ -39,7 +39,9 @@ use std::time::Duration;
 /// Poll sessions of one server.
 #[derive(Debug)]
 pub struct Polls {
-    sessions: Sharded<String, Arc<PollSession>>,
+    /// By id: the 128 bits themselves, not their hex text (an idle session
+    /// then costs no key allocation).
+    sessions: Sharded<u128, Arc<PollSession>>,
 }
 
 impl Default for Polls {
@@ -74,15 +76,28 @@ impl Polls {
 
 /// One long-poll client.
 #[derive(Debug)]
-struct PollSession {
+pub struct PollSession {
+    /// Its key in [`Polls`].
+    id: u128,
     session: Mutex<Session>,
     client: Arc<Client>,
 }
 
-fn session_id() -> Option<String> {
+/// A new session id: its bits and their text (32 lowercase hex digits).
+fn session_id() -> Option<(u128, String)> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).ok()?;
-    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+    let id = u128::from_be_bytes(b);
+    Some((id, format!("{id:032x}")))
+}
+
+/// The bits of a session id given as text; `None` (unknown session) unless
+/// it is 32 hex digits.
+pub fn parse_id(text: &str) -> Option<u128> {
+    if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u128::from_str_radix(text, 16).ok()
 }
 
 fn not_found() -> Response<Body> {
@@ -125,11 +140,12 @@ pub async fn dispatch(
         .strip_prefix("/poll")
         .unwrap_or("")
         .trim_start_matches('/');
+    let key = parse_id(id);
     match (method.clone(), id.is_empty()) {
         (Method::POST, true) => open(shared),
-        (Method::GET, false) => poll(id, shared).await,
-        (Method::POST, false) => send(body, id, shared).await,
-        (Method::DELETE, false) => match shared.polls.sessions.remove(id) {
+        (Method::GET, false) => poll(key, shared).await,
+        (Method::POST, false) => send(body, key, shared).await,
+        (Method::DELETE, false) => match key.and_then(|k| shared.polls.sessions.remove(&k)) {
             Some(_) => Response::builder()
                 .status(StatusCode::NO_CONTENT)
                 .body(crate::api::full(Bytes::new()))
@@ -145,7 +161,7 @@ pub async fn dispatch(
 }
 
 fn open(shared: &Shared) -> Response<Body> {
-    let Some(id) = session_id() else {
+    let Some((key, id)) = session_id() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal,
@@ -155,6 +171,7 @@ fn open(shared: &Shared) -> Response<Body> {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Json);
     let session = PollSession {
+        id: key,
         session: Mutex::new(
             Session::new(node, client.clone())
                 .with_transport(herald_core::metrics::Transport::Poll),
@@ -164,8 +181,8 @@ fn open(shared: &Shared) -> Response<Body> {
     shared
         .polls
         .sessions
-        .lock(&id)
-        .insert(id.clone(), Arc::new(session));
+        .lock(&key)
+        .insert(key, Arc::new(session));
     let timeout = shared.config.poll_timeout.as_secs();
     json(
         StatusCode::OK,
@@ -175,11 +192,12 @@ fn open(shared: &Shared) -> Response<Body> {
     )
 }
 
-fn find(id: &str, shared: &Shared) -> Option<Arc<PollSession>> {
-    shared.polls.sessions.lock(id).get(id).cloned()
+fn find(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
+    let id = id?;
+    shared.polls.sessions.lock(&id).get(&id).cloned()
 }
 
-async fn send(body: PollBody, id: &str, shared: &Shared) -> Response<Body> {
+async fn send(body: PollBody, id: Option<u128>, shared: &Shared) -> Response<Body> {
     let Some(s) = find(id, shared) else {
         return not_found();
     };
@@ -214,11 +232,31 @@ async fn send(body: PollBody, id: &str, shared: &Shared) -> Response<Body> {
     json(StatusCode::ACCEPTED, b"{}".to_vec())
 }
 
-async fn poll(id: &str, shared: &Shared) -> Response<Body> {
-    let Some(s) = find(id, shared) else {
+async fn poll(id: Option<u128>, shared: &Shared) -> Response<Body> {
+    let Some(s) = begin(id, shared) else {
         return not_found();
     };
+    wait(&s, shared).await;
+    answer(&s, shared)
+}
+
+/// A `GET /poll/<id>`, first step: the session, if there is one (touched:
+/// a poll is its heartbeat).
+pub fn begin(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
+    let s = find(id, shared)?;
     s.client.touch(shared.node.now());
+    Some(s)
+}
+
+/// The answer to a poll for an unknown or expired session.
+pub fn unknown() -> Response<Body> {
+    not_found()
+}
+
+/// Second step: waits until something is queued for `s` or the session
+/// closes, at most `poll_timeout`. This is what an idle long-polling client
+/// is: kept small (a session handle and a timer).
+pub async fn wait(s: &PollSession, shared: &Shared) {
     let ready = poll_fn(|cx| {
         s.client.outbox.with_queue(|q| {
             // Heartbeats mean nothing here: the poll itself is the heartbeat.
@@ -234,6 +272,11 @@ async fn poll(id: &str, shared: &Shared) -> Response<Body> {
         })
     });
     let _ = tokio::time::timeout(shared.config.poll_timeout, ready).await;
+}
+
+/// Last step: the answer, a JSON array of every queued message (the
+/// session's `disconnect` last if it is closing; it is then forgotten).
+pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
     s.client.touch(shared.node.now());
     let (body, closing) = s.client.outbox.with_queue(|q| {
         let mut out = BytesMut::with_capacity(256);
@@ -265,7 +308,7 @@ async fn poll(id: &str, shared: &Shared) -> Response<Body> {
         (out.freeze(), closing.is_some())
     });
     if closing {
-        shared.polls.sessions.remove(id);
+        shared.polls.sessions.remove(&s.id);
     }
     json(StatusCode::OK, body.to_vec())
 }
