@@ -1,7 +1,10 @@
 //! The first bytes of every connection: read the HTTP/1.1 request head, then
-//! either upgrade to WebSocket on our own lean path, or hand the connection to
-//! hyper (HTTP/1.1 with keep-alive, or HTTP/2 when the client opens with the h2c
-//! prior-knowledge preface) for every other endpoint (see [`crate::api`]).
+//! either upgrade to WebSocket on our own lean path, serve an event stream or
+//! long-polling on our own lean HTTP/1.1 path ([`crate::h1`], `serve_polls`:
+//! an idle SSE or long-polling client then holds no hyper buffers, decision
+//! 0010), or hand the connection to hyper (HTTP/1.1 with keep-alive, or
+//! HTTP/2 when the client opens with the h2c prior-knowledge preface) for
+//! every other endpoint (see [`crate::api`]).
 //!
 //! The head is parsed with `httparse` into a stack array of headers; the buffer
 //! that held it is freed before the connection's long-lived driver starts, so

@@ -92,9 +92,10 @@ fn session_id() -> Option<(u128, String)> {
 }
 
 /// The bits of a session id given as text; `None` (unknown session) unless
-/// it is 32 hex digits.
+/// it is 32 lowercase hex digits, the only form ids are given in.
 pub fn parse_id(text: &str) -> Option<u128> {
-    if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let digit = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if text.len() != 32 || !text.bytes().all(digit) {
         return None;
     }
     u128::from_str_radix(text, 16).ok()
@@ -315,3 +316,25 @@ pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
 
 /// Default seconds a poll waits for messages.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
+
+#[cfg(test)]
+mod tests {
+    use super::parse_id;
+
+    #[test]
+    fn session_ids_are_32_lowercase_hex_digits() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(parse_id(id), Some(0x0123456789abcdef0123456789abcdef));
+        assert_eq!(format!("{:032x}", parse_id(id).unwrap_or(0)), id);
+        for bad in [
+            "",
+            "0123456789ABCDEF0123456789ABCDEF",
+            "+123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+        ] {
+            assert_eq!(parse_id(bad), None, "{bad:?}");
+        }
+    }
+}
