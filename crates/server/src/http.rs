@@ -1,7 +1,10 @@
 //! The first bytes of every connection: read the HTTP/1.1 request head, then
-//! either upgrade to WebSocket on our own lean path, or hand the connection to
-//! hyper (HTTP/1.1 with keep-alive, or HTTP/2 when the client opens with the h2c
-//! prior-knowledge preface) for every other endpoint (see [`crate::api`]).
+//! either upgrade to WebSocket on our own lean path, serve an event stream or
+//! long-polling on our own lean HTTP/1.1 path ([`crate::h1`], `serve_polls`:
+//! an idle SSE or long-polling client then holds no hyper buffers, decision
+//! 0010), or hand the connection to hyper (HTTP/1.1 with keep-alive, or
+//! HTTP/2 when the client opens with the h2c prior-knowledge preface) for
+//! every other endpoint (see [`crate::api`]).
 //!
 //! The head is parsed with `httparse` into a stack array of headers; the buffer
 //! that held it is freed before the connection's long-lived driver starts, so
@@ -18,6 +21,7 @@
 //! is not HTTP gets 400; one over 8 KiB or 32 headers gets 431.
 
 use crate::conn::{AsyncIo, Connection, Io};
+use crate::h1::SseRequest;
 use crate::limits::IpSlot;
 use crate::rewind::Rewind;
 use crate::server::Shared;
@@ -56,13 +60,27 @@ enum HeadError {
 /// Reads the request head; returns the buffer and the head's length (0 when
 /// the client opened with the HTTP/2 preface).
 async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Vec<u8>, usize), HeadError> {
-    let mut buf = vec![0u8; 1024];
-    let mut len = 0;
+    read_head_after(stream, Vec::new()).await
+}
+
+/// [`read_head`] for a head that may have begun in `start` (bytes a client
+/// sent after its previous request).
+async fn read_head_after<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    start: Vec<u8>,
+) -> Result<(Vec<u8>, usize), HeadError> {
+    let mut len = start.len();
+    let mut buf = start;
+    buf.resize(len.max(1024), 0);
+    let mut fresh = len == 0;
     loop {
-        match stream.read(&mut buf[len..]).await.map_err(HeadError::Io)? {
-            0 => return Err(HeadError::Io(io::ErrorKind::UnexpectedEof.into())),
-            n => len += n,
+        if fresh {
+            match stream.read(&mut buf[len..]).await.map_err(HeadError::Io)? {
+                0 => return Err(HeadError::Io(io::ErrorKind::UnexpectedEof.into())),
+                n => len += n,
+            }
         }
+        fresh = true;
         let seen = len.min(H2_PREFACE.len());
         if buf[..seen] == H2_PREFACE[..seen] {
             if len >= H2_PREFACE.len() {
@@ -75,7 +93,7 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Result<(Vec<u8>, usi
             buf.truncate(len);
             return Ok((buf, head));
         }
-        if len == buf.len() {
+        if len >= buf.len() {
             if buf.len() >= MAX_HEAD {
                 return Err(HeadError::TooLarge);
             }
@@ -268,6 +286,10 @@ enum Decision {
         encoding: Encoding,
         response: Vec<u8>,
     },
+    /// An event stream Herald serves on its own ([`crate::h1`]).
+    Sse(Box<SseRequest>),
+    /// A long-polling request Herald serves on its own.
+    Poll(Box<PollRequest>),
     /// Not ours: hyper serves it.
     Hyper,
     /// Refuse with a plain answer.
@@ -326,6 +348,10 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
                     .map(str::to_string),
             }))
         }
+        "/sse" if !wants_upgrade => return sse_decision(&req, allowed_origins),
+        p if !wants_upgrade && (p == "/poll" || p.starts_with("/poll/")) => {
+            return poll_decision(&req, allowed_origins)
+        }
         _ => return Decision::Hyper,
     };
     let origin = req
@@ -382,6 +408,336 @@ fn decide(buf: &[u8], allowed_origins: &[String], shootout: bool, echo: bool) ->
     }
 }
 
+/// `GET /sse` as the first request of an HTTP/1.1 connection, without a
+/// body and from an allowed origin, is served by [`crate::h1`]; any other
+/// shape goes to hyper, which answers it as before (a body: 400, an origin
+/// not allowed: 403, another method: 404).
+fn sse_decision(req: &httparse::Request<'_, '_>, allowed_origins: &[String]) -> Decision {
+    if req.method != Some("GET") || req.version != Some(1) {
+        return Decision::Hyper;
+    }
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    };
+    let body = header("transfer-encoding").is_some()
+        || header("content-length").is_some_and(|v| v != b"0");
+    if body || !crate::limits::origin_allowed(allowed_origins, header("origin")) {
+        return Decision::Hyper;
+    }
+    let text = |name: &str| header(name).and_then(crate::h1::header_text);
+    let path = req.path.unwrap_or("");
+    Decision::Sse(Box::new(SseRequest {
+        query: path.split_once('?').map(|(_, q)| q.to_string()),
+        last_event_id: text("last-event-id").map(str::to_string),
+        bearer: text("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_string),
+    }))
+}
+
+/// A long-polling request (`/poll`, `/poll/<id>`), copied out of its head.
+struct PollRequest {
+    method: http::Method,
+    path: String,
+    /// Its `content-length` (0 when absent).
+    body_len: usize,
+    /// The client asked to close the connection after the answer.
+    close: bool,
+}
+
+/// A plain HTTP/1.1 request for `/poll` (GET, POST or DELETE; no chunked
+/// body, no `expect`, from an allowed origin) is served by [`serve_polls`];
+/// any other shape goes to hyper, which answers it as before.
+fn poll_decision(req: &httparse::Request<'_, '_>, allowed_origins: &[String]) -> Decision {
+    let method = match req.method {
+        Some("GET") => http::Method::GET,
+        Some("POST") => http::Method::POST,
+        Some("DELETE") => http::Method::DELETE,
+        _ => return Decision::Hyper,
+    };
+    if req.version != Some(1) {
+        return Decision::Hyper;
+    }
+    let mut body_len = 0;
+    let mut lengths = 0;
+    let mut close = false;
+    for h in req.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("transfer-encoding") || name.eq_ignore_ascii_case("expect") {
+            return Decision::Hyper;
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            lengths += 1;
+            match std::str::from_utf8(h.value).ok().map(str::trim) {
+                Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => {
+                    match v.parse::<usize>() {
+                        Ok(n) => body_len = n,
+                        Err(_) => return Decision::Hyper,
+                    }
+                }
+                _ => return Decision::Hyper,
+            }
+        }
+        if name.eq_ignore_ascii_case("connection") {
+            close |= h
+                .value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        }
+    }
+    let origin = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("origin"))
+        .map(|h| h.value);
+    if lengths > 1 || !crate::limits::origin_allowed(allowed_origins, origin) {
+        return Decision::Hyper;
+    }
+    let path = req.path.unwrap_or("");
+    let path = path.split('?').next().unwrap_or(path).to_string();
+    Decision::Poll(Box::new(PollRequest {
+        method,
+        path,
+        body_len,
+        close,
+    }))
+}
+
+/// Serves long-polling requests on a kept-alive HTTP/1.1 connection, one
+/// after another, without hyper: a pending poll (the idle state of a
+/// long-polling client) then holds no HTTP buffers, only this loop's state
+/// (docs/decisions/0010-idle-memory.md). A request of any other kind hands
+/// the connection to hyper (or to the SSE driver) with its bytes replayed.
+/// Deadlines are hyper's: each later head within `handshake_timeout`, each
+/// body within `request_body_timeout`; at shutdown an idle connection closes
+/// at once and a pending poll answers (its session is closing) with
+/// `connection: close`.
+async fn serve_polls<S: Stream>(
+    mut conn: PollConn<S>,
+    shared: Arc<Shared>,
+    mut request: Box<PollRequest>,
+) {
+    // Only what lives across the wait of a pending poll is in this future:
+    // the connection, the session handle and a pointer to the boxed wait.
+    // Every other step is its own boxed future, allocated while it runs, so
+    // that an idle long-polling client holds a small task cell and a small
+    // box, not the largest state of every step (decision 0010).
+    loop {
+        let next = match Box::pin(poll_request(&mut conn, &shared, request)).await {
+            Step::Done => return,
+            Step::Answer(response, close) => Box::pin(poll_next(conn, &shared, *response, close)),
+            Step::Wait(session, close) => {
+                Box::pin(crate::poll::wait(&session, &shared)).await;
+                let response = crate::poll::answer(&session, &shared);
+                Box::pin(poll_next(conn, &shared, response, close))
+            }
+        };
+        match next.await {
+            Some((c, r)) => {
+                conn = c;
+                request = r;
+            }
+            None => return,
+        }
+    }
+}
+
+/// A kept-alive connection between long-polling requests.
+struct PollConn<S> {
+    stream: S,
+    /// Bytes the client sent after the current request (pipelined).
+    rest: Vec<u8>,
+    slot: Option<Box<IpSlot>>,
+}
+
+/// What a long-polling request comes to.
+enum Step {
+    /// The connection is finished with (refused, gone).
+    Done,
+    /// This answer; then close the connection if `true`.
+    /// (Boxed: this value is alive across the loop's awaits; the loop's
+    /// state, which a pending poll holds, stays small.)
+    Answer(Box<http::Response<crate::api::Body>>, bool),
+    /// A `GET /poll/<id>`: wait for this session, then answer.
+    Wait(Arc<crate::poll::PollSession>, bool),
+}
+
+/// Reads the request's body (bounded in size and time) and answers it, or
+/// for a poll finds the session to wait for.
+async fn poll_request<S: Stream>(
+    conn: &mut PollConn<S>,
+    shared: &Arc<Shared>,
+    request: Box<PollRequest>,
+) -> Step {
+    let limit = crate::poll::body_limit(shared);
+    if request.body_len > limit {
+        let refusal = crate::api::BodyError::TooLarge(limit).response();
+        return Step::Answer(Box::new(refusal), true);
+    }
+    let timeout = shared.config.request_body_timeout;
+    let need = request.body_len;
+    let rest = &mut conn.rest;
+    let stream = &mut conn.stream;
+    let read = tokio::time::timeout(timeout, async {
+        while rest.len() < need {
+            rest.reserve((need - rest.len()).min(64 * 1024));
+            match stream.read_buf(rest).await {
+                Ok(0) | Err(_) => return false,
+                Ok(_) => {}
+            }
+        }
+        true
+    })
+    .await;
+    match read {
+        Ok(true) => {}
+        Ok(false) => return Step::Done,
+        Err(_) => {
+            let refusal = crate::api::BodyError::Timeout(timeout.as_secs()).response();
+            return Step::Answer(Box::new(refusal), true);
+        }
+    }
+    let body = Bytes::copy_from_slice(&conn.rest[..need]);
+    conn.rest.drain(..need);
+    if conn.rest.is_empty() {
+        // A pending poll holds no buffer.
+        conn.rest = Vec::new();
+    }
+    let close = request.close;
+    let id = request.path.strip_prefix("/poll/").unwrap_or("");
+    if request.method == http::Method::GET && !id.is_empty() {
+        return match crate::poll::begin(crate::poll::parse_id(id), shared) {
+            Some(session) => Step::Wait(session, close),
+            None => Step::Answer(Box::new(crate::poll::unknown()), close),
+        };
+    }
+    let body = crate::poll::PollBody::Read(body);
+    let response = crate::poll::dispatch(&request.method, &request.path, body, shared).await;
+    Step::Answer(Box::new(response), close)
+}
+
+/// Writes the answer, then reads the next request head: `Some` when it is
+/// another long-polling request; otherwise the connection was closed or
+/// handed on (to hyper, or to the SSE driver).
+async fn poll_next<S: Stream>(
+    mut conn: PollConn<S>,
+    shared: &Arc<Shared>,
+    response: http::Response<crate::api::Body>,
+    close: bool,
+) -> Option<(PollConn<S>, Box<PollRequest>)> {
+    if close || shared.stopping.is_cancelled() {
+        refuse(conn.stream, response).await;
+        return None;
+    }
+    if crate::h1::write_response(&mut conn.stream, response, false)
+        .await
+        .is_err()
+    {
+        return None;
+    }
+    let rest = std::mem::take(&mut conn.rest);
+    let head = tokio::select! {
+        h = tokio::time::timeout(
+            shared.config.handshake_timeout,
+            read_head_after(&mut conn.stream, rest),
+        ) => h,
+        _ = shared.stopping.cancelled() => return None,
+    };
+    let (buf, head_len) = match head {
+        Ok(Ok((buf, head_len))) if head_len > 0 => (buf, head_len),
+        Ok(Ok(_)) | Ok(Err(HeadError::Malformed)) => {
+            let body = "malformed HTTP request\n";
+            answer(conn.stream, "400 Bad Request", "", body).await;
+            return None;
+        }
+        Ok(Err(HeadError::TooLarge)) => {
+            let body = "request head over 8 KiB or 32 headers\n";
+            let status = "431 Request Header Fields Too Large";
+            answer(conn.stream, status, "", body).await;
+            return None;
+        }
+        // Gone, or silent for too long (hyper closes those too).
+        Ok(Err(HeadError::Io(_))) | Err(_) => return None,
+    };
+    let (shootout, echo) = (shared.config.shootout, shared.config.test_echo_route);
+    let shared = shared.clone();
+    match decide(&buf, &shared.config.allowed_origins, shootout, echo) {
+        Decision::Poll(next) => {
+            conn.rest = buf[head_len..].to_vec();
+            Some((conn, next))
+        }
+        Decision::Sse(sse) => {
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            Box::pin(serve_sse(conn.stream, shared, sse, rest, conn.slot)).await;
+            None
+        }
+        // An upgrade is only taken as a connection's first request:
+        // hyper answers this one (426), as it did before.
+        Decision::Upgrade { .. } | Decision::Hyper => {
+            Box::pin(hyper_serve(conn.stream, shared, buf, conn.slot)).await;
+            None
+        }
+        Decision::Reject {
+            status,
+            extra,
+            body,
+        } => {
+            answer(conn.stream, status, extra, &body).await;
+            None
+        }
+    }
+}
+
+/// Writes `response` saying `connection: close`, then closes gently.
+async fn refuse<S: Stream>(mut stream: S, response: http::Response<crate::api::Body>) {
+    if crate::h1::write_response(&mut stream, response, true)
+        .await
+        .is_ok()
+    {
+        crate::server::linger(stream).await;
+    }
+}
+
+/// Answers an event stream on Herald's own path: the stream's driver, or an
+/// error answer after which hyper serves the rest of the connection.
+async fn serve_sse<S: Stream>(
+    mut stream: S,
+    shared: Arc<Shared>,
+    request: Box<SseRequest>,
+    rest: Vec<u8>,
+    slot: Option<Box<IpSlot>>,
+) {
+    let started = crate::sse::start(
+        request.query.as_deref(),
+        request.last_event_id.as_deref(),
+        request.bearer.as_deref(),
+        &shared,
+    )
+    .await;
+    drop(request);
+    match started {
+        Ok(body) => {
+            if stream.write_all(&crate::h1::sse_head()).await.is_err() {
+                return;
+            }
+            let conn = crate::h1::SseConn::new(stream.into_io(), body, slot);
+            shared.tracker.spawn(conn);
+        }
+        Err(refusal) => {
+            if crate::h1::write_response(&mut stream, refusal, false)
+                .await
+                .is_ok()
+            {
+                hyper_serve(stream, shared, rest, slot).await;
+            }
+        }
+    }
+}
+
 /// Where each request goes.
 async fn route<S: Stream>(
     mut stream: S,
@@ -403,6 +759,21 @@ async fn route<S: Stream>(
             (endpoint, encoding)
         }
         Decision::Hyper => return Box::pin(hyper_serve(stream, shared, buf, slot)).await,
+        Decision::Sse(request) => {
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            return Box::pin(serve_sse(stream, shared, request, rest, slot)).await;
+        }
+        Decision::Poll(request) => {
+            // Its own task, so that the handshake's future is freed: a
+            // pending poll holds only the loop's state.
+            let rest = buf[head_len..].to_vec();
+            drop(buf);
+            let conn = PollConn { stream, rest, slot };
+            let loop_ = serve_polls(conn, shared.clone(), request);
+            shared.tracker.spawn(loop_);
+            return;
+        }
         Decision::Reject {
             status,
             extra,
@@ -488,4 +859,23 @@ struct PusherTarget {
     key: String,
     /// The `protocol` query parameter, if given.
     protocol: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn output_size<A, B, C, F>(_: fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// What a pending long-poll holds besides its session: this future,
+    /// inside a tokio task cell aligned to 128 bytes (decision 0010).
+    #[test]
+    fn the_poll_loop_is_small() {
+        let size = output_size(serve_polls::<TcpStream> as fn(_, _, _) -> _);
+        println!("serve_polls future: {size} bytes");
+
+        assert!(size <= 224, "serve_polls future is {size} bytes");
+    }
 }

@@ -26,6 +26,7 @@ pub mod cluster_tables;
 pub mod config;
 pub mod conn;
 pub mod demo;
+pub mod h1;
 pub mod http;
 pub mod limits;
 pub mod metrics;

@@ -39,7 +39,9 @@ use std::time::Duration;
 /// Poll sessions of one server.
 #[derive(Debug)]
 pub struct Polls {
-    sessions: Sharded<String, Arc<PollSession>>,
+    /// By id: the 128 bits themselves, not their hex text (an idle session
+    /// then costs no key allocation).
+    sessions: Sharded<u128, Arc<PollSession>>,
 }
 
 impl Default for Polls {
@@ -74,15 +76,29 @@ impl Polls {
 
 /// One long-poll client.
 #[derive(Debug)]
-struct PollSession {
+pub struct PollSession {
+    /// Its key in [`Polls`].
+    id: u128,
     session: Mutex<Session>,
     client: Arc<Client>,
 }
 
-fn session_id() -> Option<String> {
+/// A new session id: its bits and their text (32 lowercase hex digits).
+fn session_id() -> Option<(u128, String)> {
     let mut b = [0u8; 16];
     getrandom::fill(&mut b).ok()?;
-    Some(b.iter().map(|x| format!("{x:02x}")).collect())
+    let id = u128::from_be_bytes(b);
+    Some((id, format!("{id:032x}")))
+}
+
+/// The bits of a session id given as text; `None` (unknown session) unless
+/// it is 32 lowercase hex digits, the only form ids are given in.
+pub fn parse_id(text: &str) -> Option<u128> {
+    let digit = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if text.len() != 32 || !text.bytes().all(digit) {
+        return None;
+    }
+    u128::from_str_radix(text, 16).ok()
 }
 
 fn not_found() -> Response<Body> {
@@ -93,19 +109,44 @@ fn not_found() -> Response<Body> {
     )
 }
 
+/// A request's body, as hyper gives it or as [`crate::h1`] read it.
+pub enum PollBody {
+    /// Not read yet (hyper).
+    Hyper(Incoming),
+    /// Read whole, within [`body_limit`] and the body deadline.
+    Read(Bytes),
+}
+
+/// The largest body `POST /poll/<id>` takes: a batch may hold many
+/// commands, each still bounded by the message size.
+pub fn body_limit(shared: &Shared) -> usize {
+    shared.config.max_message_size.saturating_mul(16)
+}
+
 /// Routes `/poll` and `/poll/<id>`.
 pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
-    let path = req.uri().path();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    dispatch(&method, &path, PollBody::Hyper(req.into_body()), shared).await
+}
+
+/// Routes a request for `/poll` or `/poll/<id>` given its method and path.
+pub async fn dispatch(
+    method: &Method,
+    path: &str,
+    body: PollBody,
+    shared: &Shared,
+) -> Response<Body> {
     let id = path
         .strip_prefix("/poll")
         .unwrap_or("")
-        .trim_start_matches('/')
-        .to_string();
-    match (req.method().clone(), id.is_empty()) {
+        .trim_start_matches('/');
+    let key = parse_id(id);
+    match (method.clone(), id.is_empty()) {
         (Method::POST, true) => open(shared),
-        (Method::GET, false) => poll(&id, shared).await,
-        (Method::POST, false) => send(req, &id, shared).await,
-        (Method::DELETE, false) => match shared.polls.sessions.remove(&id) {
+        (Method::GET, false) => poll(key, shared).await,
+        (Method::POST, false) => send(body, key, shared).await,
+        (Method::DELETE, false) => match key.and_then(|k| shared.polls.sessions.remove(&k)) {
             Some(_) => Response::builder()
                 .status(StatusCode::NO_CONTENT)
                 .body(crate::api::full(Bytes::new()))
@@ -121,7 +162,7 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
 }
 
 fn open(shared: &Shared) -> Response<Body> {
-    let Some(id) = session_id() else {
+    let Some((key, id)) = session_id() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal,
@@ -131,6 +172,7 @@ fn open(shared: &Shared) -> Response<Body> {
     let node = shared.node.clone();
     let client = node.new_client(Encoding::Json);
     let session = PollSession {
+        id: key,
         session: Mutex::new(
             Session::new(node, client.clone())
                 .with_transport(herald_core::metrics::Transport::Poll),
@@ -140,8 +182,8 @@ fn open(shared: &Shared) -> Response<Body> {
     shared
         .polls
         .sessions
-        .lock(&id)
-        .insert(id.clone(), Arc::new(session));
+        .lock(&key)
+        .insert(key, Arc::new(session));
     let timeout = shared.config.poll_timeout.as_secs();
     json(
         StatusCode::OK,
@@ -151,20 +193,26 @@ fn open(shared: &Shared) -> Response<Body> {
     )
 }
 
-fn find(id: &str, shared: &Shared) -> Option<Arc<PollSession>> {
-    shared.polls.sessions.lock(id).get(id).cloned()
+fn find(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
+    let id = id?;
+    shared.polls.sessions.lock(&id).get(&id).cloned()
 }
 
-async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Body> {
+async fn send(body: PollBody, id: Option<u128>, shared: &Shared) -> Response<Body> {
     let Some(s) = find(id, shared) else {
         return not_found();
     };
     s.client.touch(shared.node.now());
-    // A batch may hold many commands; each is still bounded by the message size.
-    let limit = shared.config.max_message_size.saturating_mul(16);
-    let body = match crate::api::read_body(req.into_body(), limit, shared).await {
-        Ok(b) => b,
-        Err(e) => return e.response(),
+    let limit = body_limit(shared);
+    let body = match body {
+        PollBody::Hyper(b) => match crate::api::read_body(b, limit, shared).await {
+            Ok(b) => b,
+            Err(e) => return e.response(),
+        },
+        PollBody::Read(b) if b.len() > limit => {
+            return crate::api::BodyError::TooLarge(limit).response()
+        }
+        PollBody::Read(b) => b,
     };
     // One command, or an array of them; a malformed command is answered
     // through the poll like on any other transport.
@@ -185,11 +233,31 @@ async fn send(req: Request<Incoming>, id: &str, shared: &Shared) -> Response<Bod
     json(StatusCode::ACCEPTED, b"{}".to_vec())
 }
 
-async fn poll(id: &str, shared: &Shared) -> Response<Body> {
-    let Some(s) = find(id, shared) else {
+async fn poll(id: Option<u128>, shared: &Shared) -> Response<Body> {
+    let Some(s) = begin(id, shared) else {
         return not_found();
     };
+    wait(&s, shared).await;
+    answer(&s, shared)
+}
+
+/// A `GET /poll/<id>`, first step: the session, if there is one (touched:
+/// a poll is its heartbeat).
+pub fn begin(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
+    let s = find(id, shared)?;
     s.client.touch(shared.node.now());
+    Some(s)
+}
+
+/// The answer to a poll for an unknown or expired session.
+pub fn unknown() -> Response<Body> {
+    not_found()
+}
+
+/// Second step: waits until something is queued for `s` or the session
+/// closes, at most `poll_timeout`. This is what an idle long-polling client
+/// is: kept small (a session handle and a timer).
+pub async fn wait(s: &PollSession, shared: &Shared) {
     let ready = poll_fn(|cx| {
         s.client.outbox.with_queue(|q| {
             // Heartbeats mean nothing here: the poll itself is the heartbeat.
@@ -205,6 +273,11 @@ async fn poll(id: &str, shared: &Shared) -> Response<Body> {
         })
     });
     let _ = tokio::time::timeout(shared.config.poll_timeout, ready).await;
+}
+
+/// Last step: the answer, a JSON array of every queued message (the
+/// session's `disconnect` last if it is closing; it is then forgotten).
+pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
     s.client.touch(shared.node.now());
     let (body, closing) = s.client.outbox.with_queue(|q| {
         let mut out = BytesMut::with_capacity(256);
@@ -236,10 +309,32 @@ async fn poll(id: &str, shared: &Shared) -> Response<Body> {
         (out.freeze(), closing.is_some())
     });
     if closing {
-        shared.polls.sessions.remove(id);
+        shared.polls.sessions.remove(&s.id);
     }
     json(StatusCode::OK, body.to_vec())
 }
 
 /// Default seconds a poll waits for messages.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
+
+#[cfg(test)]
+mod tests {
+    use super::parse_id;
+
+    #[test]
+    fn session_ids_are_32_lowercase_hex_digits() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(parse_id(id), Some(0x0123456789abcdef0123456789abcdef));
+        assert_eq!(format!("{:032x}", parse_id(id).unwrap_or(0)), id);
+        for bad in [
+            "",
+            "0123456789ABCDEF0123456789ABCDEF",
+            "+123456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+        ] {
+            assert_eq!(parse_id(bad), None, "{bad:?}");
+        }
+    }
+}

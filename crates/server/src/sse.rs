@@ -139,6 +139,43 @@ pub async fn open_resuming(
     bearer: Option<&str>,
     shared: &Arc<Shared>,
 ) -> Response<Body> {
+    match start(query, last_event_id, bearer, shared).await {
+        Ok(stream) => response(stream),
+        Err(refusal) => refusal,
+    }
+}
+
+/// The 200 answer carrying `stream` as its body (hyper's path: HTTP/2, and
+/// HTTP/1.1 requests [`crate::h1`] leaves to hyper).
+fn response(stream: SseStream) -> Response<Body> {
+    let mut r = Response::new(stream.boxed());
+    let h = r.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache"),
+    );
+    h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    *r.status_mut() = StatusCode::OK;
+    r
+}
+
+/// The headers of the 200 answer, as [`response`] gives them to hyper, for a
+/// stream served by [`crate::h1`] on its own.
+pub(crate) const HEADERS: &str =
+    "content-type: text/event-stream\r\ncache-control: no-cache\r\nx-accel-buffering: no\r\n";
+
+/// Parses the request, authenticates, subscribes and waits until the
+/// subscriptions are attached: the stream to serve, or the error answer.
+pub(crate) async fn start(
+    query: Option<&str>,
+    last_event_id: Option<&str>,
+    bearer: Option<&str>,
+    shared: &Arc<Shared>,
+) -> Result<SseStream, Response<Body>> {
     let mut channels: Vec<String> = Vec::new();
     let mut games: Vec<Command> = Vec::new();
     let mut query_id = None;
@@ -148,11 +185,11 @@ pub async fn open_resuming(
             channels.push(percent_decode(c));
         } else if let Some(t) = kv.strip_prefix("table=") {
             let Ok(table) = t.parse::<u64>() else {
-                return error(
+                return Err(error(
                     StatusCode::BAD_REQUEST,
                     ErrorCode::BadRequest,
                     &format!("invalid table id {t:?}"),
-                );
+                ));
             };
             games.push(Command::Watch { table });
         } else if let Some(path) = kv.strip_prefix("lobby=") {
@@ -166,26 +203,26 @@ pub async fn open_resuming(
         }
     }
     if channels.is_empty() && games.is_empty() {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             ErrorCode::BadRequest,
             "give at least one ?channel= (or ?table= to watch a game table, ?lobby= for the lobby)",
-        );
+        ));
     }
     if channels.len() + games.len() > shared.config.node.max_subscriptions {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             ErrorCode::LimitExceeded,
             "too many channels for one stream",
-        );
+        ));
     }
     for c in &channels {
         if channel::validate(c).is_err() {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 ErrorCode::InvalidChannel,
                 &format!("invalid channel name {c:?}"),
-            );
+            ));
         }
     }
     let resume = last_event_id
@@ -195,11 +232,11 @@ pub async fn open_resuming(
     let client = node.new_raw_client();
     let mut session = Session::new(node, client).with_transport(Transport::Sse);
     if let Err(e) = session.authenticate(bearer.or(query_token.as_deref())) {
-        return refused(&e);
+        return Err(refused(&e));
     }
     for c in &channels {
         if let Err(e) = session.check(Action::Subscribe, c, None) {
-            return refused(&e);
+            return Err(refused(&e));
         }
     }
     let streams: Vec<ChannelPos> = channels
@@ -244,27 +281,14 @@ pub async fn open_resuming(
         shared.config.handshake_timeout,
     )
     .await;
-    let stream = SseStream {
+    Ok(SseStream {
         session,
         streams,
         started: false,
         done: false,
         ending: false,
         id_sent: false,
-    };
-    let mut r = Response::new(stream.boxed());
-    let h = r.headers_mut();
-    h.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(
-        http::header::CACHE_CONTROL,
-        http::HeaderValue::from_static("no-cache"),
-    );
-    h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
-    *r.status_mut() = StatusCode::OK;
-    r
+    })
 }
 
 /// Waits until each of the stream's `n` subscribes has its answer queued (a
@@ -347,7 +371,7 @@ struct ChannelPos {
 }
 
 /// The body of one event stream.
-struct SseStream {
+pub(crate) struct SseStream {
     session: Session,
     /// One per `channel` parameter, in their order.
     streams: Vec<ChannelPos>,
