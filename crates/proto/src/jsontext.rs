@@ -41,6 +41,40 @@ pub(crate) fn is_json(b: &[u8]) -> bool {
     .run()
 }
 
+/// Whether `b`, already known to be valid JSON text (serde_json read it), nests
+/// at most [`MAX_DEPTH`] deep: the one way such text can fail [`is_json`]
+/// (serde_json's raw values have no depth limit). One pass that only looks at
+/// brackets and string bounds, several times cheaper than the full check.
+pub(crate) fn nests_within_limit(b: &[u8]) -> bool {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'"' => {
+                // Skip the string: its escapes are well formed.
+                i += 1;
+                while let Some(&c) = b.get(i) {
+                    match c {
+                        b'"' => break,
+                        b'\\' => i += 2,
+                        _ => i += 1,
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 const fn is_ws(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r')
 }
