@@ -43,36 +43,105 @@ pub(crate) fn is_json(b: &[u8]) -> bool {
 
 /// Whether `b`, already known to be valid JSON text (serde_json read it), nests
 /// at most [`MAX_DEPTH`] deep: the one way such text can fail [`is_json`]
-/// (serde_json's raw values have no depth limit). One pass that only looks at
-/// brackets and string bounds, several times cheaper than the full check.
+/// (serde_json's raw values have no depth limit).
+///
+/// Only brackets outside strings count, so this finds string bounds and
+/// brackets 64 bytes at a time, as bit masks (plain loops the compiler turns
+/// into vector compares), in the manner of simdjson: the bytes inside strings
+/// are the prefix XOR of the quote mask. A block holding a backslash (which
+/// may escape a quote) is walked byte by byte. Several times cheaper than a
+/// byte-by-byte walk on typical payloads, where it ran at a quarter of the
+/// server's time streaming large batches (decision 0011).
 pub(crate) fn nests_within_limit(b: &[u8]) -> bool {
-    let mut depth = 0usize;
-    let mut i = 0;
-    while let Some(&c) = b.get(i) {
+    let mut depth = Depth::default();
+    let mut blocks = b.chunks_exact(64);
+    for block in &mut blocks {
+        let Ok(block) = <&[u8; 64]>::try_from(block) else {
+            return false; // unreachable: chunks_exact
+        };
+        if !depth.block(block) {
+            return false;
+        }
+    }
+    blocks.remainder().iter().all(|&c| depth.byte(c))
+}
+
+/// The walk of [`nests_within_limit`]: nesting so far and string state.
+#[derive(Default)]
+struct Depth {
+    depth: usize,
+    in_string: bool,
+    /// The previous byte was a backslash inside a string.
+    escaped: bool,
+}
+
+impl Depth {
+    fn byte(&mut self, c: u8) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if c == b'\\' {
+                self.escaped = true;
+            } else if c == b'"' {
+                self.in_string = false;
+            }
+            return true;
+        }
         match c {
-            b'"' => {
-                // Skip the string: its escapes are well formed.
-                i += 1;
-                while let Some(&c) = b.get(i) {
-                    match c {
-                        b'"' => break,
-                        b'\\' => i += 2,
-                        _ => i += 1,
-                    }
-                }
-            }
+            b'"' => self.in_string = true,
             b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return false;
-                }
+                self.depth += 1;
+                return self.depth <= MAX_DEPTH;
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
+            b']' | b'}' => self.depth = self.depth.saturating_sub(1),
             _ => {}
         }
-        i += 1;
+        true
     }
-    true
+
+    fn block(&mut self, block: &[u8; 64]) -> bool {
+        let (mut quotes, mut backslashes, mut opens, mut closes) = (0u64, 0u64, 0u64, 0u64);
+        for (i, &c) in block.iter().enumerate() {
+            quotes |= u64::from(c == b'"') << i;
+            backslashes |= u64::from(c == b'\\') << i;
+            opens |= u64::from(c == b'[' || c == b'{') << i;
+            closes |= u64::from(c == b']' || c == b'}') << i;
+        }
+        if backslashes != 0 || self.escaped {
+            return block.iter().all(|&c| self.byte(c));
+        }
+        // Bit i set: byte i is inside a string (its opening quote included).
+        let mut inside = quotes;
+        for shift in [1, 2, 4, 8, 16, 32] {
+            inside ^= inside << shift;
+        }
+        if self.in_string {
+            inside = !inside;
+        }
+        self.in_string = inside >> 63 == 1;
+        let (opens, closes) = (opens & !inside, closes & !inside);
+        let n_opens = opens.count_ones() as usize;
+        if self.depth + n_opens <= MAX_DEPTH {
+            // Valid JSON never closes more than it opened.
+            self.depth = (self.depth + n_opens).saturating_sub(closes.count_ones() as usize);
+            return true;
+        }
+        // Near the limit: bracket by bracket, in order.
+        let mut brackets = opens | closes;
+        while brackets != 0 {
+            let bit = brackets & brackets.wrapping_neg();
+            if opens & bit != 0 {
+                self.depth += 1;
+                if self.depth > MAX_DEPTH {
+                    return false;
+                }
+            } else {
+                self.depth = self.depth.saturating_sub(1);
+            }
+            brackets ^= bit;
+        }
+        true
+    }
 }
 
 const fn is_ws(c: u8) -> bool {
@@ -390,6 +459,58 @@ pub(crate) const fn base64_len(n: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The block walk agrees with the full check on valid JSON: depths
+    /// around the limit, brackets, quotes and backslashes inside strings at
+    /// every offset of a 64-byte block, escapes across block edges.
+    #[test]
+    fn nesting_check_agrees_with_the_full_check() {
+        let fillers = [
+            "",
+            "x",
+            r#"\""#,
+            r#"\\"#,
+            r#"]]}}"#,
+            r#"[[{{"#,
+            r#"a\"]\\"#,
+            r#"\u005b"#,
+        ];
+        let mut checked = 0;
+        for depth in [1, 2, 60, 127, 128, 129, 140] {
+            for pad in 0..70 {
+                for filler in fillers {
+                    let s = format!("{}{filler}", "y".repeat(pad));
+                    // The string sits before the innermost value, at `pad`
+                    // bytes of shift, and again at the bottom.
+                    let text = format!(
+                        r#"{}"{s}",{{"k{s}":"{s}"}}{}"#,
+                        "[".repeat(depth - 1),
+                        "]".repeat(depth - 1)
+                    );
+                    let text = if depth == 1 {
+                        format!("[{text}]")
+                    } else {
+                        text
+                    };
+                    assert!(
+                        serde_json::from_str::<serde_json::Value>(&text).is_ok() || depth > 120
+                    );
+                    assert_eq!(
+                        nests_within_limit(text.as_bytes()),
+                        is_json(text.as_bytes()),
+                        "depth {depth}, pad {pad}, filler {filler}: {text}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 7 * 70 * 8);
+        // Flat but long: many blocks, no nesting to speak of.
+        let row = r#"[0,"2022-03-29T20:35:56.581Z",1,116.9,"c00070","a \"q\" [x]"]"#;
+        let rows = format!("[{}]", vec![row; 400].join(","));
+        assert!(nests_within_limit(rows.as_bytes()));
+        assert!(is_json(rows.as_bytes()));
+    }
     use serde_json::value::RawValue;
 
     /// The reference: serde_json accepts `b` as one raw value spanning it all.
