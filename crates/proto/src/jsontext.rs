@@ -103,6 +103,8 @@ fn block_masks(block: &[u8; 64]) -> [u64; 4] {
 }
 
 /// [`block_masks`] 8 bytes at a time in a machine word (any target).
+// On x86_64 only the tests use it (against the SSE2 version).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn word_masks(block: &[u8; 64]) -> [u64; 4] {
     let (mut quotes, mut backslashes, mut opens, mut closes) = (0u64, 0u64, 0u64, 0u64);
     for (i, word) in block.chunks_exact(8).enumerate() {
@@ -122,6 +124,8 @@ fn word_masks(block: &[u8; 64]) -> [u64; 4] {
 }
 
 /// `c` in each of the 8 bytes of a word.
+// On x86_64 only the tests use it (against the SSE2 version).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 const fn lanes(c: u8) -> u64 {
     0x0101_0101_0101_0101 * c as u64
 }
@@ -129,6 +133,8 @@ const fn lanes(c: u8) -> u64 {
 /// Bit k set where byte k of `x` (little-endian) equals `c`: the exact
 /// zero-byte test on `x ^ lanes(c)` (0x80 per matching byte), then those
 /// eight bits gathered into one byte by a multiplication.
+// On x86_64 only the tests use it (against the SSE2 version).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 const fn eq_bits(x: u64, c: u8) -> u64 {
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     let y = x ^ lanes(c);
