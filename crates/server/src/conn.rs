@@ -40,17 +40,11 @@ const WRITE_BATCH: usize = 64;
 const _: () = assert!(WRITE_BATCH <= RETIRED_SLOTS);
 /// Bytes per vectored write (beyond this the kernel buffer is full anyway).
 const WRITE_BYTES: usize = 256 * 1024;
-/// Batches up to this many bytes of several frames are written from one
-/// contiguous copy (see `write_batch`).
-const COALESCE_BYTES: usize = 16 * 1024;
 /// How long to wait for the peer's close after sending ours.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 thread_local! {
     static READ: RefCell<Box<[u8]>> = RefCell::new(vec![0u8; READ_BUF].into_boxed_slice());
-    /// Where `write_batch` gathers small frames (per worker thread, not per
-    /// connection: idle connections hold no buffer).
-    static COALESCE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(COALESCE_BYTES));
 }
 
 /// The byte stream under a connection: a plain socket (readiness and
@@ -478,24 +472,7 @@ fn write_batch(
             n_iov += 1;
         }
     }
-    // Many small frames: copy them into one per-thread buffer and hand the
-    // kernel a single slice. Its per-segment cost on a writev of ~100 tiny
-    // slices (header, payload, header, …) was the largest item of a
-    // fan-out of 128-byte messages (decision 0011); a copy in user space of
-    // a few KiB is cheaper. Large frames keep their zero-copy slices.
-    let result = if n_iov > 2 && bytes <= COALESCE_BYTES {
-        COALESCE.with(|cell| {
-            let mut buf = cell.borrow_mut();
-            buf.clear();
-            for s in &iov[..n_iov] {
-                buf.extend_from_slice(s);
-            }
-            stream.poll_write_some(cx, &[IoSlice::new(&buf)])
-        })
-    } else {
-        stream.poll_write_some(cx, &iov[..n_iov])
-    };
-    match result {
+    match stream.poll_write_some(cx, &iov[..n_iov]) {
         Poll::Ready(Ok(0)) => Step::Failed,
         Poll::Ready(Ok(mut written)) => {
             metrics.bytes_out.add(written as u64);
