@@ -30,6 +30,7 @@ fn fanout(c: &mut Criterion) {
             channel: "bench".into(),
             offset: 1,
             data: Bytes::from(format!("{{\"padding\":\"{}\"}}", "x".repeat(200))),
+            json: false,
         };
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {

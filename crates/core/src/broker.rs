@@ -53,6 +53,13 @@ pub struct Publication {
     pub offset: u64,
     /// Its payload.
     pub data: Bytes,
+    /// `data` is known to be JSON text that a JSON push embeds verbatim (a
+    /// JSON publisher sent it as `data`: see
+    /// `herald_proto::json::decode_request_hinted`), so the hub skips the
+    /// check that would otherwise decide between `data` and `b64`. `false`:
+    /// not known, checked when encoded. Only a hint: the pushed text is the
+    /// same either way (decision 0011).
+    pub json: bool,
 }
 
 /// Receives publications from the broker, in per-channel order (the hub).
@@ -108,6 +115,17 @@ pub struct History {
 pub trait Broker: Send + Sync + 'static {
     /// Publishes `data` to `channel`, returning its position.
     fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>>;
+
+    /// [`Broker::publish`] for data known to be JSON text (see
+    /// [`Publication::json`]). A broker that cannot carry the hint to its
+    /// deliveries publishes as usual; the pushes are the same text.
+    fn publish_json(
+        &self,
+        channel: &str,
+        data: Bytes,
+    ) -> Completion<Result<Position, BrokerError>> {
+        self.publish(channel, data)
+    }
 
     /// Attaches a subscriber to `channel` atomically with respect to its
     /// publications: the broker computes the channel's position and, with

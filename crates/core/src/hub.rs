@@ -564,15 +564,22 @@ impl Hub {
 
 /// Encodes a publication push for one encoding, as the frame type it travels in.
 fn encode_push(p: &Publication, encoding: Encoding) -> Frame {
-    let msg = ServerMsg::Push(Push::Publication {
-        channel: p.channel.to_string(),
-        offset: p.offset,
-        data: p.data.clone(),
-    });
-    let bytes = encoding.encode_server_bytes(&msg);
     match encoding {
-        Encoding::Json => Frame::Text(bytes),
-        Encoding::Binary => Frame::Binary(bytes),
+        Encoding::Json => {
+            // No second look at data a JSON publisher sent as JSON text
+            // (`Publication::json`; decision 0011).
+            let mut out = bytes::BytesMut::new();
+            let (channel, data) = (&p.channel, &p.data);
+            herald_proto::json::encode_json_publication(channel, p.offset, data, p.json, &mut out);
+            Frame::Text(out.freeze())
+        }
+        Encoding::Binary => Frame::Binary(encoding.encode_server_bytes(&ServerMsg::Push(
+            Push::Publication {
+                channel: p.channel.to_string(),
+                offset: p.offset,
+                data: p.data.clone(),
+            },
+        ))),
     }
 }
 
@@ -698,6 +705,7 @@ mod tests {
             channel: "news".into(),
             offset: 1,
             data: Bytes::from_static(b"{\"x\":1}"),
+            json: false,
         });
         let ptr = |cl: &Arc<Client>| {
             cl.outbox
@@ -724,6 +732,7 @@ mod tests {
             channel: "x".into(),
             offset: 2,
             data: Bytes::new(),
+            json: false,
         });
         assert!(a.outbox.is_empty());
     }
@@ -733,6 +742,7 @@ mod tests {
             channel: channel.into(),
             offset,
             data: Bytes::from_static(b"1"),
+            json: false,
         });
     }
 

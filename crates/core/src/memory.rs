@@ -464,8 +464,14 @@ fn history_of(st: &ChannelState, since: Option<&Position>, limit: usize) -> Hist
     }
 }
 
-impl Broker for MemoryBroker {
-    fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+impl MemoryBroker {
+    /// `publish` with the JSON hint of [`Publication::json`].
+    fn publish_hinted(
+        &self,
+        channel: &str,
+        data: Bytes,
+        json: bool,
+    ) -> Completion<Result<Position, BrokerError>> {
         let position = self.with_state(channel, true, |name, st, now| {
             st.offset += 1;
             st.active = now;
@@ -486,6 +492,7 @@ impl Broker for MemoryBroker {
                 channel: name.clone(),
                 offset,
                 data,
+                json,
             });
             st.position()
         });
@@ -493,6 +500,20 @@ impl Broker for MemoryBroker {
         Completion::Ready(
             position.ok_or_else(|| BrokerError::Unavailable("no channel state".into())),
         )
+    }
+}
+
+impl Broker for MemoryBroker {
+    fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+        self.publish_hinted(channel, data, false)
+    }
+
+    fn publish_json(
+        &self,
+        channel: &str,
+        data: Bytes,
+    ) -> Completion<Result<Position, BrokerError>> {
+        self.publish_hinted(channel, data, true)
     }
 
     fn subscribe(&self, channel: &str, since: Option<&Position>, attach: Attach) {

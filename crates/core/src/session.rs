@@ -212,8 +212,12 @@ impl Session {
                 .map_or_else(|e| e.id(), |r| r.id);
             return self.rate_limited(id);
         }
-        match self.client.encoding.decode_request(payload) {
-            Ok(req) => self.handle(req),
+        let decoded = match self.client.encoding {
+            Encoding::Json => herald_proto::json::decode_request_hinted(payload),
+            Encoding::Binary => Encoding::Binary.decode_request(payload).map(|r| (r, false)),
+        };
+        match decoded {
+            Ok((req, json_data)) => self.handle_hinted(req, json_data),
             Err(e) => self.decode_error(&e),
         }
     }
@@ -225,6 +229,13 @@ impl Session {
 
     /// Handles one decoded request.
     pub fn handle(&mut self, req: Request) {
+        self.handle_hinted(req, false);
+    }
+
+    /// [`Session::handle`] knowing whether a publish's data is JSON text
+    /// (`herald_proto::json::decode_request_hinted`), which spares its JSON
+    /// pushes a second check.
+    fn handle_hinted(&mut self, req: Request, json_data: bool) {
         let id = req.id;
         match req.cmd {
             Command::Ping => self.reply(id, Reply::Ping),
@@ -285,7 +296,11 @@ impl Session {
                     return;
                 }
                 self.node.metrics.publications.inc();
-                let done = self.node.broker.publish(&channel, data);
+                let done = if json_data {
+                    self.node.broker.publish_json(&channel, data)
+                } else {
+                    self.node.broker.publish(&channel, data)
+                };
                 self.complete(id, done, |r| {
                     r.map(|p| Reply::Publish {
                         epoch: p.epoch,
@@ -1060,5 +1075,63 @@ mod tests {
             },
         });
         assert_eq!(error_code(&drain(&watcher)[0]), Some(111));
+    }
+
+    /// Records each delivered publication's JSON hint, then hands it on.
+    struct Hints(Arc<crate::Hub>, std::sync::Mutex<Vec<bool>>);
+
+    impl crate::broker::Deliver for Hints {
+        fn deliver(&self, p: &crate::broker::Publication) {
+            self.1
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(p.json);
+            self.0.deliver(p);
+        }
+    }
+
+    #[test]
+    fn only_json_text_from_a_json_publisher_is_published_as_known_json() {
+        let hub = Arc::new(crate::Hub::new());
+        let hints = Arc::new(Hints(hub.clone(), Default::default()));
+        let broker = crate::MemoryBroker::new(10, std::time::Duration::ZERO, hints.clone());
+        let presence = Arc::new(crate::presence::LocalPresence::new(hub.clone()));
+        let node = Node::new(
+            NodeConfig::default(),
+            hub,
+            Arc::new(broker),
+            presence,
+            Arc::new(|_| {}),
+        );
+        let mut json = session(&node);
+        json.on_message(
+            br#"{"publish":{"channel":"c","data":{"a":[1,"]"]}}}"#,
+            false,
+        );
+        json.on_message(br#"{"publish":{"channel":"c","b64":"e30="}}"#, false);
+        json.handle(Request {
+            id: 0,
+            cmd: Command::Publish {
+                channel: "c".into(),
+                data: Bytes::from_static(b"{}"),
+            },
+        });
+        let mut binary = Session::new(node.clone(), node.new_client(Encoding::Binary));
+        let connect = Command::Connect {
+            token: None,
+            name: None,
+        };
+        let publish = Command::Publish {
+            channel: "c".into(),
+            data: Bytes::from_static(b"{}"),
+        };
+        for (id, cmd) in [(1, connect), (0, publish)] {
+            let mut out = bytes::BytesMut::new();
+            Encoding::Binary.encode_request(&Request { id, cmd }, &mut out);
+            binary.on_message(&out, true);
+        }
+        let seen = hints.1.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // JSON `data`: known; JSON `b64`, a decoded request, binary: not.
+        assert_eq!(seen, vec![true, false, false, false]);
     }
 }

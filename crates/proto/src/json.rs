@@ -17,8 +17,10 @@
 mod decode;
 mod encode;
 
-pub use decode::{decode_request, decode_request_bytes, decode_server, decode_server_bytes};
-pub use encode::{encode_request, encode_server};
+pub use decode::{
+    decode_request, decode_request_bytes, decode_request_hinted, decode_server, decode_server_bytes,
+};
+pub use encode::{encode_json_publication, encode_request, encode_server};
 
 /// Splits a long-poll request body into its commands: a JSON array of
 /// commands gives one slice per element (each still to be decoded, so a bad
@@ -58,6 +60,94 @@ mod tests {
         let b = decode_request(br#"{"publish":{"data":{"x":1},"channel":"c"},"id":7}"#).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.id, 7);
+    }
+
+    #[test]
+    fn the_hint_says_whether_publish_data_was_json_text() {
+        let hinted = |b: &[u8]| decode_request_hinted(b).unwrap();
+        let (r, json) = hinted(br#"{"id":1,"publish":{"channel":"c","data": [1, {"a":null}] }}"#);
+        assert!(json);
+        assert!(
+            matches!(r.cmd, Command::Publish { data, .. } if &data[..] == br#"[1, {"a":null}]"#)
+        );
+        let (_, json) = hinted(br#"{"publish":{"channel":"c","b64":"AAE="}}"#);
+        assert!(!json, "b64 data is not known to be JSON");
+        // b64 of JSON text is still not trusted: it is checked when pushed.
+        let (_, json) = hinted(br#"{"publish":{"channel":"c","b64":"e30="}}"#);
+        assert!(!json);
+        let (_, json) = hinted(br#"{"id":2,"subscribe":{"channel":"c"}}"#);
+        assert!(!json);
+        assert!(decode_request_hinted(br#"{"publish":{"channel":"c"}}"#).is_err());
+    }
+
+    /// Whatever serde_json accepts as `data` is what the push's own check
+    /// accepts, so trusting the hint never embeds what would have been b64:
+    /// every value the decoder takes comes out of the trusted and the checked
+    /// encoders as the same text.
+    #[test]
+    fn trusted_and_checked_publication_pushes_are_the_same_text() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let mut cases: Vec<String> = [
+            "0",
+            "-1.5e3",
+            "\"x\\u00e9\\n\"",
+            "true",
+            "null",
+            "{}",
+            "[]",
+            "{\"a\" : [1, 2] , \"b\":\"\u{e9}\"}",
+            " [ 1 ] ",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        cases.extend([
+            deep(1),
+            deep(100),
+            deep(127),
+            deep(128),
+            deep(129),
+            deep(200),
+        ]);
+        // Brackets and escaped quotes inside strings do not count as nesting.
+        let wrap = |n: usize, inner: &str| format!("{}{inner}{}", "[".repeat(n), "]".repeat(n));
+        cases.push(wrap(128, r#""]]]\"]]""#));
+        cases.push(wrap(128, r#""[[[\"[[""#));
+        cases.push(wrap(127, r#"{"k\\":"[{"}"#));
+        cases.push(wrap(126, r#"{"k":[0]}"#));
+        cases.push(wrap(127, r#"{"k":{"j":0}}"#));
+        let mut hinted = 0;
+        for case in &cases {
+            let msg = format!(r#"{{"publish":{{"channel":"c","data":{case}}}}}"#);
+            let Ok((
+                Request {
+                    cmd: Command::Publish { data, .. },
+                    ..
+                },
+                true,
+            )) = decode_request_hinted(msg.as_bytes())
+            else {
+                continue;
+            };
+            hinted += 1;
+            let mut trusted = BytesMut::new();
+            encode_json_publication("c", 9, &data, true, &mut trusted);
+            let mut checked = BytesMut::new();
+            encode_server(
+                &ServerMsg::Push(Push::Publication {
+                    channel: "c".into(),
+                    offset: 9,
+                    data: data.clone(),
+                }),
+                &mut checked,
+            );
+            assert_eq!(trusted, checked, "data {case}");
+            let mut unknown = BytesMut::new();
+            encode_json_publication("c", 9, &data, false, &mut unknown);
+            assert_eq!(unknown, checked, "data {case}");
+        }
+        // All but the three nested deeper than 128.
+        assert_eq!(hinted, cases.len() - 3);
     }
 
     #[test]

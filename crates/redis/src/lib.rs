@@ -474,6 +474,7 @@ impl Inner {
             channel: c.name.clone(),
             offset,
             data,
+            json: false,
         });
         if let Some((_, last)) = &mut c.known {
             *last = offset;
@@ -884,6 +885,7 @@ impl Sink for Inner {
                 channel: Arc::from(name),
                 offset,
                 data,
+                json: false,
             });
         }
     }

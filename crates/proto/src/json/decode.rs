@@ -14,7 +14,7 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::jsontext::read_base64;
+use crate::jsontext::{nests_within_limit, read_base64};
 use crate::{
     is_json_object, ClientInfo, Command, DecodeError, HistoryItem, Position, Push, Reply, Request,
     SeatStatus, ServerMsg, TableEntry,
@@ -88,9 +88,24 @@ const SERVER_OPS: &[&str] = &[
 ];
 
 fn decode_request_in(buf: &[u8], src: Src<'_>) -> Result<Request, DecodeError> {
+    decode_request_hinted_in(buf, src).map(|(req, _)| req)
+}
+
+/// Like [`decode_request`], and also tells whether the command's publication
+/// data is JSON text: sent as `data`, so serde_json has already checked it and
+/// it is exactly what a JSON push may embed verbatim (a publish sent as `b64`,
+/// or any other command, gives `false`). The server passes this on so that
+/// the JSON push of a JSON publisher's data does not check it a second time
+/// (decision 0011).
+pub fn decode_request_hinted(buf: &[u8]) -> Result<(Request, bool), DecodeError> {
+    decode_request_hinted_in(buf, Src { owner: None })
+}
+
+fn decode_request_hinted_in(buf: &[u8], src: Src<'_>) -> Result<(Request, bool), DecodeError> {
     let (id, op, body) = parse_top(buf, REQUEST_OPS)?;
-    let cmd = command(op, body, src).map_err(|e| with_id(id, e))?;
-    Ok(Request { id, cmd })
+    let mut json_data = false;
+    let cmd = command(op, body, src, &mut json_data).map_err(|e| with_id(id, e))?;
+    Ok((Request { id, cmd }, json_data))
 }
 
 fn decode_server_in(buf: &[u8], src: Src<'_>) -> Result<ServerMsg, DecodeError> {
@@ -595,7 +610,13 @@ fn removed(raw: &RawValue) -> Result<Vec<u64>, DecodeError> {
     raws.into_iter().map(|r| u64_(r, "removed")).collect()
 }
 
-fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, DecodeError> {
+/// `json_data` is set when a publish's data was sent as JSON text (`data`).
+fn command<'a>(
+    op: &str,
+    body: Body<'a>,
+    src: Src<'a>,
+    json_data: &mut bool,
+) -> Result<Command, DecodeError> {
     let f = body.fields(op)?;
     Ok(match op {
         "connect" => Command::Connect {
@@ -611,10 +632,18 @@ fn command<'a>(op: &str, body: Body<'a>, src: Src<'a>) -> Result<Command, Decode
         "unsubscribe" => Command::Unsubscribe {
             channel: channel(&f)?,
         },
-        "publish" => Command::Publish {
-            channel: channel(&f)?,
-            data: data(&f, src)?,
-        },
+        "publish" => {
+            let cmd = Command::Publish {
+                channel: channel(&f)?,
+                data: data(&f, src)?,
+            };
+            // `data` succeeded, so exactly one of `data` and `b64` was given;
+            // serde_json checked `data`'s text except for its depth.
+            *json_data = f
+                .data
+                .is_some_and(|raw| nests_within_limit(raw.get().as_bytes()));
+            cmd
+        }
         "ping" => Command::Ping,
         "history" => Command::History {
             channel: channel(&f)?,

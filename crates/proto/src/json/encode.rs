@@ -247,29 +247,48 @@ fn encode_reply(reply: &Reply, out: &mut BytesMut) {
 /// `{"pub":{"channel":` `,"offset":` `,` `"data":` or `"b64":"` and `}}`.
 const PUB_FIXED_LEN: usize = 18 + 10 + 1 + 7 + 2;
 
+/// A publication push whose `data` the caller already knows to be JSON text
+/// as a JSON `data` field carries it (see [`decode_request_hinted`]
+/// (crate::json::decode_request_hinted)): embedded verbatim without the
+/// [`is_json`] pass, which on large payloads costs more than everything else
+/// the server does with them (decision 0011). `known_json == false` checks as
+/// [`encode_server`] does. The text is the same either way.
+pub fn encode_json_publication(
+    channel: &str,
+    offset: u64,
+    data: &[u8],
+    known_json: bool,
+    out: &mut BytesMut,
+) {
+    write_publication(channel, offset, data, known_json || is_json(data), out);
+    out.extend_from_slice(b"}}");
+}
+
+/// `{"pub":{…,"data":…` without the closing braces.
+fn write_publication(channel: &str, offset: u64, data: &[u8], json: bool, out: &mut BytesMut) {
+    // The exact size, so the buffer is allocated once and, frozen, needs no
+    // copy.
+    let payload = if json {
+        data.len()
+    } else {
+        base64_len(data.len()) + 1
+    };
+    out.reserve(PUB_FIXED_LEN + str_len(channel) + u64_len(offset) + payload);
+    out.extend_from_slice(b"{\"pub\":{\"channel\":");
+    write_str(out, channel);
+    out.extend_from_slice(b",\"offset\":");
+    write_u64(out, offset);
+    out.put_u8(b',');
+    write_data_as(out, data, json);
+}
+
 fn encode_push(push: &Push, out: &mut BytesMut) {
     match push {
         Push::Publication {
             channel,
             offset,
             data,
-        } => {
-            // The exact size, so the buffer is allocated once and, frozen,
-            // needs no copy.
-            let json = is_json(data);
-            let payload = if json {
-                data.len()
-            } else {
-                base64_len(data.len()) + 1
-            };
-            out.reserve(PUB_FIXED_LEN + str_len(channel) + u64_len(*offset) + payload);
-            out.extend_from_slice(b"{\"pub\":{\"channel\":");
-            write_str(out, channel);
-            out.extend_from_slice(b",\"offset\":");
-            write_u64(out, *offset);
-            out.put_u8(b',');
-            write_data_as(out, data, json);
-        }
+        } => write_publication(channel, *offset, data, is_json(data), out),
         Push::Join { channel, info } => {
             out.extend_from_slice(b"{\"join\":{");
             write_member(out, channel, info);
