@@ -105,10 +105,14 @@ async function exercise(page, path, expectedTransport, shot) {
   await page.click("#chat-send");
   await waitFor(() => peer.received().some((m) => m.text === text), "the page's message in Python");
   // ...and one from Python reaches the page.
-  const reply = `hi from python to ${expectedTransport}`;
+  // (Both texts are unique to this call: two tests run over "websocket", and
+  // the page loads the chat's history, so a fixed reply could already be
+  // there. The page's own message and Python's copy are separate deliveries
+  // in no set order, so the page's is waited for, not assumed.)
+  const reply = `hi from python to ${text}`;
   peer.publish({ user: "python", text: reply });
   await page.waitForFunction((t) => document.getElementById("messages").textContent.includes(t), reply, { timeout: 20_000 });
-  assert.ok((await page.textContent("#messages")).includes(text));
+  await page.waitForFunction((t) => document.getElementById("messages").textContent.includes(t), text, { timeout: 20_000 });
 
   await page.screenshot({ path: join(ARTIFACTS, shot), fullPage: true });
   assert.deepEqual(errors, []);
