@@ -28,6 +28,23 @@ async fn server() -> TestServer {
     .await
 }
 
+/// A server with `app` as its only app; `channel_vacated` after
+/// `vacated_delay_ms` (the default if `None`).
+async fn serve_app(
+    app: herald_server::pusher::AppArgs,
+    vacated_delay_ms: Option<u64>,
+) -> TestServer {
+    start(ServeArgs {
+        pusher: Some(PusherArgs {
+            apps: vec![app],
+            vacated_delay_ms,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+}
+
 #[tokio::test]
 async fn connection_established_and_ping() {
     let srv = server().await;
@@ -545,15 +562,7 @@ async fn webhooks_report_occupancy_members_and_client_events() {
     let (url, mut hooks) = webhook_receiver().await;
     let mut with_hooks = app("1", KEY, SECRET);
     with_hooks.webhook_url = Some(url);
-    let srv = start(ServeArgs {
-        pusher: Some(PusherArgs {
-            apps: vec![with_hooks],
-            vacated_delay_ms: Some(0),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
+    let srv = serve_app(with_hooks, Some(0)).await;
     let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
     subscribed(
         &mut ws,
@@ -604,15 +613,7 @@ async fn webhooks_are_only_the_events_the_app_chose() {
     let mut with_hooks = app("1", KEY, SECRET);
     with_hooks.webhook_url = Some(url);
     with_hooks.webhook_events = Some(vec!["member_added".into(), "member_removed".into()]);
-    let srv = start(ServeArgs {
-        pusher: Some(PusherArgs {
-            apps: vec![with_hooks],
-            vacated_delay_ms: Some(0),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
+    let srv = serve_app(with_hooks, Some(0)).await;
     let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
     subscribed(
         &mut ws,
@@ -629,21 +630,9 @@ async fn webhooks_are_only_the_events_the_app_chose() {
     send_json(&mut ws, json!({"event": "pusher:ping", "data": {}})).await;
     assert_eq!(recv(&mut ws).await["event"], "pusher:pong");
     drop(ws);
-    let mut got = Vec::new();
-    while got.len() < 2 {
-        let (_, _, body) = tokio::time::timeout(WAIT, hooks.recv())
-            .await
-            .expect("webhook in time")
-            .expect("receiver running");
-        let v: Value = serde_json::from_str(&body).expect("json");
-        got.extend(v["events"].as_array().expect("events").iter().cloned());
-    }
+    let mut got = hook_events(&mut hooks, 2).await;
     // The vacated that follows would come in order after the removal.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    while let Ok((_, _, body)) = hooks.try_recv() {
-        let v: Value = serde_json::from_str(&body).expect("json");
-        got.extend(v["events"].as_array().expect("events").iter().cloned());
-    }
+    got.extend(later_hook_events(&mut hooks, std::time::Duration::from_millis(300)).await);
     assert_eq!(
         got,
         [
@@ -659,15 +648,7 @@ async fn a_quick_resubscribe_makes_neither_vacated_nor_occupied() {
     let mut with_hooks = app("1", KEY, SECRET);
     with_hooks.webhook_url = Some(url);
     let delay = 1000;
-    let srv = start(ServeArgs {
-        pusher: Some(PusherArgs {
-            apps: vec![with_hooks],
-            vacated_delay_ms: Some(delay),
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
+    let srv = serve_app(with_hooks, Some(delay)).await;
     let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
     subscribed(&mut ws, "room", &socket, None).await;
     send_json(
@@ -678,20 +659,8 @@ async fn a_quick_resubscribe_makes_neither_vacated_nor_occupied() {
     // Back at once (the unsubscribe is handled before this subscribe).
     subscribed(&mut ws, "room", &socket, None).await;
     drop(ws);
-    let mut got = Vec::new();
-    while got.len() < 2 {
-        let (_, _, body) = tokio::time::timeout(WAIT, hooks.recv())
-            .await
-            .expect("webhook in time")
-            .expect("receiver running");
-        let v: Value = serde_json::from_str(&body).expect("json");
-        got.extend(v["events"].as_array().expect("events").iter().cloned());
-    }
-    tokio::time::sleep(std::time::Duration::from_millis(delay + 300)).await;
-    while let Ok((_, _, body)) = hooks.try_recv() {
-        let v: Value = serde_json::from_str(&body).expect("json");
-        got.extend(v["events"].as_array().expect("events").iter().cloned());
-    }
+    let mut got = hook_events(&mut hooks, 2).await;
+    got.extend(later_hook_events(&mut hooks, std::time::Duration::from_millis(delay + 300)).await);
     assert_eq!(
         got,
         [
@@ -707,14 +676,7 @@ async fn webhooks_go_to_https_urls_checked_against_the_given_roots() {
     let mut with_hooks = app("1", KEY, SECRET);
     with_hooks.webhook_url = Some(url);
     with_hooks.webhook_ca_file = Some(ca);
-    let srv = start(ServeArgs {
-        pusher: Some(PusherArgs {
-            apps: vec![with_hooks],
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
+    let srv = serve_app(with_hooks, None).await;
     let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
     subscribed(&mut ws, "secure", &socket, None).await;
     let (key, signature, body) = tokio::time::timeout(WAIT, hooks.recv())
@@ -742,14 +704,7 @@ async fn an_https_webhook_server_outside_the_roots_gets_nothing() {
     let mut with_hooks = app("1", KEY, SECRET);
     with_hooks.webhook_url = Some(url);
     with_hooks.webhook_ca_file = Some(temp_file("other-ca.pem", &other.cert.pem()));
-    let srv = start(ServeArgs {
-        pusher: Some(PusherArgs {
-            apps: vec![with_hooks],
-            ..Default::default()
-        }),
-        ..Default::default()
-    })
-    .await;
+    let srv = serve_app(with_hooks, None).await;
     let (mut ws, socket) = pusher_client(srv.addr, KEY).await;
     subscribed(&mut ws, "secure", &socket, None).await;
     // The first attempt and its first retry (after 1 s) are refused.

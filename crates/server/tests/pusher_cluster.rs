@@ -215,23 +215,6 @@ async fn the_channels_api_answers_for_the_cluster_on_any_node() {
     assert!(v["channels"].get("sports").is_none(), "{v}");
 }
 
-/// Webhook events (the `events` of each POST) until `n` arrived.
-async fn hooks(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
-    n: usize,
-) -> Vec<Value> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let (_, _, body) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-            .await
-            .unwrap_or_else(|_| panic!("webhooks in time; so far {got:?}"))
-            .unwrap();
-        let v: Value = serde_json::from_str(&body).unwrap();
-        got.extend(v["events"].as_array().unwrap().iter().cloned());
-    }
-    got
-}
-
 #[tokio::test]
 async fn webhooks_are_sent_once_per_cluster_on_cluster_wide_transitions() {
     let Some(redis) = RedisServer::start() else {
@@ -259,13 +242,9 @@ async fn webhooks_are_sent_once_per_cluster_on_cluster_wide_transitions() {
         drop(w);
         wait_count(a.addr, "end", 0).await;
     }
-    let mut got = hooks(&mut rx, 8).await;
+    let mut got = hook_events(&mut rx, 8).await;
     // Anything more would be a duplicate: give it a moment to show up.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    while let Ok((_, _, body)) = rx.try_recv() {
-        let v: Value = serde_json::from_str(&body).unwrap();
-        got.extend(v["events"].as_array().unwrap().iter().cloned());
-    }
+    got.extend(later_hook_events(&mut rx, Duration::from_millis(500)).await);
     let room_events: Vec<&Value> = got.iter().filter(|e| e["channel"] == room).collect();
     assert_eq!(
         room_events,
@@ -303,7 +282,7 @@ async fn a_channel_left_on_one_node_and_joined_on_another_within_the_delay_is_ne
     let (on_b, _) = member(b.addr, "flap", None).await;
     wait_count(a.addr, "flap", 1).await;
     drop(on_b);
-    let got = hooks(&mut rx, 2).await;
+    let got = hook_events(&mut rx, 2).await;
     assert_eq!(
         got,
         [
@@ -331,7 +310,7 @@ async fn a_dead_nodes_members_are_removed_once_with_their_webhooks() {
     let (_lone, _) = member(b.addr, "only-on-b", None).await;
     next_is(&mut ann, "pusher_internal:member_added").await;
     wait_count(a.addr, "only-on-b", 1).await;
-    let before = hooks(&mut rx, 4).await;
+    let before = hook_events(&mut rx, 4).await;
     assert_eq!(before.len(), 4, "{before:?}");
 
     b.kill();
@@ -352,7 +331,7 @@ async fn a_dead_nodes_members_are_removed_once_with_their_webhooks() {
     assert_eq!(v, json!({"occupied": true, "user_count": 1}));
     let v = get(a.addr, "channels", &[]).await;
     assert_eq!(v, json!({"channels": {room: {}}}));
-    let mut after = hooks(&mut rx, 2).await;
+    let mut after = hook_events(&mut rx, 2).await;
     after.sort_by_key(|e| e.to_string());
     assert_eq!(
         after,

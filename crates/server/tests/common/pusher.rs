@@ -141,12 +141,42 @@ pub async fn trigger(addr: SocketAddr, channel: &str, event: &str, data: &str) {
     assert_eq!((status, text.as_str()), (200, "{}"));
 }
 
+/// What a webhook receiver hands on, per POST: its `x-pusher-key`,
+/// `x-pusher-signature` and body.
+pub type Hooks = tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>;
+
+/// The `events` of one webhook body.
+fn events_of(body: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(body).expect("webhook body is json");
+    v["events"].as_array().expect("events").clone()
+}
+
+/// Webhook events (the `events` of each POST) until at least `n` arrived.
+pub async fn hook_events(rx: &mut Hooks, n: usize) -> Vec<Value> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let (_, _, body) = tokio::time::timeout(std::time::Duration::from_secs(20), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("webhooks in time; so far {got:?}"))
+            .expect("receiver running");
+        got.extend(events_of(&body));
+    }
+    got
+}
+
+/// The webhook events that arrive within `wait`: what would be one too many.
+pub async fn later_hook_events(rx: &mut Hooks, wait: std::time::Duration) -> Vec<Value> {
+    tokio::time::sleep(wait).await;
+    let mut got = Vec::new();
+    while let Ok((_, _, body)) = rx.try_recv() {
+        got.extend(events_of(&body));
+    }
+    got
+}
+
 /// A webhook receiver: answers 200 to every POST and hands on its
 /// `x-pusher-key`, `x-pusher-signature` and body.
-pub async fn webhook_receiver() -> (
-    String,
-    tokio::sync::mpsc::UnboundedReceiver<(String, String, String)>,
-) {
+pub async fn webhook_receiver() -> (String, Hooks) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
