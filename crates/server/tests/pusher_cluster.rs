@@ -44,6 +44,20 @@ fn node_with_delay(redis: &RedisServer, hooks: Option<&str>, delay_ms: u64) -> N
     })
 }
 
+/// A node serving app 1 with `subscription_count` events on.
+fn counting_node(redis: &RedisServer) -> NodeHandle {
+    let mut a = app("1", KEY, SECRET);
+    a.subscription_count = Some(true);
+    NodeHandle::start(ServeArgs {
+        broker: Some(redis.url()),
+        pusher: Some(PusherArgs {
+            apps: vec![a],
+            ..Default::default()
+        }),
+        ..ServeArgs::default()
+    })
+}
+
 /// Waits until both nodes see each other (so both reach Redis).
 async fn cluster_up(nodes: &[&NodeHandle]) {
     for n in nodes {
@@ -357,4 +371,31 @@ async fn cache_channels_replay_an_event_published_through_another_node() {
         m,
         json!({"event": "price", "channel": "cache-price", "data": "{\"eur\":3}"})
     );
+}
+
+/// `subscription_count` is the cluster's: a join or leave on either node,
+/// and a dead node's subscriptions going, reach the subscribers of both.
+#[tokio::test]
+async fn subscription_counts_are_the_clusters() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, mut b) = (counting_node(&redis), counting_node(&redis));
+    cluster_up(&[&a, &b]).await;
+    let (mut p1, _) = member(a.addr, "news", None).await;
+    count_reaches(&mut p1, "news", 1).await;
+    let (mut p2, _) = member(b.addr, "news", None).await;
+    count_reaches(&mut p2, "news", 2).await;
+    count_reaches(&mut p1, "news", 2).await;
+    let (p3, _) = member(b.addr, "news", None).await;
+    count_reaches(&mut p1, "news", 3).await;
+    count_reaches(&mut p2, "news", 3).await;
+    drop(p3);
+    count_reaches(&mut p1, "news", 2).await;
+    count_reaches(&mut p2, "news", 2).await;
+    // Node B dies with p2: found dead within 5 s and a heartbeat or two.
+    b.kill();
+    tokio::time::timeout(Duration::from_secs(15), count_reaches(&mut p1, "news", 1))
+        .await
+        .expect("the dead node's subscription is counted out");
 }
