@@ -399,3 +399,52 @@ async fn subscription_counts_are_the_clusters() {
         .await
         .expect("the dead node's subscription is counted out");
 }
+
+/// A Pusher client on `addr` signed in as `user` and subscribed to its user
+/// channel.
+async fn signed_in(addr: SocketAddr, user: &str) -> Ws {
+    let (mut ws, socket) = pusher_client(addr, KEY).await;
+    let data = json!({"id": user}).to_string();
+    let auth = herald_pusher::sign::user_auth(KEY, SECRET.as_bytes(), &socket, &data);
+    common::send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": auth, "user_data": data}}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:signin_success");
+    let channel = format!("#server-to-user-{user}");
+    let m = subscribe(&mut ws, &channel, None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    ws
+}
+
+/// `users/{id}/terminate_connections` asked of one node closes the user's
+/// connections on every node (4009), and no one else's.
+#[tokio::test]
+async fn terminate_connections_reaches_every_node() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (node(&redis, None), node(&redis, None));
+    cluster_up(&[&a, &b]).await;
+    let mut ann_a = signed_in(a.addr, "ann").await;
+    let mut ann_b = signed_in(b.addr, "ann").await;
+    let mut bob_b = signed_in(b.addr, "bob").await;
+    let (status, body) = api(
+        a.addr,
+        "POST",
+        "/apps/1/users/ann/terminate_connections",
+        "{}",
+        &[],
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "{}"));
+    assert_eq!(common::close_code(&mut ann_a).await, 4009);
+    assert_eq!(
+        common::close_code(&mut ann_b).await,
+        4009,
+        "on the other node"
+    );
+    trigger(a.addr, "#server-to-user-bob", "still", "here").await;
+    assert_eq!(recv(&mut bob_b).await["event"], "still");
+}
