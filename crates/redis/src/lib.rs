@@ -56,7 +56,8 @@
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
 //! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
-//! members). The `{C}` hash tag keeps one
+//! members), topic `P:ctl` (requests to every node:
+//! [`RedisBroker::close_everywhere`]). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
 
