@@ -1106,4 +1106,43 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn the_count_hook_hears_joins_and_leaves_and_push_rendered_reaches_one_renderer() {
+        let hub = Hub::new();
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let h = heard.clone();
+        hub.set_count_hook(Box::new(move |c| {
+            h.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c.to_string())
+        }));
+        let mine: Arc<dyn Render> = Arc::new(CountingRender::default());
+        let other: Arc<dyn Render> = Arc::new(CountingRender::default());
+        let a = Arc::new(Client::new_rendered(1, mine.clone(), 1 << 20, 0));
+        let b = Arc::new(Client::new_rendered(2, other.clone(), 1 << 20, 0));
+        let herald = client(3, Encoding::Json);
+        for c in [&a, &b, &herald] {
+            hub.subscribe("c", c);
+        }
+        assert!(hub.unsubscribe("c", 3));
+        assert_eq!(heard.lock().unwrap_or_else(|p| p.into_inner()).len(), 4);
+        let frame = Frame::Text(Bytes::from_static(b"count"));
+        assert_eq!(hub.push_rendered("c", &mine, &frame), 1);
+        assert_eq!(texts(&a), vec!["count"]);
+        assert!(texts(&b).is_empty(), "another renderer's client");
+        assert_eq!(hub.push_rendered("nowhere", &mine, &frame), 0);
+        // In a cluster the hook hears the broker's announcements instead.
+        let hub = Hub::new();
+        let n = Arc::new(AtomicUsize::new(0));
+        let m = n.clone();
+        hub.set_count_hook(Box::new(move |_| {
+            m.fetch_add(1, Ordering::Relaxed);
+        }));
+        hub.set_cluster_events();
+        hub.subscribe("c", &a);
+        assert_eq!(n.load(Ordering::Relaxed), 0);
+        hub.announce("c", herald.info(), true, false, false);
+        assert_eq!(n.load(Ordering::Relaxed), 1);
+    }
 }
