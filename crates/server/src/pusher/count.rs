@@ -48,6 +48,12 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// Pusher's own line between "small" and "large" (its presence limit).
 pub const SMALL: u64 = 100;
 
+/// Every this many ticks (10 s) the throttle forgets the channels that have
+/// no subscriber here any more (their last leave may never mark them: in a
+/// cluster the node stops following a channel's topic when its last local
+/// subscriber leaves).
+const PRUNE_TICKS: u32 = 100;
+
 /// The default interval between two events of a large channel
 /// (`subscription_count_interval_ms`), as Pusher's.
 pub const INTERVAL_MS: u64 = 5000;
@@ -114,10 +120,15 @@ pub async fn run(apps: Arc<Apps>, node: Arc<Node>, shutdown: CancellationToken) 
     let mut last: HashMap<String, (Instant, u64)> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = 0u32;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        ticks = ticks.wrapping_add(1);
+        if ticks.is_multiple_of(PRUNE_TICKS) {
+            last.retain(|c, _| node.hub.subscriber_count(c) > 0);
         }
         let now = Instant::now();
         let (ready, wait): (Vec<String>, Vec<String>) = dirty
