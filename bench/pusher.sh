@@ -8,13 +8,13 @@
 #                                   200,000 and 500,000 deliveries/s)
 #   REPS=2 bench/pusher.sh         (alternations per rate; files get -rK)
 #
-# Needs $CARGO_TARGET_DIR/release/herald or target/release/herald
+# Needs $HERALD, or $CARGO_TARGET_DIR/release/herald, or target/release/herald
 # (cargo build --release -p herald). Server on core 0, bench on core 1;
 # results go to bench/results/pusher-*.json. Publishers use Herald's
 # protocol in both runs (the subscribers' protocol is the only change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${CARGO_TARGET_DIR:-target}/release/herald
+H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
 RATES=("${@:-2000 5000}")
 # shellcheck disable=SC2206
 RATES=(${RATES[*]})

@@ -56,7 +56,8 @@
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
 //! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
-//! members). The `{C}` hash tag keeps one
+//! members), topic `P:ctl` (requests to every node:
+//! [`RedisBroker::close_everywhere`]). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
 
@@ -215,6 +216,9 @@ struct Inner {
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
+    /// `P:ctl`, the topic every node follows for requests to all nodes
+    /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
+    control: Bytes,
 }
 
 /// A join or leave sent to Redis, whose reply says which cluster-wide
@@ -296,6 +300,7 @@ impl RedisBroker {
         // Occupancy and user edges are the cluster's, reported from Redis.
         hub.set_cluster_events();
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
+        let cfg_prefix = cfg.prefix.clone();
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             node_id: random_id(12),
@@ -310,6 +315,7 @@ impl RedisBroker {
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
             transitions: tx,
+            control: Bytes::from(format!("{}:ctl", cfg_prefix)),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
@@ -351,6 +357,22 @@ impl RedisBroker {
             self.inner.lost.load(Ordering::Relaxed),
             self.inner.filled.load(Ordering::Relaxed),
         )
+    }
+
+    /// Closes the exact subscribers of `channel` with `code` on every node of
+    /// the cluster (the Pusher API's `terminate_connections`): a message on
+    /// the control topic, which every node, this one included, acts on when
+    /// its subscriber link receives it. A node whose subscriber link is down
+    /// at that moment misses it (Redis Pub/Sub keeps nothing). Fails when
+    /// Redis cannot take the message.
+    pub async fn close_everywhere(&self, channel: &str, code: u16) -> Result<(), BrokerError> {
+        let msg = format!("close:{code}:{channel}");
+        let control = self.inner.control.clone();
+        self.inner
+            .link
+            .call(&[b"PUBLISH".as_slice(), &control, msg.as_bytes()])
+            .await
+            .map(|_| ())
     }
 
     /// Leaves the cluster now (on shutdown): removes this node and its
@@ -820,8 +842,27 @@ async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attac
     attach(Err(unavailable("channel too busy to attach; retry")))
 }
 
+/// A request on the control topic: `close:CODE:CHANNEL` (see
+/// [`RedisBroker::close_everywhere`]); `None` for anything else.
+fn parse_control(payload: &[u8]) -> Option<(u16, &str)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let rest = text.strip_prefix("close:")?;
+    let (code, channel) = rest.split_once(':')?;
+    let code = code.parse().ok()?;
+    (!channel.is_empty()).then_some((code, channel))
+}
+
 impl Sink for Inner {
     fn message(&self, topic: &[u8], payload: Bytes) {
+        if topic == self.control.as_ref() {
+            match parse_control(&payload) {
+                Some((code, channel)) => {
+                    self.hub.close_subscribers(channel, code);
+                }
+                None => tracing::debug!("malformed message on the control topic"),
+            }
+            return;
+        }
         let Some(name) = self.channel_of(topic) else {
             return;
         };
@@ -892,6 +933,9 @@ impl Sink for Inner {
 
     fn reconnected(&self) {
         if let Some(ps) = self.pubsub() {
+            // Confirmation not awaited: requests sent before it are missed,
+            // as by a node whose link is down.
+            drop(ps.subscribe(self.control.clone()));
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());
             }
@@ -1271,5 +1315,24 @@ mod tests {
         assert_eq!(&glob("h*x", "news.*")[..], br"h\*x:c:news.*");
         assert_eq!(&glob("herald", "news.>")[..], b"herald:c:news.*");
         assert_eq!(&glob("herald", "a.*.c")[..], b"herald:c:a.*.c");
+    }
+
+    #[test]
+    fn control_requests_parse_or_are_ignored() {
+        assert_eq!(
+            parse_control(b"close:4009:pusher-1::server-to-user-a"),
+            Some((4009, "pusher-1::server-to-user-a"))
+        );
+        for bad in [
+            &b""[..],
+            b"close:",
+            b"close:4009:",
+            b"close:x:c",
+            b"close:70000:c",
+            b"open:1:c",
+            b"close:1:\xff",
+        ] {
+            assert_eq!(parse_control(bad), None, "{bad:?}");
+        }
     }
 }

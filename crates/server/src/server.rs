@@ -175,6 +175,11 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         node.hub
             .set_observer(Box::new(move |channel, event| apps.observe(channel, event)));
     }
+    if pusher.counts.is_some() {
+        let apps = pusher.clone();
+        node.hub
+            .set_count_hook(Box::new(move |channel| apps.count_changed(channel)));
+    }
     Ok(Arc::new(Shared {
         pusher,
         games,
@@ -234,6 +239,11 @@ pub async fn run(
         shutdown.clone(),
     ));
     let deadlines = tokio::spawn(deadlines(shared.clone(), shutdown.clone()));
+    let counts = tokio::spawn(crate::pusher::count::run(
+        shared.pusher.clone(),
+        shared.node.clone(),
+        shutdown.clone(),
+    ));
     let tcp = listeners
         .tcp
         .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
@@ -244,6 +254,7 @@ pub async fn run(
     sweeper.abort();
     demo.abort();
     deadlines.abort();
+    counts.abort();
     shared.stopping.cancel();
     drain(&shared).await;
     if let Some(cluster) = &shared.cluster {
