@@ -126,6 +126,22 @@ pub enum EngineError {
     Restore(u64, String),
 }
 
+/// Carries game commands for tables that run on another node of the
+/// cluster to their owner (decision 0009; the server's `table_routes`).
+///
+/// Contract: both methods return at once; [`Router::forward`] answers the
+/// command (reply or error with its id, exactly once) whatever happens, as
+/// [`Games::command`] must.
+pub trait Router: Send + Sync + 'static {
+    /// `cmd` (`sit`, `watch`, `stand` or `act`) for `table`, which does not
+    /// run here. False: `table` is not a table of the cluster (the engine
+    /// answers 115).
+    fn forward(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Command) -> bool;
+    /// The client's connection ended: the owners of the tables it was
+    /// routed to are told.
+    fn gone(&self, client: &Arc<Client>);
+}
+
 /// A table this node now owns (see [`Engine::claim_table`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
@@ -153,6 +169,8 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<u64, u64>>,
     /// Leases of the durable tables running here.
     owned: Mutex<HashMap<u64, Lease>>,
+    /// Where commands for tables of other nodes go (a cluster's edge).
+    router: std::sync::OnceLock<Arc<dyn Router>>,
 }
 
 impl Shared {
@@ -226,6 +244,7 @@ impl Engine {
             durable,
             tokens: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashMap::new()),
+            router: std::sync::OnceLock::new(),
             lobby: Lobby::default(),
             metrics: GameMetrics::default(),
             factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -236,6 +255,26 @@ impl Engine {
         });
         tokio::spawn(flush_lobby(Arc::downgrade(&shared)));
         Arc::new(Engine { shared })
+    }
+
+    /// Routes the commands for tables not running here through `router`
+    /// (set once).
+    pub fn set_router(&self, router: Arc<dyn Router>) {
+        let _ = self.shared.router.set(router);
+    }
+
+    /// Handles a table command (`sit`, `watch`, `stand`, `act`) for a table
+    /// that must run here (one routed from another node): never routed
+    /// again. A table not here is answered with `missing` (the node that
+    /// sent it retries elsewhere).
+    pub fn command_here(&self, client: &Arc<Client>, id: u32, cmd: Command, missing: ErrorCode) {
+        let Some(table) = table_of(&cmd) else {
+            return error(client, id, ErrorCode::UnknownCommand, "not a table command");
+        };
+        if !self.runs_here(table) {
+            return error(client, id, missing, "the table is not on this node: retry");
+        }
+        self.local(client, id, cmd);
     }
 
     /// The engine's counters.
@@ -502,40 +541,9 @@ impl Engine {
         }
     }
 
-    fn visit(&self, client: u64, table: u64) {
-        let mut v = self.shared.visits.lock().unwrap_or_else(|p| p.into_inner());
-        let tables = v.entry(client).or_default();
-        if !tables.contains(&table) {
-            tables.push(table);
-        }
-    }
-}
-
-impl Games for Engine {
-    fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
+    /// A table command for a table of this node.
+    fn local(&self, client: &Arc<Client>, id: u32, cmd: Command) {
         match cmd {
-            Command::Lobby { path } => {
-                if !self.shared.lobby.subscribe(client, id, &path) {
-                    error(
-                        client,
-                        id,
-                        ErrorCode::AlreadySubscribed,
-                        "already subscribed to this lobby branch",
-                    );
-                }
-            }
-            Command::LobbyOff { path } => {
-                if self.shared.lobby.unsubscribe(client.id, &path) {
-                    crate::table::reply(client, id, herald_proto::Reply::LobbyOff);
-                } else {
-                    error(
-                        client,
-                        id,
-                        ErrorCode::NotSubscribed,
-                        "not subscribed to this lobby branch",
-                    );
-                }
-            }
             Command::Sit { table, seat, data } => {
                 self.visit(client.id, table);
                 let msg = TableMsg::Sit {
@@ -574,8 +582,62 @@ impl Games for Engine {
         }
     }
 
+    fn visit(&self, client: u64, table: u64) {
+        let mut v = self.shared.visits.lock().unwrap_or_else(|p| p.into_inner());
+        let tables = v.entry(client).or_default();
+        if !tables.contains(&table) {
+            tables.push(table);
+        }
+    }
+}
+
+impl Games for Engine {
+    fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
+        match cmd {
+            Command::Lobby { path } => {
+                if !self.shared.lobby.subscribe(client, id, &path) {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::AlreadySubscribed,
+                        "already subscribed to this lobby branch",
+                    );
+                }
+            }
+            Command::LobbyOff { path } => {
+                if self.shared.lobby.unsubscribe(client.id, &path) {
+                    crate::table::reply(client, id, herald_proto::Reply::LobbyOff);
+                } else {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::NotSubscribed,
+                        "not subscribed to this lobby branch",
+                    );
+                }
+            }
+            cmd => {
+                let Some(table) = table_of(&cmd) else {
+                    return error(client, id, ErrorCode::UnknownCommand, "not a game command");
+                };
+                if !self.runs_here(table) {
+                    if let Some(router) = self.shared.router.get() {
+                        if !router.forward(client, id, table, cmd) {
+                            error(client, id, ErrorCode::UnknownTable, "unknown table");
+                        }
+                        return;
+                    }
+                }
+                self.local(client, id, cmd);
+            }
+        }
+    }
+
     fn gone(&self, client: &Arc<Client>) {
         self.shared.lobby.forget(client.id);
+        if let Some(router) = self.shared.router.get() {
+            router.gone(client);
+        }
         let tables = self
             .shared
             .visits
@@ -595,6 +657,17 @@ impl Games for Engine {
                 });
             }
         }
+    }
+}
+
+/// The table a table command is for.
+fn table_of(cmd: &Command) -> Option<u64> {
+    match cmd {
+        Command::Sit { table, .. }
+        | Command::Watch { table }
+        | Command::Stand { table }
+        | Command::Act { table, .. } => Some(*table),
+        _ => None,
     }
 }
 

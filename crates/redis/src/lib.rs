@@ -55,7 +55,8 @@
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
-//! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
+//! (set), topic `P:node:ID:cmd` (messages routed to a node: game commands
+//! and table events, decision 0009), `P:occupied:NS` (set of the channels of namespace `NS` with
 //! members). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
@@ -215,7 +216,15 @@ struct Inner {
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
+    /// Receives what other nodes send to this one on its node topic (game
+    /// commands and table events routed between nodes, decision 0009).
+    node_msgs: OnceLock<NodeMsgFn>,
+    /// This node's topic (`P:node:{ID}:cmd`).
+    own_topic: Bytes,
 }
+
+/// Receives the messages published on this node's topic.
+pub type NodeMsgFn = Box<dyn Fn(Bytes) + Send + Sync>;
 
 /// A join or leave sent to Redis, whose reply says which cluster-wide
 /// transitions it made (`member.lua`).
@@ -296,9 +305,12 @@ impl RedisBroker {
         // Occupancy and user edges are the cluster's, reported from Redis.
         hub.set_cluster_events();
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
+        let node_id = random_id(12);
+        let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
-            node_id: random_id(12),
+            own_topic,
+            node_id,
             cfg,
             link,
             pubsub: OnceLock::new(),
@@ -310,6 +322,7 @@ impl RedisBroker {
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
             transitions: tx,
+            node_msgs: OnceLock::new(),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
@@ -331,6 +344,29 @@ impl RedisBroker {
             self.inner.cfg.prefix.clone(),
             self.inner.node_id.clone(),
         )
+    }
+
+    /// Hands every message published on this node's topic
+    /// (`P:node:{ID}:cmd`) to `f`, on the subscriber link's task (so `f`
+    /// must not block); set once. The topic is subscribed again after a
+    /// reconnect; messages published while the link was down are lost
+    /// (Redis pub/sub is at most once): the senders time out.
+    pub fn on_node_messages(&self, f: NodeMsgFn) {
+        if self.inner.node_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                let _ = ps.subscribe(self.inner.own_topic.clone());
+            }
+        }
+    }
+
+    /// Publishes `payload` on node `node`'s topic, after every command this
+    /// node queued before (one link, in order). At most once: nothing tells
+    /// whether the node was there to receive it.
+    pub fn send_to_node(&self, node: &str, payload: &[u8]) -> Result<(), BrokerError> {
+        let topic = self.inner.node_topic(node);
+        self.inner
+            .link
+            .fire(&[b"PUBLISH".as_slice(), &topic, payload])
     }
 
     /// Sets what this node reports in its heartbeats (once).
@@ -390,6 +426,11 @@ impl Inner {
     fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
         let name = topic.get(self.cfg.prefix.len() + 3..)?;
         std::str::from_utf8(name).ok()
+    }
+
+    /// A node's own topic, for messages routed to it.
+    fn node_topic(&self, node: &str) -> Bytes {
+        Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
     }
 
     /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
@@ -822,6 +863,11 @@ async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attac
 
 impl Sink for Inner {
     fn message(&self, topic: &[u8], payload: Bytes) {
+        if let Some(f) = self.node_msgs.get() {
+            if topic == self.own_topic {
+                return f(payload);
+            }
+        }
         let Some(name) = self.channel_of(topic) else {
             return;
         };
@@ -892,6 +938,9 @@ impl Sink for Inner {
 
     fn reconnected(&self) {
         if let Some(ps) = self.pubsub() {
+            if self.node_msgs.get().is_some() {
+                let _ = ps.subscribe(self.own_topic.clone());
+            }
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());
             }

@@ -35,6 +35,7 @@ pub mod pusher;
 pub mod rewind;
 pub mod server;
 pub mod sse;
+pub mod table_routes;
 pub mod tables;
 pub mod tcp;
 pub mod testing;
