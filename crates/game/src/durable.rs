@@ -92,6 +92,14 @@ pub trait TableStore: Send + Sync + 'static {
     fn save(&self, lease: Lease, record: Bytes) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Extends `lease` by `time`; false if it is no longer held.
     fn renew(&self, lease: Lease, time: Duration) -> BoxFuture<'_, Result<bool, StoreError>>;
+    /// Publishes the table's lobby entry (encoded by
+    /// [`crate::lobby::encode_entry`]) to every node's lobby, if `lease`
+    /// still holds; queued at once so one table's entries keep their order,
+    /// never awaited (a lost one is replaced by the next). Default: nothing
+    /// (a store without a shared lobby).
+    fn publish_entry(&self, lease: Lease, entry: Bytes) {
+        let _ = (lease, entry);
+    }
 }
 
 /// How an engine's tables are made durable.

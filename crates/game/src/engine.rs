@@ -184,8 +184,12 @@ impl Shared {
 
     pub(crate) fn table_ended(&self, id: u64) {
         write(&self.tables).remove(&id);
-        lock(&self.owned).remove(&id);
-        self.lobby.remove(id);
+        let durable = lock(&self.owned).remove(&id).is_some();
+        // A durable table lost here goes on at another node: its entry
+        // stays until the new owner publishes one.
+        if !durable {
+            self.lobby.remove(id);
+        }
     }
 }
 
@@ -275,6 +279,16 @@ impl Engine {
             return error(client, id, missing, "the table is not on this node: retry");
         }
         self.local(client, id, cmd);
+    }
+
+    /// A cluster lobby entry published with sequence number `seq` (see
+    /// `TableStore::publish_entry`): it goes into this node's lobby unless
+    /// the lobby already has a newer one. False if malformed or older.
+    pub fn apply_lobby(&self, seq: u64, entry: &[u8]) -> bool {
+        match crate::lobby::decode_entry(entry) {
+            Some(e) => self.shared.lobby.put_seq(e, seq),
+            None => false,
+        }
     }
 
     /// The engine's counters.
@@ -445,8 +459,8 @@ impl Engine {
                 (table, false, Duration::ZERO)
             }
         };
+        // Its lobby entry is published once its first save holds (run).
         let table = table.durable(durable);
-        self.shared.lobby.put(table.entry());
         let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
         write(&self.shared.tables).insert(id, tx);
         lock(&self.shared.owned).insert(id, lease);

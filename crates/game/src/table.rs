@@ -483,7 +483,14 @@ impl Table {
         self.flush();
         if self.dirty {
             self.dirty = false;
-            self.shared.lobby.put(self.entry());
+            match &self.durable {
+                // Every node's lobby, this one's included, gets it from
+                // Redis, in the cluster's order (decision 0009).
+                Some(d) => d
+                    .store
+                    .publish_entry(d.lease, crate::lobby::encode_entry(&self.entry())),
+                None => self.shared.lobby.put(self.entry()),
+            }
         }
     }
 

@@ -221,7 +221,15 @@ struct Inner {
     node_msgs: OnceLock<NodeMsgFn>,
     /// This node's topic (`P:node:{ID}:cmd`).
     own_topic: Bytes,
+    /// Receives the cluster lobby's messages (`None`: the link reconnected,
+    /// some may have been missed).
+    lobby_msgs: OnceLock<LobbyFn>,
+    /// The cluster lobby's topic (`P:lobby`).
+    lobby_topic: Bytes,
 }
+
+/// Receives the cluster lobby's messages (see [`RedisBroker::on_lobby`]).
+pub type LobbyFn = Box<dyn Fn(Option<Bytes>) + Send + Sync>;
 
 /// Receives the messages published on this node's topic.
 pub type NodeMsgFn = Box<dyn Fn(Bytes) + Send + Sync>;
@@ -307,9 +315,12 @@ impl RedisBroker {
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
         let node_id = random_id(12);
         let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
+        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
             own_topic,
+            lobby_msgs: OnceLock::new(),
+            lobby_topic,
             node_id,
             cfg,
             link,
@@ -355,6 +366,18 @@ impl RedisBroker {
         if self.inner.node_msgs.set(f).is_ok() {
             if let Some(ps) = self.inner.pubsub() {
                 let _ = ps.subscribe(self.inner.own_topic.clone());
+            }
+        }
+    }
+
+    /// Hands every message of the cluster lobby's topic (`P:lobby`, written
+    /// by `TableStore::publish_entry`) to `f`, on the subscriber link's
+    /// task; `f(None)` after the link (re)connected, when messages may have
+    /// been missed (read `TableStore::lobby_entries` then). Set once.
+    pub fn on_lobby(&self, f: LobbyFn) {
+        if self.inner.lobby_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                let _ = ps.subscribe(self.inner.lobby_topic.clone());
             }
         }
     }
@@ -868,6 +891,11 @@ impl Sink for Inner {
                 return f(payload);
             }
         }
+        if let Some(f) = self.lobby_msgs.get() {
+            if topic == self.lobby_topic {
+                return f(Some(payload));
+            }
+        }
         let Some(name) = self.channel_of(topic) else {
             return;
         };
@@ -940,6 +968,10 @@ impl Sink for Inner {
         if let Some(ps) = self.pubsub() {
             if self.node_msgs.get().is_some() {
                 let _ = ps.subscribe(self.own_topic.clone());
+            }
+            if let Some(f) = self.lobby_msgs.get() {
+                let _ = ps.subscribe(self.lobby_topic.clone());
+                f(None);
             }
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());

@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cluster_lobby;
 pub mod cluster_tables;
 pub mod config;
 pub mod conn;

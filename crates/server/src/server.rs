@@ -158,6 +158,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                 if config.role.runs_tables() {
                     crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
                 }
+                crate::cluster_lobby::start(broker, &games);
                 // Every node may serve players of any table (decision 0009).
                 let count = config.tables.iter().map(|t| u64::from(t.count)).sum();
                 crate::table_routes::Routes::start(
