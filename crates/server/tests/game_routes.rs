@@ -4,7 +4,9 @@
 //! mid-hand, another game node takes the table over and the players, still
 //! on the edge, sit again on the same connection and find the same hand and
 //! every chip; when their edge is killed, they reconnect to another edge
-//! and sit back into their seats.
+//! and sit back into their seats; when the owner is cut off from Redis (a
+//! TCP proxy the test controls), another game node takes the table over
+//! and, once the link heals, the stale owner drops it: one owner.
 mod common;
 
 use common::*;
@@ -33,13 +35,17 @@ fn token(user: &str) -> String {
 }
 
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {
+    node_at(&redis.url(), role)
+}
+
+fn node_at(url: &str, role: &str) -> NodeHandle {
     let mut params = serde_json::Map::new();
     params.insert("seed".into(), json!(11));
     params.insert("action_ms".into(), json!(8_000));
     params.insert("hand_ms".into(), json!(1_000));
     params.insert("street_ms".into(), json!(50));
     NodeHandle::start(ServeArgs {
-        broker: Some(redis.url()),
+        broker: Some(url.to_string()),
         role: Some(role.into()),
         token_hmac_secret: Some(SECRET.into()),
         table_lease: Some(500),
@@ -268,4 +274,103 @@ async fn an_edge_answers_a_table_nobody_runs_with_a_retryable_error() {
     send_json(&mut p.ws, json!({"id": 6, "sit": {"table": 99}})).await;
     let r = p.wait("sit reply", |m| m["id"] == 6).await;
     assert_eq!(r["error"]["code"], 115, "{r}");
+}
+
+/// A TCP proxy to Redis that the test can cut (every connection dropped,
+/// new ones refused) and heal.
+struct Link {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Link {
+    async fn start(redis: &RedisServer) -> Link {
+        use std::sync::atomic::Ordering;
+        let upstream: String = redis.url().trim_start_matches("redis://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, cs) = (cut.clone(), conns.clone());
+        tokio::spawn(async move {
+            while let Ok((mut down, _)) = listener.accept().await {
+                if c.load(Ordering::SeqCst) {
+                    continue; // dropped: refused while cut
+                }
+                let upstream = upstream.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut up) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                    }
+                });
+                cs.lock().expect("lock").push(task);
+            }
+        });
+        Link { addr, cut, conns }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in self.conns.lock().expect("lock").drain(..) {
+            t.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_cut_off_from_redis_loses_its_table_to_one_other_owner() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let link = Link::start(&redis).await;
+    // The owner reaches Redis through the link; it starts first, so it
+    // claims the table.
+    let cut_off = node_at(&link.url(), "game");
+    owner(&[&cut_off]).await;
+    let survivor = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    let (mut players, cards, before) = play_until_mid_hand(&edge, &cut_off).await;
+    let total = chips(&before);
+
+    link.cut();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !runs(&survivor).await {
+        assert!(Instant::now() < deadline, "no take-over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The players on the edge are told and sit again: same hand, chips.
+    for (seat, p) in players.iter_mut().enumerate() {
+        p.wait("unseat", |m| m["unseat"]["code"] == 115).await;
+        let r = p.sit(30).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        let snap = &r["sit"]["data"];
+        assert_eq!(snap["cards"], cards[seat], "cards of seat {seat}");
+        assert_eq!(snap["hand"], before["hand"], "{snap}");
+        assert_eq!(chips(snap), total, "chips conserved: {snap}");
+    }
+
+    // The link heals: the stale owner's next write is fenced and it drops
+    // the table; the survivor keeps it. Exactly one owner.
+    link.heal();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while runs(&cut_off).await {
+        assert!(Instant::now() < deadline, "the stale owner kept the table");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(runs(&survivor).await);
+    let seat = before["turn"].as_u64().expect("turn") as usize;
+    players[seat].act(40, json!({"a": "check"})).await;
+    let after = get(&survivor, "/api/tables/1").await["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
 }
