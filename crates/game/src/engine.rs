@@ -258,6 +258,9 @@ impl Engine {
             config,
         });
         tokio::spawn(flush_lobby(Arc::downgrade(&shared)));
+        if shared.durable.is_some() {
+            tokio::spawn(renew_leases(Arc::downgrade(&shared)));
+        }
         Arc::new(Engine { shared })
     }
 
@@ -682,6 +685,57 @@ fn table_of(cmd: &Command) -> Option<u64> {
         | Command::Stand { table }
         | Command::Act { table, .. } => Some(*table),
         _ => None,
+    }
+}
+
+/// Renews the leases of every durable table of this node, in one store
+/// call, every third of the lease (decision 0009: per-table renewals were
+/// most of the Redis load); a table whose lease was lost is told, and takes
+/// it back or stops. A store that cannot be reached is tried again at the
+/// next tick (a table's saves tell it if its lease was lost meanwhile).
+async fn renew_leases(shared: Weak<Shared>) {
+    let Some(lease) = shared
+        .upgrade()
+        .and_then(|s| s.durable.as_ref().map(|d| d.lease))
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        let Some(d) = s.durable.clone() else {
+            return;
+        };
+        let leases: Vec<Lease> = lock(&s.owned).values().copied().collect();
+        drop(s);
+        if leases.is_empty() {
+            continue;
+        }
+        let lost = match d.store.renew_all(leases, d.lease).await {
+            Ok(lost) => lost,
+            Err(err) => {
+                tracing::debug!(%err, "lease renewal failed; trying again");
+                continue;
+            }
+        };
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        for l in lost {
+            let Some(tx) = read(&s.tables).get(&l.table).cloned() else {
+                continue;
+            };
+            let msg = TableMsg::LeaseLost { token: l.token };
+            if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
+                tokio::spawn(async move {
+                    let _ = tx.send(msg).await;
+                });
+            }
+        }
     }
 }
 

@@ -317,6 +317,9 @@ impl TableStore {
     }
 }
 
+/// Leases renewed per script call by `renew_all`.
+const RENEW_CHUNK: usize = 512;
+
 /// The lobby's sequence counter, hash of entries, and topic.
 pub fn lobby_keys(prefix: &str) -> (String, String, String) {
     (
@@ -403,6 +406,35 @@ impl herald_game::durable::TableStore for TableStore {
             TableStore::save(self, &lease, &record)
                 .await
                 .map_err(to_game)
+        })
+    }
+
+    fn renew_all(
+        &self,
+        leases: Vec<game::Lease>,
+        time: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<Vec<game::Lease>, game::StoreError>> {
+        Box::pin(async move {
+            let mut lost = Vec::new();
+            // A bounded number of keys per script call, so that one call
+            // never holds Redis for long.
+            for chunk in leases.chunks(RENEW_CHUNK) {
+                let ours: Vec<Lease> = chunk
+                    .iter()
+                    .map(|l| Lease {
+                        table: l.table,
+                        token: l.token,
+                    })
+                    .collect();
+                let gone = TableStore::renew(self, &ours, time)
+                    .await
+                    .map_err(to_game)?;
+                lost.extend(gone.into_iter().map(|l| game::Lease {
+                    table: l.table,
+                    token: l.token,
+                }));
+            }
+            Ok(lost)
         })
     }
 
