@@ -365,7 +365,7 @@ impl RedisBroker {
     pub fn on_node_messages(&self, f: NodeMsgFn) {
         if self.inner.node_msgs.set(f).is_ok() {
             if let Some(ps) = self.inner.pubsub() {
-                let _ = ps.subscribe(self.inner.own_topic.clone());
+                drop(ps.subscribe(self.inner.own_topic.clone())); // confirmation not awaited
             }
         }
     }
@@ -377,7 +377,7 @@ impl RedisBroker {
     pub fn on_lobby(&self, f: LobbyFn) {
         if self.inner.lobby_msgs.set(f).is_ok() {
             if let Some(ps) = self.inner.pubsub() {
-                let _ = ps.subscribe(self.inner.lobby_topic.clone());
+                drop(ps.subscribe(self.inner.lobby_topic.clone())); // confirmation not awaited
             }
         }
     }
@@ -967,10 +967,10 @@ impl Sink for Inner {
     fn reconnected(&self) {
         if let Some(ps) = self.pubsub() {
             if self.node_msgs.get().is_some() {
-                let _ = ps.subscribe(self.own_topic.clone());
+                drop(ps.subscribe(self.own_topic.clone())); // confirmation not awaited
             }
             if let Some(f) = self.lobby_msgs.get() {
-                let _ = ps.subscribe(self.lobby_topic.clone());
+                drop(ps.subscribe(self.lobby_topic.clone())); // confirmation not awaited
                 f(None);
             }
             for glob in lock(&self.patterns).keys() {
