@@ -78,8 +78,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A player of this node at tables of other nodes.
 struct Remote {
     client: Weak<Client>,
-    /// Table → the node it was routed to.
+    /// Table → the node it was routed to (the tables it sits at or
+    /// watches, as far as this node knows).
     tables: HashMap<u64, Arc<str>>,
+    /// Every node it sent a command to: told when it leaves.
+    nodes: HashSet<Arc<str>>,
     /// Commands sent and not yet answered, with their deadline.
     pending: Vec<(u32, Instant)>,
     /// Commands answered with 114 by this node: their late answers are
@@ -116,8 +119,7 @@ pub struct Routes {
     /// Other nodes' players at this node's tables, by (edge, client id).
     proxies: Mutex<HashMap<(Arc<str>, u64), Proxy>>,
     next_proxy: AtomicU64,
-    /// Commands routed to another node, and forwarded answers dropped as
-    /// late (for `/metrics`-style logging and tests).
+    /// Commands this node passed to another (for the log and tests).
     pub routed: AtomicU64,
 }
 
@@ -184,6 +186,7 @@ impl Routes {
             Encoding::Binary => 1,
         });
         put_str(&mut payload, client.user());
+        let stand = matches!(cmd, Command::Stand { .. });
         Encoding::Binary.encode_request(&Request { id, cmd }, &mut payload);
         if let Err(e) = self.broker.send_to_node(&owner, &payload) {
             return error(
@@ -198,11 +201,17 @@ impl Routes {
         let r = remotes.entry(client.id).or_insert_with(|| Remote {
             client: Arc::downgrade(client),
             tables: HashMap::new(),
+            nodes: HashSet::new(),
             pending: Vec::new(),
             expired: Vec::new(),
             seq: HashMap::new(),
         });
-        r.tables.insert(table, owner);
+        r.nodes.insert(owner.clone());
+        if stand {
+            r.tables.remove(&table);
+        } else {
+            r.tables.insert(table, owner);
+        }
         if id != 0 {
             r.pending.push((id, Instant::now() + self.timeout));
         }
@@ -505,8 +514,7 @@ impl Router for Routes {
         let Some(r) = lock(&self.remotes).remove(&client.id) else {
             return;
         };
-        let owners: HashSet<Arc<str>> = r.tables.into_values().collect();
-        for owner in owners {
+        for owner in r.nodes {
             self.send_gone(&owner, client.id);
         }
     }

@@ -55,7 +55,8 @@ struct Watcher {
     ws: Ws,
     seq: u64,
     map: BTreeMap<u64, Value>,
-    /// Each table's `players` values in the order updates brought them.
+    /// Each table's `players` values in the order updates brought them
+    /// (repeats left out).
     history: BTreeMap<u64, Vec<u64>>,
 }
 
@@ -175,8 +176,15 @@ async fn every_node_shows_the_same_lobby_through_a_take_over() {
         .until("the players in the game node's lobby", full)
         .await;
     assert_eq!(on_edge.map, on_game.map);
-    // Each table's changes came in the same order on both nodes.
-    assert_eq!(on_edge.history, on_game.history);
+    // Each table's changes came in the cluster's order on both nodes: only
+    // sits happened, so every value seen is above the one before (updates
+    // are coalesced per lobby interval on each node, so either may skip
+    // one; neither may go back).
+    for w in [&on_edge, &on_game] {
+        for (t, h) in &w.history {
+            assert!(h.windows(2).all(|p| p[0] < p[1]), "table {t}: {h:?}");
+        }
+    }
     // A fresh snapshot is the same on every node.
     let snap = snapshot(&edge).await;
     assert_eq!(snap.as_array().map(Vec::len), Some(2), "{snap}");
