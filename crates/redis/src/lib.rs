@@ -55,8 +55,9 @@
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
-//! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
-//! members), topic `P:ctl` (requests to every node:
+//! (set), topic `P:node:ID:cmd` (messages routed to a node: game commands
+//! and table events, decision 0009), `P:occupied:NS` (set of the channels of
+//! namespace `NS` with members), topic `P:ctl` (requests to every node:
 //! [`RedisBroker::close_everywhere`]). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
@@ -219,7 +220,23 @@ struct Inner {
     /// `P:ctl`, the topic every node follows for requests to all nodes
     /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
     control: Bytes,
+    /// Receives what other nodes send to this one on its node topic (game
+    /// commands and table events routed between nodes, decision 0009).
+    node_msgs: OnceLock<NodeMsgFn>,
+    /// This node's topic (`P:node:{ID}:cmd`).
+    own_topic: Bytes,
+    /// Receives the cluster lobby's messages (`None`: the link reconnected,
+    /// some may have been missed).
+    lobby_msgs: OnceLock<LobbyFn>,
+    /// The cluster lobby's topic (`P:lobby`).
+    lobby_topic: Bytes,
 }
+
+/// Receives the cluster lobby's messages (see [`RedisBroker::on_lobby`]).
+pub type LobbyFn = Box<dyn Fn(Option<Bytes>) + Send + Sync>;
+
+/// Receives the messages published on this node's topic.
+pub type NodeMsgFn = Box<dyn Fn(Bytes) + Send + Sync>;
 
 /// A join or leave sent to Redis, whose reply says which cluster-wide
 /// transitions it made (`member.lua`).
@@ -301,9 +318,15 @@ impl RedisBroker {
         hub.set_cluster_events();
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
         let cfg_prefix = cfg.prefix.clone();
+        let node_id = random_id(12);
+        let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
+        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
-            node_id: random_id(12),
+            own_topic,
+            lobby_msgs: OnceLock::new(),
+            lobby_topic,
+            node_id,
             cfg,
             link,
             pubsub: OnceLock::new(),
@@ -316,6 +339,7 @@ impl RedisBroker {
             filled: AtomicU64::new(0),
             transitions: tx,
             control: Bytes::from(format!("{}:ctl", cfg_prefix)),
+            node_msgs: OnceLock::new(),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
@@ -337,6 +361,41 @@ impl RedisBroker {
             self.inner.cfg.prefix.clone(),
             self.inner.node_id.clone(),
         )
+    }
+
+    /// Hands every message published on this node's topic
+    /// (`P:node:{ID}:cmd`) to `f`, on the subscriber link's task (so `f`
+    /// must not block); set once. The topic is subscribed again after a
+    /// reconnect; messages published while the link was down are lost
+    /// (Redis pub/sub is at most once): the senders time out.
+    pub fn on_node_messages(&self, f: NodeMsgFn) {
+        if self.inner.node_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                drop(ps.subscribe(self.inner.own_topic.clone())); // confirmation not awaited
+            }
+        }
+    }
+
+    /// Hands every message of the cluster lobby's topic (`P:lobby`, written
+    /// by `TableStore::publish_entry`) to `f`, on the subscriber link's
+    /// task; `f(None)` after the link (re)connected, when messages may have
+    /// been missed (read `TableStore::lobby_entries` then). Set once.
+    pub fn on_lobby(&self, f: LobbyFn) {
+        if self.inner.lobby_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                drop(ps.subscribe(self.inner.lobby_topic.clone())); // confirmation not awaited
+            }
+        }
+    }
+
+    /// Publishes `payload` on node `node`'s topic, after every command this
+    /// node queued before (one link, in order). At most once: nothing tells
+    /// whether the node was there to receive it.
+    pub fn send_to_node(&self, node: &str, payload: &[u8]) -> Result<(), BrokerError> {
+        let topic = self.inner.node_topic(node);
+        self.inner
+            .link
+            .fire(&[b"PUBLISH".as_slice(), &topic, payload])
     }
 
     /// Sets what this node reports in its heartbeats (once).
@@ -412,6 +471,11 @@ impl Inner {
     fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
         let name = topic.get(self.cfg.prefix.len() + 3..)?;
         std::str::from_utf8(name).ok()
+    }
+
+    /// A node's own topic, for messages routed to it.
+    fn node_topic(&self, node: &str) -> Bytes {
+        Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
     }
 
     /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
@@ -863,6 +927,16 @@ impl Sink for Inner {
             }
             return;
         }
+        if let Some(f) = self.node_msgs.get() {
+            if topic == self.own_topic {
+                return f(payload);
+            }
+        }
+        if let Some(f) = self.lobby_msgs.get() {
+            if topic == self.lobby_topic {
+                return f(Some(payload));
+            }
+        }
         let Some(name) = self.channel_of(topic) else {
             return;
         };
@@ -936,6 +1010,13 @@ impl Sink for Inner {
             // Confirmation not awaited: requests sent before it are missed,
             // as by a node whose link is down.
             drop(ps.subscribe(self.control.clone()));
+            if self.node_msgs.get().is_some() {
+                drop(ps.subscribe(self.own_topic.clone())); // confirmation not awaited
+            }
+            if let Some(f) = self.lobby_msgs.get() {
+                drop(ps.subscribe(self.lobby_topic.clone())); // confirmation not awaited
+                f(None);
+            }
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());
             }

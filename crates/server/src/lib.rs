@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cluster_lobby;
 pub mod cluster_tables;
 pub mod config;
 pub mod conn;
@@ -35,6 +36,7 @@ pub mod pusher;
 pub mod rewind;
 pub mod server;
 pub mod sse;
+pub mod table_routes;
 pub mod tables;
 pub mod tcp;
 pub mod testing;

@@ -140,6 +140,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             let weak = Arc::downgrade(&node);
             let engine = Arc::downgrade(&games);
             let listen = config.listen.to_string();
+            let role = config.role.name();
             broker.set_stats(Box::new(move || match weak.upgrade() {
                 Some(n) => serde_json::json!({
                     "listen": listen,
@@ -149,11 +150,24 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                     "uptime_s": n.now(),
                     "version": n.config.version,
                     "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
+                    "role": role,
                 }),
                 None => serde_json::Value::Null,
             }));
             if !config.tables.is_empty() {
-                crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+                if config.role.runs_tables() {
+                    crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+                }
+                crate::cluster_lobby::start(broker, &games);
+                // Every node may serve players of any table (decision 0009).
+                let count = config.tables.iter().map(|t| u64::from(t.count)).sum();
+                crate::table_routes::Routes::start(
+                    broker,
+                    &games,
+                    count,
+                    config.table_lease,
+                    config.node.client_queue_bytes,
+                );
             }
         }
         None => {
