@@ -97,7 +97,11 @@ pub fn serve_tcp(
     let wire = TcpWire::new(shared.config.max_message_size);
     shared
         .tracker
-        .spawn(Connection::new(stream, session, wire, &[]).holding(slot));
+        .spawn(
+            Connection::new(stream, session, wire, &[])
+                .holding(slot)
+                .hibernating_at(&shared.parker),
+        );
 }
 
 #[cfg(test)]
