@@ -18,9 +18,9 @@
 //! reads our close frame instead of a reset. A close the peer starts is echoed
 //! and the connection ends.
 
+use crate::hibernate::{Parker, Sleeping};
 use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame, Queue, Retired, RETIRED_SLOTS};
-use crate::hibernate::{Parker, Sleeping};
 use herald_core::{Client, Node, Session};
 use std::cell::RefCell;
 use std::future::Future;
@@ -218,16 +218,18 @@ struct Conn<H: Handler, W: Wire, S: Io> {
     close_queued: bool,
     /// Our close frame has been written and the write side shut.
     close_sent: bool,
-    /// Bounds the wait for the peer's close (only while closing).
-    close_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// While open: fires `parker.after()` after it was armed, and the
+    /// connection parks then if nothing happened meanwhile (`active` unset),
+    /// else it is armed again. While closing: bounds the wait for the peer's
+    /// close (`close_timer` set). Allocated only while the driver runs: a
+    /// parked connection has none.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// `timer` is the close wait.
+    close_timer: bool,
     /// This connection's place in the per-IP count, released when it ends.
     _slot: Option<Box<crate::limits::IpSlot>>,
     /// Where it parks when idle (plain TCP only; `None`: never).
     parker: Option<Arc<Parker>>,
-    /// Fires `parker.after()` after it was armed; the connection parks then if
-    /// nothing happened meanwhile (`active` unset), else it is armed again.
-    /// Allocated while the driver runs only: a parked connection has none.
-    idle_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Something was read or written since the idle timer was armed.
     active: bool,
 }
@@ -273,10 +275,10 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
             peer_closed: false,
             close_queued: false,
             close_sent: false,
-            close_timer: None,
+            timer: None,
+            close_timer: false,
             _slot: None,
             parker: None,
-            idle_timer: None,
             active: false,
         };
         if !leftover.is_empty() {
@@ -580,11 +582,14 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
                 if self.peer_closed {
                     return Drive::Done;
                 }
-                let timer = self
-                    .close_timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_WAIT)));
-                if timer.as_mut().poll(cx).is_ready() {
-                    return Drive::Done;
+                if !self.close_timer {
+                    self.close_timer = true;
+                    self.timer = Some(Box::pin(tokio::time::sleep(CLOSE_WAIT)));
+                }
+                if let Some(timer) = &mut self.timer {
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Drive::Done;
+                    }
                 }
             }
             WriteOutcome::Idle | WriteOutcome::Pending => {}
@@ -594,13 +599,15 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
             return Drive::Pending;
         }
         if self.close_queued || self.peer_closed {
-            self.idle_timer = None;
+            if !self.close_timer {
+                self.timer = None;
+            }
             return Drive::Pending;
         }
         if let Some(parker) = &self.parker {
             let after = parker.after();
             let timer = self
-                .idle_timer
+                .timer
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
             while timer.as_mut().poll(cx).is_ready() {
                 let idle = !self.active
@@ -611,9 +618,7 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
                     return Drive::Park;
                 }
                 self.active = false;
-                timer
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + after);
+                timer.as_mut().reset(tokio::time::Instant::now() + after);
             }
         }
         Drive::Pending

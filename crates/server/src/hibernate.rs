@@ -376,7 +376,9 @@ fn waker(id: u16, key: u32, gen: u16) -> Waker {
     // (The safe way, `Arc<impl Wake>`, costs an allocation per parked
     // connection: 32 bytes of a 0.35 KiB budget.)
     #[allow(unsafe_code)]
-    unsafe { Waker::from_raw(RawWaker::new(data as usize as *const (), &VTABLE)) }
+    unsafe {
+        Waker::from_raw(RawWaker::new(data as usize as *const (), &VTABLE))
+    }
 }
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_raw, drop_raw);
@@ -399,3 +401,37 @@ fn drop_raw(_: *const ()) {}
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 24);
 const _: () = assert!(std::mem::size_of::<usize>() == 8, "wakers pack 64 bits");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp::TcpWire;
+    use crate::ws::WsWire;
+    use herald_core::Session;
+    use std::mem::size_of;
+
+    /// What a parked connection holds besides its client (decision 0010's
+    /// account): a 24-byte slab entry and the boxed handler, wire and
+    /// per-IP slot, 96 bytes (a jemalloc size class) for a WebSocket.
+    #[test]
+    fn a_parked_connection_is_small() {
+        let ws = size_of::<Sleeping<Session, WsWire>>();
+        let tcp = size_of::<Sleeping<Session, TcpWire>>();
+        println!("Entry: {} bytes", size_of::<Entry>());
+        println!("Sleeping<Session, WsWire>: {ws} bytes (bound 96)");
+        println!("Sleeping<Session, TcpWire>: {tcp} bytes (bound 96)");
+        assert!(ws <= 96 && tcp <= 96, "{ws}, {tcp}");
+    }
+
+    #[test]
+    fn wakers_carry_id_generation_and_key() {
+        let w = waker(7, 0xdead_beef, 0x1234);
+        let v = w.data() as usize as u64;
+        assert_eq!(
+            ((v >> 48) as u16, (v >> 32) as u16, v as u32),
+            (7, 0x1234, 0xdead_beef)
+        );
+        // Waking a parker that does not exist does nothing.
+        w.wake();
+    }
+}

@@ -104,13 +104,24 @@ async fn a_parked_client_that_goes_away_is_cleaned_up() {
     drop(gone);
     let m = recv_json(&mut watcher).await;
     assert_eq!(m["leave"]["client"], gone_id, "{m}");
-    send_json(&mut watcher, json!({"id": 3, "presence": {"channel": "room"}})).await;
+    send_json(
+        &mut watcher,
+        json!({"id": 3, "presence": {"channel": "room"}}),
+    )
+    .await;
     let r = recv_json(&mut watcher).await;
-    assert_eq!(r["presence"]["clients"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(
+        r["presence"]["clients"].as_array().map(Vec::len),
+        Some(1),
+        "{r}"
+    );
     // The registry and the gauge forget it too.
     let until = tokio::time::Instant::now() + WAIT;
     while metric(srv.addr, "herald_connections{transport=\"websocket\"}").await != 1 {
-        assert!(tokio::time::Instant::now() < until, "client never unregistered");
+        assert!(
+            tokio::time::Instant::now() < until,
+            "client never unregistered"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
