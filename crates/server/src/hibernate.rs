@@ -423,6 +423,84 @@ mod tests {
         assert!(ws <= 96 && tcp <= 96, "{ws}, {tcp}");
     }
 
+    /// A parked connection that only records its resumes.
+    struct Probe {
+        client: Arc<Client>,
+        resumed: Arc<AtomicU64>,
+    }
+
+    impl Dormant for Probe {
+        fn resume(self: Box<Self>, _: TcpStream, _: &Arc<Parker>) {
+            self.resumed.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn client(&self) -> &Arc<Client> {
+            &self.client
+        }
+    }
+
+    /// A connected pair of real sockets: the server's end (to park) and the
+    /// peer's.
+    fn pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let peer = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (server, _) = l.accept().expect("accept");
+        server.set_nonblocking(true).expect("nonblocking");
+        (server, peer)
+    }
+
+    fn probe() -> (Box<Probe>, Arc<Client>, Arc<AtomicU64>) {
+        let client = Arc::new(Client::new(1, herald_proto::Encoding::Json, 1 << 20, 0));
+        let resumed = Arc::new(AtomicU64::new(0));
+        let p = Box::new(Probe {
+            client: client.clone(),
+            resumed: resumed.clone(),
+        });
+        (p, client, resumed)
+    }
+
+    #[tokio::test]
+    async fn a_push_before_parking_is_seen_and_one_after_resumes() {
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        // Queued before the waker is set (the race's losing order): parking
+        // sees it and resumes at once.
+        let (p, client, resumed) = probe();
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        let (server, _peer) = pair();
+        parker.park(server, p);
+        assert_eq!(resumed.load(Ordering::SeqCst), 1);
+        assert_eq!(parker.parked(), 0);
+        // Queued after: the parked waker resumes it, once.
+        let (p, client, resumed) = probe();
+        let (server, _peer2) = pair();
+        parker.park(server, p);
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (0, 1));
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
+        parker.stop();
+    }
+
+    #[tokio::test]
+    async fn input_resumes_a_parked_connection() {
+        use std::io::Write;
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, _client, resumed) = probe();
+        let (server, mut peer) = pair();
+        parker.park(server, p);
+        assert_eq!(parker.parked(), 1);
+        peer.write_all(b"x").expect("write");
+        // The epoll thread resumes it; bounded wait, no timing asserted.
+        for _ in 0..1000 {
+            if resumed.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
+        parker.stop();
+    }
+
     #[test]
     fn wakers_carry_id_generation_and_key() {
         let w = waker(7, 0xdead_beef, 0x1234);

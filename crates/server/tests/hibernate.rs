@@ -162,26 +162,36 @@ async fn a_parked_client_that_never_pongs_is_closed_with_3000() {
     assert_eq!(mute.close_code().await, Some(3000));
 }
 
-#[tokio::test]
+// Two worker threads: the push and the park truly race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pushes_racing_with_parking_are_all_delivered_in_order() {
     let srv = start(args(1)).await;
     let mut ws = json_client(srv.addr).await;
     subscribe_json(&mut ws, 2, "race").await;
-    let rounds = 300;
+    // The publisher is a connection too (it parks and resumes as well).
+    let mut publisher = json_client(srv.addr).await;
+    let rounds = 2000u32;
     for i in 0..rounds {
-        if i % 50 == 0 {
+        if i % 500 == 0 {
             // Certainly parked now; the others race with parking.
-            parked(srv.addr, 1).await;
-        } else if i % 3 == 0 {
-            tokio::time::sleep(Duration::from_micros(700 + 150 * (i % 7))).await;
+            parked(srv.addr, 2).await;
+        } else if i % 2 == 0 {
+            // Around the 1 ms delay: parks start before, during and after.
+            tokio::time::sleep(Duration::from_micros(u64::from(i % 13) * 100)).await;
         }
-        publish(srv.addr, "race", json!(i)).await;
+        send_json(
+            &mut publisher,
+            json!({"id": i + 10, "publish": {"channel": "race", "data": i}}),
+        )
+        .await;
         assert_eq!(recv_json(&mut ws).await["pub"]["data"], json!(i));
+        assert_eq!(recv_json(&mut publisher).await["id"], i + 10);
     }
-    assert!(metric(srv.addr, "herald_hibernations_total").await >= 6);
+    assert!(metric(srv.addr, "herald_hibernations_total").await >= 8);
 }
 
-#[tokio::test]
+// Two worker threads: the push and the park truly race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_racing_with_parking_are_all_answered() {
     let srv = start(args(1)).await;
     let mut ws = json_client(srv.addr).await;
