@@ -93,6 +93,16 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_PONG_TIMEOUT")]
     pub pong_timeout: Option<u32>,
 
+    /// Milliseconds after which an idle plain-TCP WebSocket or raw TCP
+    /// connection (nothing queued, nothing being read or written) hibernates:
+    /// its driver task ends and its socket waits in one shared epoll set
+    /// until it is readable or something is sent to it (its first message
+    /// then waits for it to resume: under a millisecond). An idle connection
+    /// costs about 0.5 KiB hibernated instead of 0.9–1.0 KiB; 0 = never
+    /// [default: 2000].
+    #[arg(long, env = "HERALD_HIBERNATE_AFTER")]
+    pub hibernate_after: Option<u64>,
+
     /// Seconds a long-poll request waits for messages before answering `[]`
     /// [default: 25].
     #[arg(long, env = "HERALD_POLL_TIMEOUT")]
@@ -354,6 +364,9 @@ pub struct ServerConfig {
     pub request_body_timeout: Duration,
     /// Time a long poll waits.
     pub poll_timeout: Duration,
+    /// Idle time after which a plain WebSocket or TCP connection hibernates
+    /// (zero: never).
+    pub hibernate_after: Duration,
     /// Time to drain on shutdown.
     pub shutdown_timeout: Duration,
     /// `text` or `json`.
@@ -598,6 +611,7 @@ impl ServerConfig {
                 .poll_timeout
                 .map_or(crate::poll::DEFAULT_TIMEOUT, Duration::from_secs),
             shutdown_timeout: Duration::from_secs(a.shutdown_timeout.unwrap_or(10)),
+            hibernate_after: Duration::from_millis(a.hibernate_after.unwrap_or(2000)),
             log_format,
             demo_rate,
             redis,
@@ -689,6 +703,7 @@ impl ServeArgs {
             handshake_timeout: self.handshake_timeout.or(other.handshake_timeout),
             request_body_timeout: self.request_body_timeout.or(other.request_body_timeout),
             poll_timeout: self.poll_timeout.or(other.poll_timeout),
+            hibernate_after: self.hibernate_after.or(other.hibernate_after),
             shutdown_timeout: self.shutdown_timeout.or(other.shutdown_timeout),
             log_format: self.log_format.or(other.log_format),
             demo_rate: self.demo_rate.or(other.demo_rate),

@@ -55,6 +55,8 @@ pub struct Shared {
     pub games: Arc<herald_game::Engine>,
     /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
     pub pusher: Arc<crate::pusher::Apps>,
+    /// Where idle plain-TCP connections hibernate (`None`: they never do).
+    pub parker: Option<Arc<crate::hibernate::Parker>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -194,7 +196,20 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         node.hub
             .set_count_hook(Box::new(move |channel| apps.count_changed(channel)));
     }
+    let tracker = TaskTracker::new();
+    let parker = if config.hibernate_after.is_zero() {
+        None
+    } else {
+        match crate::hibernate::Parker::start(config.hibernate_after, tracker.clone()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "idle connections cannot hibernate");
+                None
+            }
+        }
+    };
     Ok(Arc::new(Shared {
+        parker,
         pusher,
         games,
         cluster,
@@ -204,7 +219,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         config,
         node,
         shootout: Arc::new(ShootoutGroup::default()),
-        tracker: TaskTracker::new(),
+        tracker,
         handshaking: AtomicUsize::new(0),
         polls: crate::poll::Polls::default(),
         tls,
@@ -419,6 +434,11 @@ async fn drain(shared: &Shared) {
     shared
         .node
         .for_each_client(|c| c.outbox.close(DisconnectCode::GoingAway.code(), false));
+    // Parked connections resume to send their close (and any not yet in the
+    // registry see the shutdown as running drivers do).
+    if let Some(p) = &shared.parker {
+        p.resume_all();
+    }
     shared.tracker.close();
     if tokio::time::timeout(shared.config.shutdown_timeout, shared.tracker.wait())
         .await
@@ -428,6 +448,9 @@ async fn drain(shared: &Shared) {
             left = shared.node.client_count(),
             "shutdown timeout: dropping remaining connections"
         );
+    }
+    if let Some(p) = &shared.parker {
+        p.stop();
     }
 }
 
