@@ -328,6 +328,47 @@ impl Outbox {
         PushOutcome::Queued
     }
 
+    /// Queues `frames` in order under one lock: the same as pushing each in
+    /// turn (the same slow-consumer policy; after an overflow the rest are
+    /// dropped, as a closing queue drops them), but one lock and at most one
+    /// wake for the lot. The fan-out of a batch of publications
+    /// (the hub's `Deliver::deliver_batch`) uses it. Frames not queued are dropped
+    /// after the lock is released, like [`Outbox::push`]'s.
+    pub fn push_many<I: IntoIterator<Item = Frame>>(&self, frames: I) -> PushOutcome {
+        let mut todo = frames.into_iter();
+        let mut q = self.lock();
+        if q.closing.is_some() {
+            drop(q);
+            drop(todo);
+            return PushOutcome::Closed;
+        }
+        let was_empty = q.frames.is_empty();
+        let mut outcome = PushOutcome::Queued;
+        let mut dropped = VecDeque::new();
+        for frame in todo.by_ref() {
+            let cost = cost(&frame);
+            if q.bytes.saturating_add(cost) > self.max_bytes {
+                dropped = q.discard();
+                dropped.push_back(frame);
+                q.closing = Some(Closing {
+                    code: DisconnectCode::SlowConsumer.code(),
+                });
+                outcome = PushOutcome::Overflow;
+                break;
+            }
+            q.bytes += cost;
+            q.frames.push_back(frame);
+        }
+        if outcome == PushOutcome::Overflow || (was_empty && !q.frames.is_empty()) {
+            if let Some(w) = q.waker.take() {
+                w.wake();
+            }
+        }
+        drop(q);
+        drop((dropped, todo));
+        outcome
+    }
+
     /// Asks the driver to close the connection with `code`. With `discard`, queued
     /// frames are dropped; otherwise they are written first. A second close
     /// request is ignored (the first reason wins).
