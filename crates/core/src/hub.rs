@@ -837,6 +837,85 @@ mod tests {
         });
     }
 
+    fn batch(channel: &str, offsets: std::ops::RangeInclusive<u64>) -> Vec<Publication> {
+        offsets
+            .map(|offset| Publication {
+                channel: channel.into(),
+                offset,
+                data: Bytes::from(offset.to_string()),
+                json: false,
+            })
+            .collect()
+    }
+
+    fn offsets(c: &Client) -> Vec<u64> {
+        take(c)
+            .into_iter()
+            .map(|m| match m {
+                ServerMsg::Push(Push::Publication { offset, .. }) => offset,
+                other => panic!("not a publication: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_reaches_every_subscriber_in_order_once() {
+        let hub = Hub::new();
+        let a = client(1, Encoding::Json);
+        let b = client(2, Encoding::Binary);
+        let p = client(3, Encoding::Json);
+        assert!(hub.subscribe("news.sport", &a));
+        assert!(hub.subscribe("news.sport", &b));
+        // An exact subscriber with a pattern too: still once.
+        assert!(hub.subscribe_pattern("news.*", &a));
+        assert!(hub.subscribe_pattern("news.*", &p));
+        assert!(hub.subscribe_pattern("news.>", &p));
+        hub.deliver_batch(&batch("news.sport", 1..=5));
+        for c in [&a, &b, &p] {
+            assert_eq!(offsets(c), [1, 2, 3, 4, 5], "client {}", c.id);
+        }
+        // JSON subscribers share each publication's bytes, as with deliver.
+        hub.deliver_batch(&batch("news.sport", 6..=7));
+        let first = |c: &Client| {
+            c.outbox
+                .with_queue(|q| q.frames.front().map(|f| f.payload().as_ptr() as usize))
+        };
+        assert_eq!(first(&a), first(&p));
+    }
+
+    #[test]
+    fn a_slow_consumer_inside_a_batch_is_closed_and_nobody_else_waits() {
+        let hub = Hub::new();
+        let fast = client(1, Encoding::Json);
+        // Room for about two publications.
+        let slow = Arc::new(Client::new(2, Encoding::Json, 2 * (64 + 40), 0));
+        let late = client(3, Encoding::Json);
+        for c in [&fast, &slow, &late] {
+            assert!(hub.subscribe("room", c));
+        }
+        hub.deliver_batch(&batch("room", 1..=10));
+        assert_eq!(offsets(&fast), (1..=10).collect::<Vec<_>>());
+        assert_eq!(offsets(&late), (1..=10).collect::<Vec<_>>());
+        let closing = slow.outbox.with_queue(|q| q.closing());
+        assert_eq!(closing.map(|c| c.code), Some(3001));
+        assert_eq!(queued(&slow), 0, "its queue was discarded");
+        assert_eq!(hub.overflows.get(), 1, "counted once");
+    }
+
+    #[test]
+    fn a_mixed_batch_falls_back_to_one_fanout_each() {
+        let hub = Hub::new();
+        let a = client(1, Encoding::Json);
+        let b = client(2, Encoding::Json);
+        assert!(hub.subscribe("x", &a));
+        assert!(hub.subscribe("y", &b));
+        let mut pubs = batch("x", 1..=2);
+        pubs.extend(batch("y", 1..=1));
+        hub.deliver_batch(&pubs);
+        assert_eq!(offsets(&a), [1, 2]);
+        assert_eq!(offsets(&b), [1]);
+    }
+
     fn queued(c: &Client) -> usize {
         c.outbox.with_queue(|q| q.frames.len())
     }

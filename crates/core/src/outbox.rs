@@ -534,6 +534,77 @@ mod tests {
         assert_eq!(c.map(|c| c.code), Some(3001));
     }
 
+    /// Counts its wakes.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn text(s: &'static str) -> Frame {
+        Frame::Text(Bytes::from_static(s.as_bytes()))
+    }
+
+    fn payloads(o: &Outbox) -> Vec<Vec<u8>> {
+        o.with_queue(|q| q.frames.iter().map(|f| f.payload().to_vec()).collect())
+    }
+
+    #[test]
+    fn push_many_queues_in_order_and_wakes_once() {
+        let o = Outbox::new(1 << 20);
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(
+            o.push_many([text("a"), text("b"), text("c")]),
+            PushOutcome::Queued
+        );
+        assert_eq!(payloads(&o), [b"a", b"b", b"c"]);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Not idle any more: a second batch wakes nobody (as push would not).
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(o.push_many([text("d")]), PushOutcome::Queued);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(o.len(), 4);
+    }
+
+    #[test]
+    fn push_many_overflowing_midway_closes_as_a_slow_consumer() {
+        let o = Outbox::new(3 * (10 + FRAME_OVERHEAD));
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        assert_eq!(o.push(text("0123456789")), PushOutcome::Queued);
+        o.with_queue(|q| q.set_waker(&waker));
+        // The third frame of this batch is one too many.
+        let batch = [
+            text("0123456789"),
+            text("0123456789"),
+            text("0123456789"),
+            text("x"),
+        ];
+        assert_eq!(o.push_many(batch), PushOutcome::Overflow);
+        assert!(o.is_empty(), "the queue is discarded");
+        let c = o.with_queue(|q| q.closing());
+        assert_eq!(c.map(|c| c.code), Some(3001));
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(o.push_many([text("y")]), PushOutcome::Closed);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn push_many_drops_unqueued_tracked_frames_outside_the_lock() {
+        // The sender's result is pushed to the sender's own outbox when the
+        // last copy goes: here the recipient is the sender, so dropping it
+        // under the lock would deadlock.
+        let sender = Arc::new(Client::new(1, Encoding::Json, 2 * (3 + FRAME_OVERHEAD), 0));
+        let t = tracked(&sender, b"done");
+        let batch = [text("abc"), text("abc"), text("abc"), t];
+        assert_eq!(sender.outbox.push_many(batch), PushOutcome::Overflow);
+        assert!(sender.outbox.is_closing());
+    }
+
     #[test]
     fn discard_keeps_a_partly_written_frame() {
         let o = Outbox::new(2 * (4 + FRAME_OVERHEAD));
