@@ -5,6 +5,8 @@
 #
 #   bench/idle.sh BEFORE_BIN AFTER_BIN [TRANSPORT...]
 #   REPS=2 N=10000 bench/idle.sh ...     (alternations; connections per run)
+#   SETTLE=30s PORT=18520 SRC=1 LABEL=x  (wait before reading RSS; first port;
+#                                        first source address; results named idle-x-...)
 #
 # TRANSPORT: ws-json ws-binary tcp sse poll (default: all). Server on core
 # 0, bench on core 1 (the bench is the AFTER binary's); a fresh server per
@@ -20,7 +22,7 @@ TRANSPORTS=("${@:-ws-json ws-binary tcp sse poll}")
 TRANSPORTS=(${TRANSPORTS[*]})
 REPS=${REPS:-1}
 N=${N:-10000}
-PORT=18520
+PORT=${PORT:-18520}
 mkdir -p bench/results
 pid=
 src=${SRC:-1}
@@ -41,9 +43,9 @@ for rep in $(seq "$REPS"); do
         sse) url=http://127.0.0.1:$PORT; extra=(--channels 1) ;;
         poll) url=http://127.0.0.1:$PORT; extra=() ;;
       esac
-      out=bench/results/idle-$which-$t-r$rep.json
+      out=bench/results/idle${LABEL:+-$LABEL}-$which-$t-r$rep.json
       taskset -c 1 "$AFTER" bench idle "$url" --transport "$t" "${extra[@]}" -n "$N" \
-        -l "127.0.0.$src" --settle 12s --quiet --server-pid "$pid" --out "$out" >/dev/null
+        -l "127.0.0.$src" --settle "${SETTLE:-12s}" --quiet --server-pid "$pid" --out "$out" >/dev/null
       stop
       printf '%s %-9s r%s  %s KiB/connection\n' "$which" "$t" "$rep" \
         "$(python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['steps'][-1]; print(round(s['kib_per_connection'],3), s['clients'])" "$out")"

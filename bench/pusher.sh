@@ -7,18 +7,20 @@
 #   bench/pusher.sh [RATE...]      (messages/s; default 2000 5000, i.e.
 #                                   200,000 and 500,000 deliveries/s)
 #   REPS=2 bench/pusher.sh         (alternations per rate; files get -rK)
+#   TAG=q IDLE=0 bench/pusher.sh   (files named q-pusher-*; no idle runs)
 #
-# Needs $CARGO_TARGET_DIR/release/herald or target/release/herald
+# Needs $HERALD, or $CARGO_TARGET_DIR/release/herald, or target/release/herald
 # (cargo build --release -p herald). Server on core 0, bench on core 1;
 # results go to bench/results/pusher-*.json. Publishers use Herald's
 # protocol in both runs (the subscribers' protocol is the only change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${CARGO_TARGET_DIR:-target}/release/herald
+H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
 RATES=("${@:-2000 5000}")
 # shellcheck disable=SC2206
 RATES=(${RATES[*]})
 REPS=${REPS:-2}
+TAG=${TAG:+$TAG-}
 PORT=18462
 N=1000 C=10 P=4 S=128 D=10s
 mkdir -p bench/results
@@ -40,14 +42,15 @@ for rep in $(seq "$REPS"); do
       serve; src=$((src + 1))
       taskset -c 1 $H bench fanout ws://127.0.0.1:$PORT/ws --protocol $proto -l "127.0.0.$src" \
         -p $P -n $N -C $C -r "$rate" -s $S --duration $D --verify --quiet \
-        --server-pid "$pid" --out "bench/results/pusher-fanout-$proto-$rate-r$rep.json"
+        --server-pid "$pid" --out "bench/results/${TAG}pusher-fanout-$proto-$rate-r$rep.json"
       stop
     done
   done
+  [ "${IDLE:-1}" = 1 ] || continue
   for proto in herald pusher; do
     serve; src=$((src + 1))
     taskset -c 1 $H bench idle ws://127.0.0.1:$PORT/ws --protocol $proto -n 10000 -l "127.0.0.$src" \
-      --quiet --server-pid "$pid" --out "bench/results/pusher-idle-$proto-r$rep.json"
+      --quiet --server-pid "$pid" --out "bench/results/${TAG}pusher-idle-$proto-r$rep.json"
     stop
   done
 done

@@ -39,14 +39,15 @@ use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::{Scheme, Target};
+use crate::target::Scheme;
 use crate::BenchError;
 
 /// Arguments of `bots`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BotsArgs {
     /// Herald's URL: ws://127.0.0.1:8080/ws, or tcp://HOST:PORT (the
-    /// server's --tcp-listen address) for --transport tcp.
+    /// server's --tcp-listen address) for --transport tcp. Several,
+    /// comma-separated (a cluster's nodes): bot i connects to URL i % n.
     pub url: String,
     /// Transport: ws-json, ws-binary or tcp (binary encoding over raw TCP:
     /// seed 000's "binary socket vs WebSocket").
@@ -485,7 +486,8 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
             )))
         }
     };
-    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
+    // Several URLs (`URL,URL`): bot i connects to URL i % n.
+    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
     let enc = args.transport.encoding();
     let run = run_id();
     let step_size = if args.step_size == 0 {
@@ -499,7 +501,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     let mut bots = Bots {
         clients: HeraldClients::with_kind(
             kind,
-            std::slice::from_ref(&target),
+            &targets,
             enc,
             args.local_addr.clone(),
             args.connect_concurrency,

@@ -30,6 +30,7 @@ fn start() -> NodeHandle {
                 webhook_url: None,
                 webhook_events: None,
                 webhook_ca_file: None,
+                subscription_count: None,
             }],
             ..PusherArgs::default()
         }),

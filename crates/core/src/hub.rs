@@ -282,6 +282,9 @@ pub enum ChannelEvent<'a> {
 /// Receives [`ChannelEvent`]s: the channel and what happened.
 pub type Observer = Box<dyn Fn(&str, ChannelEvent<'_>) + Send + Sync>;
 
+/// Hears that a channel's member count changed (see [`Hub::set_count_hook`]).
+pub type CountHook = Box<dyn Fn(&str) + Send + Sync>;
+
 /// The subscription index of one node.
 pub struct Hub {
     hasher: RandomState,
@@ -297,6 +300,8 @@ pub struct Hub {
     pub overflows: crate::metrics::Counter,
     /// Hears occupancy and user changes, if set.
     observer: std::sync::OnceLock<Observer>,
+    /// Hears every change of a channel's member count, if set.
+    count_hook: std::sync::OnceLock<CountHook>,
     /// Cluster mode: occupancy and user edges come from the broker, not from
     /// this node's counts (see the module docs).
     cluster: std::sync::atomic::AtomicBool,
@@ -325,6 +330,7 @@ impl Hub {
             fanout: Default::default(),
             overflows: Default::default(),
             observer: std::sync::OnceLock::new(),
+            count_hook: std::sync::OnceLock::new(),
             cluster: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -332,6 +338,22 @@ impl Hub {
     /// Sets the observer (once; a second call is ignored).
     pub fn set_observer(&self, observer: Observer) {
         let _ = self.observer.set(observer);
+    }
+
+    /// Sets the count hook (once; a second call is ignored): it is called
+    /// with the channel whenever an exact subscriber joins or leaves it (on
+    /// one node from [`Hub::subscribe_with`] and [`Hub::unsubscribe`], in a
+    /// cluster from [`Hub::announce`], for every node's members). Called
+    /// under the channel's lock: it must only take note (the Pusher
+    /// `subscription_count` events, sent later and throttled).
+    pub fn set_count_hook(&self, hook: CountHook) {
+        let _ = self.count_hook.set(hook);
+    }
+
+    fn count_changed(&self, channel: &str) {
+        if let Some(h) = self.count_hook.get() {
+            h(channel);
+        }
     }
 
     /// Cluster mode (see the module docs): from now on this node's own
@@ -408,6 +430,9 @@ impl Hub {
         if join_leave {
             members.listeners.insert(client.id, client.clone());
         }
+        if !self.clustered() {
+            self.count_changed(channel);
+        }
         true
     }
 
@@ -437,6 +462,9 @@ impl Hub {
         }
         drop(shard);
         members.announce(channel, &gone, false, last && !self.clustered());
+        if !self.clustered() {
+            self.count_changed(channel);
+        }
         true
     }
 
@@ -521,6 +549,7 @@ impl Hub {
     pub fn announce(&self, channel: &str, info: ClientInfo, join: bool, edge: bool, own: bool) {
         if let Some(s) = self.subscribers(channel) {
             let members = lock(&s);
+            self.count_changed(channel);
             if !members.listeners.is_empty() {
                 let except = if own {
                     u64::from_str_radix(&info.client, 16).ok()
@@ -530,6 +559,26 @@ impl Hub {
                 members.announce_info(channel, info, except, join, edge, own);
             }
         }
+    }
+
+    /// Queues `frame` for the exact subscribers of `channel` that render
+    /// with `render` (compared by pointer, as for publications); returns how
+    /// many got it. Queued under the channel's lock, so it keeps its place
+    /// among the channel's publications.
+    pub fn push_rendered(&self, channel: &str, render: &Arc<dyn Render>, frame: &Frame) -> usize {
+        let Some(s) = self.subscribers(channel) else {
+            return 0;
+        };
+        let key = renderer_key(render);
+        let members = lock(&s);
+        let mut n = 0;
+        for c in members.subs.values() {
+            if c.render.as_ref().is_some_and(|r| renderer_key(r) == key) {
+                c.outbox.push(frame.clone());
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Closes every exact subscriber of `channel` with `code` (after what is
@@ -1226,5 +1275,44 @@ mod tests {
                 "c Vacated"
             ]
         );
+    }
+
+    #[test]
+    fn the_count_hook_hears_joins_and_leaves_and_push_rendered_reaches_one_renderer() {
+        let hub = Hub::new();
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let h = heard.clone();
+        hub.set_count_hook(Box::new(move |c| {
+            h.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c.to_string())
+        }));
+        let mine: Arc<dyn Render> = Arc::new(CountingRender::default());
+        let other: Arc<dyn Render> = Arc::new(CountingRender::default());
+        let a = Arc::new(Client::new_rendered(1, mine.clone(), 1 << 20, 0));
+        let b = Arc::new(Client::new_rendered(2, other.clone(), 1 << 20, 0));
+        let herald = client(3, Encoding::Json);
+        for c in [&a, &b, &herald] {
+            hub.subscribe("c", c);
+        }
+        assert!(hub.unsubscribe("c", 3));
+        assert_eq!(heard.lock().unwrap_or_else(|p| p.into_inner()).len(), 4);
+        let frame = Frame::Text(Bytes::from_static(b"count"));
+        assert_eq!(hub.push_rendered("c", &mine, &frame), 1);
+        assert_eq!(texts(&a), vec!["count"]);
+        assert!(texts(&b).is_empty(), "another renderer's client");
+        assert_eq!(hub.push_rendered("nowhere", &mine, &frame), 0);
+        // In a cluster the hook hears the broker's announcements instead.
+        let hub = Hub::new();
+        let n = Arc::new(AtomicUsize::new(0));
+        let m = n.clone();
+        hub.set_count_hook(Box::new(move |_| {
+            m.fetch_add(1, Ordering::Relaxed);
+        }));
+        hub.set_cluster_events();
+        hub.subscribe("c", &a);
+        assert_eq!(n.load(Ordering::Relaxed), 0);
+        hub.announce("c", herald.info(), true, false, false);
+        assert_eq!(n.load(Ordering::Relaxed), 1);
     }
 }

@@ -92,6 +92,33 @@ pub trait TableStore: Send + Sync + 'static {
     fn save(&self, lease: Lease, record: Bytes) -> BoxFuture<'_, Result<u64, StoreError>>;
     /// Extends `lease` by `time`; false if it is no longer held.
     fn renew(&self, lease: Lease, time: Duration) -> BoxFuture<'_, Result<bool, StoreError>>;
+    /// Extends every lease of `leases` by `time`, in as few calls as the
+    /// store can (the engine renews all of a node's tables at once);
+    /// returns the leases no longer held. Default: one [`TableStore::renew`]
+    /// each.
+    fn renew_all(
+        &self,
+        leases: Vec<Lease>,
+        time: Duration,
+    ) -> BoxFuture<'_, Result<Vec<Lease>, StoreError>> {
+        Box::pin(async move {
+            let mut lost = Vec::new();
+            for l in leases {
+                if !self.renew(l, time).await? {
+                    lost.push(l);
+                }
+            }
+            Ok(lost)
+        })
+    }
+    /// Publishes the table's lobby entry (encoded by
+    /// [`crate::lobby::encode_entry`]) to every node's lobby, if `lease`
+    /// still holds; queued at once so one table's entries keep their order,
+    /// never awaited (a lost one is replaced by the next). Default: nothing
+    /// (a store without a shared lobby).
+    fn publish_entry(&self, lease: Lease, entry: Bytes) {
+        let _ = (lease, entry);
+    }
 }
 
 /// How an engine's tables are made durable.

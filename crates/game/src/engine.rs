@@ -126,6 +126,22 @@ pub enum EngineError {
     Restore(u64, String),
 }
 
+/// Carries game commands for tables that run on another node of the
+/// cluster to their owner (decision 0009; the server's `table_routes`).
+///
+/// Contract: both methods return at once; [`Router::forward`] answers the
+/// command (reply or error with its id, exactly once) whatever happens, as
+/// [`Games::command`] must.
+pub trait Router: Send + Sync + 'static {
+    /// `cmd` (`sit`, `watch`, `stand` or `act`) for `table`, which does not
+    /// run here. False: `table` is not a table of the cluster (the engine
+    /// answers 115).
+    fn forward(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Command) -> bool;
+    /// The client's connection ended: the owners of the tables it was
+    /// routed to are told.
+    fn gone(&self, client: &Arc<Client>);
+}
+
 /// A table this node now owns (see [`Engine::claim_table`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
@@ -153,6 +169,8 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<u64, u64>>,
     /// Leases of the durable tables running here.
     owned: Mutex<HashMap<u64, Lease>>,
+    /// Where commands for tables of other nodes go (a cluster's edge).
+    router: std::sync::OnceLock<Arc<dyn Router>>,
 }
 
 impl Shared {
@@ -166,8 +184,12 @@ impl Shared {
 
     pub(crate) fn table_ended(&self, id: u64) {
         write(&self.tables).remove(&id);
-        lock(&self.owned).remove(&id);
-        self.lobby.remove(id);
+        let durable = lock(&self.owned).remove(&id).is_some();
+        // A durable table lost here goes on at another node: its entry
+        // stays until the new owner publishes one.
+        if !durable {
+            self.lobby.remove(id);
+        }
     }
 }
 
@@ -226,6 +248,7 @@ impl Engine {
             durable,
             tokens: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashMap::new()),
+            router: std::sync::OnceLock::new(),
             lobby: Lobby::default(),
             metrics: GameMetrics::default(),
             factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -235,7 +258,40 @@ impl Engine {
             config,
         });
         tokio::spawn(flush_lobby(Arc::downgrade(&shared)));
+        if shared.durable.is_some() {
+            tokio::spawn(renew_leases(Arc::downgrade(&shared)));
+        }
         Arc::new(Engine { shared })
+    }
+
+    /// Routes the commands for tables not running here through `router`
+    /// (set once).
+    pub fn set_router(&self, router: Arc<dyn Router>) {
+        let _ = self.shared.router.set(router);
+    }
+
+    /// Handles a table command (`sit`, `watch`, `stand`, `act`) for a table
+    /// that must run here (one routed from another node): never routed
+    /// again. A table not here is answered with `missing` (the node that
+    /// sent it retries elsewhere).
+    pub fn command_here(&self, client: &Arc<Client>, id: u32, cmd: Command, missing: ErrorCode) {
+        let Some(table) = table_of(&cmd) else {
+            return error(client, id, ErrorCode::UnknownCommand, "not a table command");
+        };
+        if !self.runs_here(table) {
+            return error(client, id, missing, "the table is not on this node: retry");
+        }
+        self.local(client, id, cmd);
+    }
+
+    /// A cluster lobby entry published with sequence number `seq` (see
+    /// `TableStore::publish_entry`): it goes into this node's lobby unless
+    /// the lobby already has a newer one. False if malformed or older.
+    pub fn apply_lobby(&self, seq: u64, entry: &[u8]) -> bool {
+        match crate::lobby::decode_entry(entry) {
+            Some(e) => self.shared.lobby.put_seq(e, seq),
+            None => false,
+        }
     }
 
     /// The engine's counters.
@@ -406,8 +462,8 @@ impl Engine {
                 (table, false, Duration::ZERO)
             }
         };
+        // Its lobby entry is published once its first save holds (run).
         let table = table.durable(durable);
-        self.shared.lobby.put(table.entry());
         let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
         write(&self.shared.tables).insert(id, tx);
         lock(&self.shared.owned).insert(id, lease);
@@ -502,40 +558,9 @@ impl Engine {
         }
     }
 
-    fn visit(&self, client: u64, table: u64) {
-        let mut v = self.shared.visits.lock().unwrap_or_else(|p| p.into_inner());
-        let tables = v.entry(client).or_default();
-        if !tables.contains(&table) {
-            tables.push(table);
-        }
-    }
-}
-
-impl Games for Engine {
-    fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
+    /// A table command for a table of this node.
+    fn local(&self, client: &Arc<Client>, id: u32, cmd: Command) {
         match cmd {
-            Command::Lobby { path } => {
-                if !self.shared.lobby.subscribe(client, id, &path) {
-                    error(
-                        client,
-                        id,
-                        ErrorCode::AlreadySubscribed,
-                        "already subscribed to this lobby branch",
-                    );
-                }
-            }
-            Command::LobbyOff { path } => {
-                if self.shared.lobby.unsubscribe(client.id, &path) {
-                    crate::table::reply(client, id, herald_proto::Reply::LobbyOff);
-                } else {
-                    error(
-                        client,
-                        id,
-                        ErrorCode::NotSubscribed,
-                        "not subscribed to this lobby branch",
-                    );
-                }
-            }
             Command::Sit { table, seat, data } => {
                 self.visit(client.id, table);
                 let msg = TableMsg::Sit {
@@ -574,8 +599,62 @@ impl Games for Engine {
         }
     }
 
+    fn visit(&self, client: u64, table: u64) {
+        let mut v = self.shared.visits.lock().unwrap_or_else(|p| p.into_inner());
+        let tables = v.entry(client).or_default();
+        if !tables.contains(&table) {
+            tables.push(table);
+        }
+    }
+}
+
+impl Games for Engine {
+    fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
+        match cmd {
+            Command::Lobby { path } => {
+                if !self.shared.lobby.subscribe(client, id, &path) {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::AlreadySubscribed,
+                        "already subscribed to this lobby branch",
+                    );
+                }
+            }
+            Command::LobbyOff { path } => {
+                if self.shared.lobby.unsubscribe(client.id, &path) {
+                    crate::table::reply(client, id, herald_proto::Reply::LobbyOff);
+                } else {
+                    error(
+                        client,
+                        id,
+                        ErrorCode::NotSubscribed,
+                        "not subscribed to this lobby branch",
+                    );
+                }
+            }
+            cmd => {
+                let Some(table) = table_of(&cmd) else {
+                    return error(client, id, ErrorCode::UnknownCommand, "not a game command");
+                };
+                if !self.runs_here(table) {
+                    if let Some(router) = self.shared.router.get() {
+                        if !router.forward(client, id, table, cmd) {
+                            error(client, id, ErrorCode::UnknownTable, "unknown table");
+                        }
+                        return;
+                    }
+                }
+                self.local(client, id, cmd);
+            }
+        }
+    }
+
     fn gone(&self, client: &Arc<Client>) {
         self.shared.lobby.forget(client.id);
+        if let Some(router) = self.shared.router.get() {
+            router.gone(client);
+        }
         let tables = self
             .shared
             .visits
@@ -589,6 +668,68 @@ impl Games for Engine {
             let msg = TableMsg::Gone { client: client.id };
             // A departure must not be lost to a full mailbox: the seat would
             // never become "away". Wait for room in a task instead.
+            if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
+                tokio::spawn(async move {
+                    let _ = tx.send(msg).await;
+                });
+            }
+        }
+    }
+}
+
+/// The table a table command is for.
+fn table_of(cmd: &Command) -> Option<u64> {
+    match cmd {
+        Command::Sit { table, .. }
+        | Command::Watch { table }
+        | Command::Stand { table }
+        | Command::Act { table, .. } => Some(*table),
+        _ => None,
+    }
+}
+
+/// Renews the leases of every durable table of this node, in one store
+/// call, every third of the lease (decision 0009: per-table renewals were
+/// most of the Redis load); a table whose lease was lost is told, and takes
+/// it back or stops. A store that cannot be reached is tried again at the
+/// next tick (a table's saves tell it if its lease was lost meanwhile).
+async fn renew_leases(shared: Weak<Shared>) {
+    let Some(lease) = shared
+        .upgrade()
+        .and_then(|s| s.durable.as_ref().map(|d| d.lease))
+    else {
+        return;
+    };
+    let mut tick = tokio::time::interval((lease / 3).max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        let Some(d) = s.durable.clone() else {
+            return;
+        };
+        let leases: Vec<Lease> = lock(&s.owned).values().copied().collect();
+        drop(s);
+        if leases.is_empty() {
+            continue;
+        }
+        let lost = match d.store.renew_all(leases, d.lease).await {
+            Ok(lost) => lost,
+            Err(err) => {
+                tracing::debug!(%err, "lease renewal failed; trying again");
+                continue;
+            }
+        };
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        for l in lost {
+            let Some(tx) = read(&s.tables).get(&l.table).cloned() else {
+                continue;
+            };
+            let msg = TableMsg::LeaseLost { token: l.token };
             if let Err(mpsc::error::TrySendError::Full(msg)) = tx.try_send(msg) {
                 tokio::spawn(async move {
                     let _ = tx.send(msg).await;

@@ -19,6 +19,13 @@
 //! Snapshot and subscription happen under one lock, so no delta falls
 //! between them.
 //!
+//! In a cluster (decision 0009) the durable tables' entries reach every
+//! node's lobby from their owners through Redis ([`Lobby::put_seq`]), each
+//! numbered by the cluster's lobby sequence: every node applies them in that
+//! one order, and an entry older than the one it has (a reload after a lost
+//! message) is ignored. Each node's `seq` stays its own: a client that moves
+//! to another node takes a fresh snapshot, as after any reconnect.
+//!
 //! Branches: a table's path is like `holdem/10-seat/express`; a subscription
 //! to `holdem` sees every table whose path is `holdem` or starts with
 //! `holdem/`; the empty path sees everything.
@@ -42,6 +49,8 @@ struct State {
     seq: u64,
     changed: BTreeSet<u64>,
     removed: Vec<u64>,
+    /// In a cluster: the lobby sequence number of each table's entry.
+    cluster_seq: HashMap<u64, u64>,
     /// Subscribers by branch, by client id (a disconnect removes its
     /// client without scanning everyone).
     subscribers: BTreeMap<String, HashMap<u64, Arc<Client>>>,
@@ -65,6 +74,20 @@ impl Lobby {
         let mut s = self.state();
         s.changed.insert(entry.table);
         s.entries.insert(entry.table, entry);
+    }
+
+    /// Sets a table's entry as published in the cluster with sequence
+    /// number `seq`; ignored (false) if the entry held is as new or newer.
+    pub fn put_seq(&self, entry: TableEntry, seq: u64) -> bool {
+        let mut s = self.state();
+        let known = s.cluster_seq.entry(entry.table).or_default();
+        if *known >= seq {
+            return false;
+        }
+        *known = seq;
+        s.changed.insert(entry.table);
+        s.entries.insert(entry.table, entry);
+        true
     }
 
     /// Removes a table; sent at the next flush.
@@ -199,9 +222,67 @@ impl Lobby {
     }
 }
 
+/// A lobby entry as the bytes a cluster publishes (JSON:
+/// `{"table","path","seats","players","watchers","attrs"}`).
+pub fn encode_entry(e: &TableEntry) -> Bytes {
+    let attrs = serde_json::from_slice::<serde_json::Value>(&e.attrs)
+        .unwrap_or_else(|_| serde_json::json!({}));
+    let v = serde_json::json!({
+        "table": e.table,
+        "path": e.path,
+        "seats": e.seats,
+        "players": e.players,
+        "watchers": e.watchers,
+        "attrs": attrs,
+    });
+    Bytes::from(v.to_string())
+}
+
+/// The inverse of [`encode_entry`]; `None` for anything else (it comes
+/// from Redis: outside data).
+pub fn decode_entry(b: &[u8]) -> Option<TableEntry> {
+    let v: serde_json::Value = serde_json::from_slice(b).ok()?;
+    let num = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    let attrs = v.get("attrs").filter(|a| a.is_object())?;
+    Some(TableEntry {
+        table: num("table")?,
+        path: v.get("path")?.as_str()?.to_string(),
+        seats: u32::try_from(num("seats")?).ok()?,
+        players: u32::try_from(num("players")?).ok()?,
+        watchers: u32::try_from(num("watchers")?).ok()?,
+        attrs: Bytes::from(attrs.to_string()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entries_round_trip_and_older_ones_are_ignored() {
+        let e = TableEntry {
+            table: 7,
+            path: "holdem/6-seat/normal".into(),
+            seats: 6,
+            players: 2,
+            watchers: 1,
+            attrs: Bytes::from_static(br#"{"game":"holdem"}"#),
+        };
+        let back = decode_entry(&encode_entry(&e)).expect("decodes");
+        assert_eq!(back, e);
+        for bad in [&b""[..], b"{}", b"[1]", br#"{"table":-1}"#] {
+            assert!(decode_entry(bad).is_none());
+        }
+        let lobby = Lobby::default();
+        assert!(lobby.put_seq(e.clone(), 5));
+        let older = TableEntry {
+            players: 0,
+            ..e.clone()
+        };
+        assert!(!lobby.put_seq(older.clone(), 4));
+        assert!(!lobby.put_seq(older, 5));
+        assert_eq!(lobby.entries(), vec![e]);
+    }
 
     #[test]
     fn branches() {

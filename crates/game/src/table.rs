@@ -64,6 +64,11 @@ pub(crate) enum TableMsg {
     Close {
         reply: oneshot::Sender<TableInfo>,
     },
+    /// The engine's batched renewal found the lease with this token lost:
+    /// take it back if nobody else holds it, else stop.
+    LeaseLost {
+        token: u64,
+    },
 }
 
 /// A table's state as the HTTP API shows it.
@@ -432,15 +437,20 @@ impl Table {
             return;
         }
         self.after_message();
-        let renew_every = self
-            .durable
-            .as_ref()
-            .map(|d| (d.lease_time / 3).max(Duration::from_millis(10)));
-        let mut renew_at = renew_every.map(|r| Instant::now() + r);
+        // The lease is renewed by the engine, for all of the node's tables
+        // in one call; this table hears only of a lost one (`LeaseLost`).
         loop {
             let next = self.timers.values().min().copied();
             let flow = tokio::select! {
                 msg = rx.recv() => match msg {
+                    Some(TableMsg::LeaseLost { token }) => {
+                        let current = self.durable.as_ref().is_some_and(|d| d.lease.token == token);
+                        if current && !self.renew().await {
+                            self.lost();
+                            break;
+                        }
+                        Flow::Continue
+                    }
                     Some(m) => {
                         self.touched |= !matches!(m, TableMsg::Info { .. });
                         self.handle(m)
@@ -451,15 +461,6 @@ impl Table {
                     self.touched = true;
                     self.fire_due();
                     Flow::Continue
-                }
-                _ = tokio::time::sleep_until(renew_at.unwrap_or_else(Instant::now)), if renew_at.is_some() => {
-                    renew_at = renew_every.map(|r| Instant::now() + r);
-                    if self.renew().await {
-                        Flow::Continue
-                    } else {
-                        self.lost();
-                        break;
-                    }
                 }
             };
             if self.failed {
@@ -483,7 +484,14 @@ impl Table {
         self.flush();
         if self.dirty {
             self.dirty = false;
-            self.shared.lobby.put(self.entry());
+            match &self.durable {
+                // Every node's lobby, this one's included, gets it from
+                // Redis, in the cluster's order (decision 0009).
+                Some(d) => d
+                    .store
+                    .publish_entry(d.lease, crate::lobby::encode_entry(&self.entry())),
+                None => self.shared.lobby.put(self.entry()),
+            }
         }
     }
 
@@ -504,6 +512,7 @@ impl Table {
                 at,
             } => self.act(&client, id, &data, at),
             TableMsg::Gone { client } => self.gone(client),
+            TableMsg::LeaseLost { .. } => {} // handled in `run`
             TableMsg::Info { reply } => {
                 let _ = reply.send(self.info());
             }

@@ -55,8 +55,10 @@
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
-//! (set), `P:occupied:NS` (set of the channels of namespace `NS` with
-//! members). The `{C}` hash tag keeps one
+//! (set), topic `P:node:ID:cmd` (messages routed to a node: game commands
+//! and table events, decision 0009), `P:occupied:NS` (set of the channels of
+//! namespace `NS` with members), topic `P:ctl` (requests to every node:
+//! [`RedisBroker::close_everywhere`]). The `{C}` hash tag keeps one
 //! channel's keys in one slot; the node-wide scripts assume a single Redis
 //! (or a primary with replicas), not Redis Cluster.
 
@@ -215,7 +217,26 @@ struct Inner {
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
+    /// `P:ctl`, the topic every node follows for requests to all nodes
+    /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
+    control: Bytes,
+    /// Receives what other nodes send to this one on its node topic (game
+    /// commands and table events routed between nodes, decision 0009).
+    node_msgs: OnceLock<NodeMsgFn>,
+    /// This node's topic (`P:node:{ID}:cmd`).
+    own_topic: Bytes,
+    /// Receives the cluster lobby's messages (`None`: the link reconnected,
+    /// some may have been missed).
+    lobby_msgs: OnceLock<LobbyFn>,
+    /// The cluster lobby's topic (`P:lobby`).
+    lobby_topic: Bytes,
 }
+
+/// Receives the cluster lobby's messages (see [`RedisBroker::on_lobby`]).
+pub type LobbyFn = Box<dyn Fn(Option<Bytes>) + Send + Sync>;
+
+/// Receives the messages published on this node's topic.
+pub type NodeMsgFn = Box<dyn Fn(Bytes) + Send + Sync>;
 
 /// A join or leave sent to Redis, whose reply says which cluster-wide
 /// transitions it made (`member.lua`).
@@ -296,9 +317,16 @@ impl RedisBroker {
         // Occupancy and user edges are the cluster's, reported from Redis.
         hub.set_cluster_events();
         let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
+        let cfg_prefix = cfg.prefix.clone();
+        let node_id = random_id(12);
+        let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
+        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
-            node_id: random_id(12),
+            own_topic,
+            lobby_msgs: OnceLock::new(),
+            lobby_topic,
+            node_id,
             cfg,
             link,
             pubsub: OnceLock::new(),
@@ -310,6 +338,8 @@ impl RedisBroker {
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
             transitions: tx,
+            control: Bytes::from(format!("{}:ctl", cfg_prefix)),
+            node_msgs: OnceLock::new(),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
@@ -333,6 +363,41 @@ impl RedisBroker {
         )
     }
 
+    /// Hands every message published on this node's topic
+    /// (`P:node:{ID}:cmd`) to `f`, on the subscriber link's task (so `f`
+    /// must not block); set once. The topic is subscribed again after a
+    /// reconnect; messages published while the link was down are lost
+    /// (Redis pub/sub is at most once): the senders time out.
+    pub fn on_node_messages(&self, f: NodeMsgFn) {
+        if self.inner.node_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                drop(ps.subscribe(self.inner.own_topic.clone())); // confirmation not awaited
+            }
+        }
+    }
+
+    /// Hands every message of the cluster lobby's topic (`P:lobby`, written
+    /// by `TableStore::publish_entry`) to `f`, on the subscriber link's
+    /// task; `f(None)` after the link (re)connected, when messages may have
+    /// been missed (read `TableStore::lobby_entries` then). Set once.
+    pub fn on_lobby(&self, f: LobbyFn) {
+        if self.inner.lobby_msgs.set(f).is_ok() {
+            if let Some(ps) = self.inner.pubsub() {
+                drop(ps.subscribe(self.inner.lobby_topic.clone())); // confirmation not awaited
+            }
+        }
+    }
+
+    /// Publishes `payload` on node `node`'s topic, after every command this
+    /// node queued before (one link, in order). At most once: nothing tells
+    /// whether the node was there to receive it.
+    pub fn send_to_node(&self, node: &str, payload: &[u8]) -> Result<(), BrokerError> {
+        let topic = self.inner.node_topic(node);
+        self.inner
+            .link
+            .fire(&[b"PUBLISH".as_slice(), &topic, payload])
+    }
+
     /// Sets what this node reports in its heartbeats (once).
     pub fn set_stats(&self, stats: StatsFn) {
         let _ = self.inner.stats.set(stats);
@@ -351,6 +416,22 @@ impl RedisBroker {
             self.inner.lost.load(Ordering::Relaxed),
             self.inner.filled.load(Ordering::Relaxed),
         )
+    }
+
+    /// Closes the exact subscribers of `channel` with `code` on every node of
+    /// the cluster (the Pusher API's `terminate_connections`): a message on
+    /// the control topic, which every node, this one included, acts on when
+    /// its subscriber link receives it. A node whose subscriber link is down
+    /// at that moment misses it (Redis Pub/Sub keeps nothing). Fails when
+    /// Redis cannot take the message.
+    pub async fn close_everywhere(&self, channel: &str, code: u16) -> Result<(), BrokerError> {
+        let msg = format!("close:{code}:{channel}");
+        let control = self.inner.control.clone();
+        self.inner
+            .link
+            .call(&[b"PUBLISH".as_slice(), &control, msg.as_bytes()])
+            .await
+            .map(|_| ())
     }
 
     /// Leaves the cluster now (on shutdown): removes this node and its
@@ -390,6 +471,11 @@ impl Inner {
     fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
         let name = topic.get(self.cfg.prefix.len() + 3..)?;
         std::str::from_utf8(name).ok()
+    }
+
+    /// A node's own topic, for messages routed to it.
+    fn node_topic(&self, node: &str) -> Bytes {
+        Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
     }
 
     /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
@@ -820,7 +906,44 @@ async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attac
     attach(Err(unavailable("channel too busy to attach; retry")))
 }
 
+/// A request on the control topic: `close:CODE:CHANNEL` (see
+/// [`RedisBroker::close_everywhere`]); `None` for anything else.
+fn parse_control(payload: &[u8]) -> Option<(u16, &str)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let rest = text.strip_prefix("close:")?;
+    let (code, channel) = rest.split_once(':')?;
+    let code = code.parse().ok()?;
+    (!channel.is_empty()).then_some((code, channel))
+}
+
 impl Inner {
+    /// The messages of a node-wide topic (the control topic, this node's
+    /// own topic, the cluster lobby's), in order; `false` (nothing taken)
+    /// for any other topic, which is a channel's.
+    fn node_wide<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) -> bool {
+        if topic == self.control.as_ref() {
+            for payload in payloads {
+                match parse_control(payload) {
+                    Some((code, channel)) => {
+                        self.hub.close_subscribers(channel, code);
+                    }
+                    None => tracing::debug!("malformed message on the control topic"),
+                }
+            }
+        } else if topic == self.own_topic.as_ref() {
+            if let Some(f) = self.node_msgs.get() {
+                payloads.for_each(|p| f(p.clone()));
+            }
+        } else if topic == self.lobby_topic.as_ref() {
+            if let Some(f) = self.lobby_msgs.get() {
+                payloads.for_each(|p| f(Some(p.clone())));
+            }
+        } else {
+            return false;
+        }
+        true
+    }
+
     /// A channel topic's messages of one read, in order: under one lock of
     /// the channel, the publications that continue its sequence are
     /// gathered and fanned out as one batch ([`Deliver::deliver_batch`]);
@@ -934,7 +1057,7 @@ impl Sink for Inner {
             let one = std::iter::once(&m.payload);
             return if m.pattern {
                 self.pattern_messages(&m.topic, one)
-            } else {
+            } else if !self.node_wide(&m.topic, one.clone()) {
                 self.channel_messages(&m.topic, one)
             };
         }
@@ -947,7 +1070,7 @@ impl Sink for Inner {
             let payloads = run.iter().map(|m| &m.payload);
             if first.pattern {
                 self.pattern_messages(&first.topic, payloads);
-            } else {
+            } else if !self.node_wide(&first.topic, payloads.clone()) {
                 self.channel_messages(&first.topic, payloads);
             }
         }
@@ -955,6 +1078,16 @@ impl Sink for Inner {
 
     fn reconnected(&self) {
         if let Some(ps) = self.pubsub() {
+            // Confirmation not awaited: requests sent before it are missed,
+            // as by a node whose link is down.
+            drop(ps.subscribe(self.control.clone()));
+            if self.node_msgs.get().is_some() {
+                drop(ps.subscribe(self.own_topic.clone())); // confirmation not awaited
+            }
+            if let Some(f) = self.lobby_msgs.get() {
+                drop(ps.subscribe(self.lobby_topic.clone())); // confirmation not awaited
+                f(None);
+            }
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());
             }
@@ -1334,5 +1467,24 @@ mod tests {
         assert_eq!(&glob("h*x", "news.*")[..], br"h\*x:c:news.*");
         assert_eq!(&glob("herald", "news.>")[..], b"herald:c:news.*");
         assert_eq!(&glob("herald", "a.*.c")[..], b"herald:c:a.*.c");
+    }
+
+    #[test]
+    fn control_requests_parse_or_are_ignored() {
+        assert_eq!(
+            parse_control(b"close:4009:pusher-1::server-to-user-a"),
+            Some((4009, "pusher-1::server-to-user-a"))
+        );
+        for bad in [
+            &b""[..],
+            b"close:",
+            b"close:4009:",
+            b"close:x:c",
+            b"close:70000:c",
+            b"open:1:c",
+            b"close:1:\xff",
+        ] {
+            assert_eq!(parse_control(bad), None, "{bad:?}");
+        }
     }
 }

@@ -52,8 +52,11 @@ pub static TABLE_SAVE: Script = Script::new(include_str!("lua/table_save.lua"));
 /// A table's lease given up.
 pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.lua"));
 
+/// A table's lobby entry published, fenced, with a cluster sequence number.
+pub static TABLE_LOBBY: Script = Script::new(include_str!("lua/table_lobby.lua"));
+
 /// Every script.
-pub fn all() -> [&'static Script; 9] {
+pub fn all() -> [&'static Script; 10] {
     [
         &PUBLISH,
         &READ,
@@ -64,6 +67,7 @@ pub fn all() -> [&'static Script; 9] {
         &TABLE_RENEW,
         &TABLE_SAVE,
         &TABLE_RELEASE,
+        &TABLE_LOBBY,
     ]
 }
 

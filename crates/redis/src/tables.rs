@@ -265,6 +265,42 @@ impl TableStore {
         Ok(reply.int() == Some(1))
     }
 
+    /// Publishes `entry` as table `lease.table`'s lobby entry to every node
+    /// (topic `P:lobby`, kept in the hash `P:lobby:entries`), numbered by
+    /// the cluster's lobby sequence; refused by Redis unless `lease` is
+    /// still the table's. Queued at once, so one node's entries keep their
+    /// order; nothing waits for the reply.
+    pub fn publish_entry(&self, lease: &Lease, entry: &[u8]) -> Result<(), TableStoreError> {
+        let k_lease = self.key(lease.table, "lease");
+        let holder = self.holder(lease);
+        let table = lease.table.to_string();
+        let (seq, hash, topic) = lobby_keys(&self.prefix);
+        self.link.fire(&[
+            "EVALSHA".as_bytes(),
+            lua::TABLE_LOBBY.sha().as_bytes(),
+            b"3",
+            k_lease.as_bytes(),
+            seq.as_bytes(),
+            hash.as_bytes(),
+            holder.as_bytes(),
+            table.as_bytes(),
+            entry,
+            topic.as_bytes(),
+        ])?;
+        Ok(())
+    }
+
+    /// Every table's last published lobby entry (`SEQ:TABLE:ENTRY` each).
+    pub async fn lobby_entries(&self) -> Result<Vec<Bytes>, TableStoreError> {
+        let (_, hash, _) = lobby_keys(&self.prefix);
+        let reply = self.link.call(&["HVALS", &hash]).await?;
+        Ok(reply
+            .items()
+            .iter()
+            .filter_map(|v| v.bytes().cloned())
+            .collect())
+    }
+
     /// Who holds `table`'s lease: `(node, token)`, or `None`.
     pub async fn owner(&self, table: u64) -> Result<Option<(String, u64)>, TableStoreError> {
         let reply = self.link.call(&["GET", &self.key(table, "lease")]).await?;
@@ -279,6 +315,29 @@ impl TableStore {
             None => Err(TableStoreError::Protocol { table, reply: v }),
         }
     }
+}
+
+/// Leases renewed per script call by `renew_all`.
+const RENEW_CHUNK: usize = 512;
+
+/// The lobby's sequence counter, hash of entries, and topic.
+pub fn lobby_keys(prefix: &str) -> (String, String, String) {
+    (
+        format!("{prefix}:lobby:seq"),
+        format!("{prefix}:lobby:entries"),
+        format!("{prefix}:lobby"),
+    )
+}
+
+/// A lobby message (`SEQ:TABLE:ENTRY`) split: sequence number, table,
+/// entry. `None` when malformed.
+pub fn parse_lobby(msg: &Bytes) -> Option<(u64, u64, Bytes)> {
+    let first = msg.iter().position(|b| *b == b':')?;
+    let seq = std::str::from_utf8(&msg[..first]).ok()?.parse().ok()?;
+    let rest = &msg[first + 1..];
+    let second = rest.iter().position(|b| *b == b':')?;
+    let table = std::str::from_utf8(&rest[..second]).ok()?.parse().ok()?;
+    Some((seq, table, msg.slice(first + 1 + second + 1..)))
 }
 
 /// A bulk or simple string as UTF-8 text (`None`: nil or not text).
@@ -348,6 +407,45 @@ impl herald_game::durable::TableStore for TableStore {
                 .await
                 .map_err(to_game)
         })
+    }
+
+    fn renew_all(
+        &self,
+        leases: Vec<game::Lease>,
+        time: Duration,
+    ) -> herald_game::durable::BoxFuture<'_, Result<Vec<game::Lease>, game::StoreError>> {
+        Box::pin(async move {
+            let mut lost = Vec::new();
+            // A bounded number of keys per script call, so that one call
+            // never holds Redis for long.
+            for chunk in leases.chunks(RENEW_CHUNK) {
+                let ours: Vec<Lease> = chunk
+                    .iter()
+                    .map(|l| Lease {
+                        table: l.table,
+                        token: l.token,
+                    })
+                    .collect();
+                let gone = TableStore::renew(self, &ours, time)
+                    .await
+                    .map_err(to_game)?;
+                lost.extend(gone.into_iter().map(|l| game::Lease {
+                    table: l.table,
+                    token: l.token,
+                }));
+            }
+            Ok(lost)
+        })
+    }
+
+    fn publish_entry(&self, lease: game::Lease, entry: Bytes) {
+        let lease = Lease {
+            table: lease.table,
+            token: lease.token,
+        };
+        if let Err(e) = TableStore::publish_entry(self, &lease, &entry) {
+            tracing::debug!(table = lease.table, error = %e, "lobby entry not published");
+        }
     }
 
     fn renew(

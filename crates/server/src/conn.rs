@@ -18,6 +18,7 @@
 //! reads our close frame instead of a reset. A close the peer starts is echoed
 //! and the connection ends.
 
+use crate::hibernate::{Parker, Sleeping};
 use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame, Queue, Retired, RETIRED_SLOTS};
 use herald_core::{Client, Node, Session};
@@ -65,6 +66,15 @@ pub trait Io: Send + Unpin + 'static {
     }
     /// Closes the write side.
     fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// The plain socket, out of tokio's reactor, to park the connection
+    /// ([`crate::hibernate`]); `None` if this stream cannot park (TLS) or
+    /// leaving the reactor failed (the connection then ends).
+    fn into_parkable(self) -> Option<std::net::TcpStream>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 impl Io for TcpStream {
@@ -99,6 +109,10 @@ impl Io for TcpStream {
 
     fn poll_close_write(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(self).poll_shutdown(cx)
+    }
+
+    fn into_parkable(self) -> Option<std::net::TcpStream> {
+        self.into_std().ok()
     }
 }
 
@@ -184,8 +198,13 @@ pub trait Handler: Send + Unpin + 'static {
     fn node(&self) -> &Arc<Node>;
 }
 
-/// One connection after its handshake.
-pub struct Connection<H: Handler, W: Wire, S: Io = TcpStream> {
+/// One connection after its handshake: the future its driver task runs. It
+/// completes when the connection ends, or when it parks
+/// ([`crate::hibernate`]): then its state lives on in the parking place.
+pub struct Connection<H: Handler, W: Wire, S: Io = TcpStream>(Option<Conn<H, W, S>>);
+
+/// The connection's state while its driver runs.
+struct Conn<H: Handler, W: Wire, S: Io> {
     stream: S,
     handler: H,
     wire: W,
@@ -199,10 +218,29 @@ pub struct Connection<H: Handler, W: Wire, S: Io = TcpStream> {
     close_queued: bool,
     /// Our close frame has been written and the write side shut.
     close_sent: bool,
-    /// Bounds the wait for the peer's close (only while closing).
-    close_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// While open: fires `parker.after()` after it was armed, and the
+    /// connection parks then if nothing happened meanwhile (`active` unset),
+    /// else it is armed again. While closing: bounds the wait for the peer's
+    /// close (`close_timer` set). Allocated only while the driver runs: a
+    /// parked connection has none.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// `timer` is the close wait.
+    close_timer: bool,
     /// This connection's place in the per-IP count, released when it ends.
     _slot: Option<Box<crate::limits::IpSlot>>,
+    /// Where it parks when idle (plain TCP only; `None`: never).
+    parker: Option<Arc<Parker>>,
+    /// Something was read or written since the idle timer was armed.
+    active: bool,
+}
+
+/// What one poll of the driver ends with.
+enum Drive {
+    Pending,
+    /// The connection is over.
+    Done,
+    /// Idle long enough: hand it to the parker.
+    Park,
 }
 
 enum ReadOutcome {
@@ -229,7 +267,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
     /// Wraps a stream whose handshake is done. `leftover` holds bytes read after
     /// the request head (a client may send its first frame right away).
     pub fn new(stream: S, handler: H, wire: W, leftover: &[u8]) -> Connection<H, W, S> {
-        let mut conn = Connection {
+        let mut conn = Conn {
             stream,
             handler,
             wire,
@@ -237,22 +275,48 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
             peer_closed: false,
             close_queued: false,
             close_sent: false,
-            close_timer: None,
+            timer: None,
+            close_timer: false,
             _slot: None,
+            parker: None,
+            active: false,
         };
         if !leftover.is_empty() {
             conn.absorb(&mut leftover.to_vec());
         }
-        conn
+        Connection(Some(conn))
     }
 
     /// Holds `slot` (the connection's place in the per-IP count) until the
     /// connection ends.
     pub fn holding(mut self, slot: Option<Box<crate::limits::IpSlot>>) -> Self {
-        self._slot = slot;
+        if let Some(c) = &mut self.0 {
+            c._slot = slot;
+        }
+        self
+    }
+}
+
+impl<H: Handler, W: Wire> Connection<H, W, TcpStream> {
+    /// Parks the connection at `parker` whenever it is idle for
+    /// `parker.after()` (plain sockets only: a TLS stream keeps its state).
+    pub fn hibernating(mut self, parker: Arc<Parker>) -> Self {
+        if let Some(c) = &mut self.0 {
+            c.parker = Some(parker);
+        }
         self
     }
 
+    /// [`Connection::hibernating`] if `parker` is set.
+    pub fn hibernating_at(self, parker: &Option<Arc<Parker>>) -> Self {
+        match parker {
+            Some(p) => self.hibernating(p.clone()),
+            None => self,
+        }
+    }
+}
+
+impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
     /// Starts our close after a protocol violation. What is already queued
     /// (answers to the messages before the bad frame) still goes out first,
     /// as the module docs promise; Autobahn's cases 3.x, 4.x and 5.15 send a
@@ -350,6 +414,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
                     Poll::Pending => Some(ReadOutcome::Pending),
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Some(ReadOutcome::Eof),
                     Poll::Ready(Ok(n)) => {
+                        self.active = true;
                         self.handler.client().touch(self.handler.node().now());
                         self.absorb(&mut buf[..n]);
                         None
@@ -399,7 +464,10 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
                         Poll::Pending => WriteOutcome::Pending,
                     }
                 }
-                Step::Progress => continue,
+                Step::Progress => {
+                    self.active = true;
+                    continue;
+                }
                 Step::CloseDone => {
                     let _ = self.stream.poll_flush_some(cx);
                     let _ = self.stream.poll_close_write(cx);
@@ -497,38 +565,110 @@ fn write_batch(
     }
 }
 
-impl<H: Handler, W: Wire, S: Io> Future for Connection<H, W, S> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        let read = this.poll_read(cx);
+impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
+    fn drive(&mut self, cx: &mut Context<'_>) -> Drive {
+        let read = self.poll_read(cx);
         if matches!(read, ReadOutcome::Eof) {
-            this.peer_closed = true;
-            if !this.close_queued {
+            self.peer_closed = true;
+            if !self.close_queued {
                 // The peer vanished (no close frame): nothing more can be sent.
-                return Poll::Ready(());
+                return Drive::Done;
             }
         }
-        match this.poll_write(cx) {
-            WriteOutcome::Failed => return Poll::Ready(()),
+        let write = self.poll_write(cx);
+        match write {
+            WriteOutcome::Failed => return Drive::Done,
             WriteOutcome::Closed => {
-                if this.peer_closed {
-                    return Poll::Ready(());
+                if self.peer_closed {
+                    return Drive::Done;
                 }
-                let timer = this
-                    .close_timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(CLOSE_WAIT)));
-                if timer.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(());
+                if !self.close_timer {
+                    self.close_timer = true;
+                    self.timer = Some(Box::pin(tokio::time::sleep(CLOSE_WAIT)));
+                }
+                if let Some(timer) = &mut self.timer {
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Drive::Done;
+                    }
                 }
             }
             WriteOutcome::Idle | WriteOutcome::Pending => {}
         }
         if matches!(read, ReadOutcome::Yield) {
             cx.waker().wake_by_ref();
+            return Drive::Pending;
         }
-        Poll::Pending
+        if self.close_queued || self.peer_closed {
+            if !self.close_timer {
+                self.timer = None;
+            }
+            return Drive::Pending;
+        }
+        if let Some(parker) = &self.parker {
+            let after = parker.after();
+            let timer = self
+                .timer
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+            while timer.as_mut().poll(cx).is_ready() {
+                let idle = !self.active
+                    && self.partial.is_none()
+                    && matches!(write, WriteOutcome::Idle)
+                    && matches!(read, ReadOutcome::Pending);
+                if idle {
+                    return Drive::Park;
+                }
+                self.active = false;
+                timer.as_mut().reset(tokio::time::Instant::now() + after);
+            }
+        }
+        Drive::Pending
+    }
+
+    /// Hands the connection to its parker (its driver task then ends).
+    fn park(self) {
+        let Conn {
+            stream,
+            handler,
+            wire,
+            _slot,
+            parker,
+            ..
+        } = self;
+        let Some(parker) = parker else { return };
+        // Out of tokio's reactor: its registration is freed with the task.
+        let Some(stream) = stream.into_parkable() else {
+            return;
+        };
+        let dormant = Box::new(Sleeping {
+            handler,
+            wire,
+            slot: _slot,
+        });
+        parker.park(stream, dormant);
+    }
+}
+
+impl<H: Handler, W: Wire, S: Io> Future for Connection<H, W, S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let Some(conn) = this.0.as_mut() else {
+            return Poll::Ready(());
+        };
+        match conn.drive(cx) {
+            Drive::Pending => Poll::Pending,
+            Drive::Done => {
+                this.0 = None;
+                Poll::Ready(())
+            }
+            Drive::Park => {
+                if let Some(conn) = this.0.take() {
+                    conn.park();
+                }
+                Poll::Ready(())
+            }
+        }
     }
 }
 

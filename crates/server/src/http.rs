@@ -20,7 +20,7 @@
 //! and an HTTP/2 peer must answer pings like a WebSocket client. A head that
 //! is not HTTP gets 400; one over 8 KiB or 32 headers gets 431.
 
-use crate::conn::{AsyncIo, Connection, Io};
+use crate::conn::{AsyncIo, Connection, Handler, Io, Wire};
 use crate::h1::SseRequest;
 use crate::limits::IpSlot;
 use crate::rewind::Rewind;
@@ -132,12 +132,27 @@ pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {
     type Io: Io;
     /// Hands the stream to the connection driver.
     fn into_io(self) -> Self::Io;
+    /// Lets the connection hibernate when idle, where the stream can
+    /// ([`crate::hibernate`]: plain sockets; TLS keeps its own state).
+    fn hibernating<H: Handler, W: Wire>(
+        conn: Connection<H, W, Self::Io>,
+        _shared: &Shared,
+    ) -> Connection<H, W, Self::Io> {
+        conn
+    }
 }
 
 impl Stream for TcpStream {
     type Io = TcpStream;
     fn into_io(self) -> TcpStream {
         self
+    }
+
+    fn hibernating<H: Handler, W: Wire>(
+        conn: Connection<H, W, TcpStream>,
+        shared: &Shared,
+    ) -> Connection<H, W, TcpStream> {
+        conn.hibernating_at(&shared.parker)
     }
 }
 
@@ -797,28 +812,28 @@ async fn route<S: Stream>(
             let session = Session::new(node.clone(), client).with_transport(Transport::WebSocket);
             let conn = Connection::new(stream.into_io(), session, WsWire::new(max), leftover)
                 .holding(slot);
-            shared.tracker.spawn(conn);
+            shared.tracker.spawn(S::hibernating(conn, &shared));
         }
         Endpoint::Shootout => {
             let client = node.new_client(Encoding::Json);
             let handler = ShootoutConn::new(shared.shootout.clone(), client, node.clone());
             let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
                 .holding(slot);
-            shared.tracker.spawn(conn);
+            shared.tracker.spawn(S::hibernating(conn, &shared));
         }
         Endpoint::Echo => {
             let client = node.new_client(Encoding::Json);
             let handler = EchoConn::new(client, node.clone());
             let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
                 .holding(slot);
-            shared.tracker.spawn(conn);
+            shared.tracker.spawn(S::hibernating(conn, &shared));
         }
         Endpoint::Pusher(target) => {
             let handler =
                 crate::pusher::conn::open(&shared, &target.key, target.protocol.as_deref());
             let conn = Connection::new(stream.into_io(), handler, WsWire::new(max), leftover)
                 .holding(slot);
-            shared.tracker.spawn(conn);
+            shared.tracker.spawn(S::hibernating(conn, &shared));
         }
     }
 }

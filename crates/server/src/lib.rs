@@ -9,6 +9,7 @@
 //! - [`http`]: request head parsing; WebSocket upgrades here, the rest to hyper.
 //! - [`api`]: plain HTTP endpoints over HTTP/1.1 and h2c (`/healthz`, `/api/publish`).
 //! - [`conn`]: the connection driver every socket transport shares.
+//! - [`hibernate`]: idle plain-TCP connections parked off tokio, in one epoll set.
 //! - [`ws`]: WebSocket framing and the shootout protocol.
 //! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
 //! - [`poll`]: HTTP long-polling sessions.
@@ -22,11 +23,13 @@
 
 pub mod api;
 pub mod auth;
+pub mod cluster_lobby;
 pub mod cluster_tables;
 pub mod config;
 pub mod conn;
 pub mod demo;
 pub mod h1;
+pub mod hibernate;
 pub mod http;
 pub mod limits;
 pub mod metrics;
@@ -35,6 +38,7 @@ pub mod pusher;
 pub mod rewind;
 pub mod server;
 pub mod sse;
+pub mod table_routes;
 pub mod tables;
 pub mod tcp;
 pub mod testing;

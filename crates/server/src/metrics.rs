@@ -7,6 +7,8 @@
 //! | `herald_connections` | gauge | `transport` (websocket, tcp, sse, poll, shootout, pusher) |
 //! | `herald_connections_accepted_total` | counter | `transport` |
 //! | `herald_connections_refused_total` | counter | — (connection caps, Origin, handshake timeout) |
+//! | `herald_hibernated_connections` | gauge | — (idle connections parked off tokio, [`crate::hibernate`]) |
+//! | `herald_hibernations_total` | counter | — (times a connection parked) |
 //! | `herald_disconnects_total` | counter | `code` (the close code; 0 = closed by the client; `other`) |
 //! | `herald_messages_received_total`, `herald_received_bytes_total` | counter | — |
 //! | `herald_messages_sent_total`, `herald_sent_bytes_total` | counter | — (socket transports) |
@@ -85,6 +87,24 @@ pub fn render(shared: &Shared) -> String {
         "Connections turned away before a session existed (connection caps, Origin, handshake timeout).",
     );
     let _ = writeln!(out, "herald_connections_refused_total {}", m.refused.get());
+    let (parked, parks) = shared
+        .parker
+        .as_ref()
+        .map_or((0, 0), |p| (p.parked(), p.parks()));
+    head(
+        &mut out,
+        "herald_hibernated_connections",
+        "gauge",
+        "Idle connections parked off the runtime, waiting in the shared epoll set.",
+    );
+    let _ = writeln!(out, "herald_hibernated_connections {parked}");
+    head(
+        &mut out,
+        "herald_hibernations_total",
+        "counter",
+        "Times an idle connection parked.",
+    );
+    let _ = writeln!(out, "herald_hibernations_total {parks}");
 
     head(
         &mut out,

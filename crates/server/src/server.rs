@@ -55,6 +55,8 @@ pub struct Shared {
     pub games: Arc<herald_game::Engine>,
     /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
     pub pusher: Arc<crate::pusher::Apps>,
+    /// Where idle plain-TCP connections hibernate (`None`: they never do).
+    pub parker: Option<Arc<crate::hibernate::Parker>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -140,6 +142,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             let weak = Arc::downgrade(&node);
             let engine = Arc::downgrade(&games);
             let listen = config.listen.to_string();
+            let role = config.role.name();
             broker.set_stats(Box::new(move || match weak.upgrade() {
                 Some(n) => serde_json::json!({
                     "listen": listen,
@@ -149,11 +152,24 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                     "uptime_s": n.now(),
                     "version": n.config.version,
                     "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
+                    "role": role,
                 }),
                 None => serde_json::Value::Null,
             }));
             if !config.tables.is_empty() {
-                crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+                if config.role.runs_tables() {
+                    crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+                }
+                crate::cluster_lobby::start(broker, &games);
+                // Every node may serve players of any table (decision 0009).
+                let count = config.tables.iter().map(|t| u64::from(t.count)).sum();
+                crate::table_routes::Routes::start(
+                    broker,
+                    &games,
+                    count,
+                    config.table_lease,
+                    config.node.client_queue_bytes,
+                );
             }
         }
         None => {
@@ -175,7 +191,25 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         node.hub
             .set_observer(Box::new(move |channel, event| apps.observe(channel, event)));
     }
+    if pusher.counts.is_some() {
+        let apps = pusher.clone();
+        node.hub
+            .set_count_hook(Box::new(move |channel| apps.count_changed(channel)));
+    }
+    let tracker = TaskTracker::new();
+    let parker = if config.hibernate_after.is_zero() {
+        None
+    } else {
+        match crate::hibernate::Parker::start(config.hibernate_after, tracker.clone()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "idle connections cannot hibernate");
+                None
+            }
+        }
+    };
     Ok(Arc::new(Shared {
+        parker,
         pusher,
         games,
         cluster,
@@ -185,7 +219,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         config,
         node,
         shootout: Arc::new(ShootoutGroup::default()),
-        tracker: TaskTracker::new(),
+        tracker,
         handshaking: AtomicUsize::new(0),
         polls: crate::poll::Polls::default(),
         tls,
@@ -234,6 +268,11 @@ pub async fn run(
         shutdown.clone(),
     ));
     let deadlines = tokio::spawn(deadlines(shared.clone(), shutdown.clone()));
+    let counts = tokio::spawn(crate::pusher::count::run(
+        shared.pusher.clone(),
+        shared.node.clone(),
+        shutdown.clone(),
+    ));
     let tcp = listeners
         .tcp
         .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
@@ -244,6 +283,7 @@ pub async fn run(
     sweeper.abort();
     demo.abort();
     deadlines.abort();
+    counts.abort();
     shared.stopping.cancel();
     drain(&shared).await;
     if let Some(cluster) = &shared.cluster {
@@ -394,6 +434,11 @@ async fn drain(shared: &Shared) {
     shared
         .node
         .for_each_client(|c| c.outbox.close(DisconnectCode::GoingAway.code(), false));
+    // Parked connections resume to send their close (and any not yet in the
+    // registry see the shutdown as running drivers do).
+    if let Some(p) = &shared.parker {
+        p.resume_all();
+    }
     shared.tracker.close();
     if tokio::time::timeout(shared.config.shutdown_timeout, shared.tracker.wait())
         .await
@@ -403,6 +448,9 @@ async fn drain(shared: &Shared) {
             left = shared.node.client_count(),
             "shutdown timeout: dropping remaining connections"
         );
+    }
+    if let Some(p) = &shared.parker {
+        p.stop();
     }
 }
 

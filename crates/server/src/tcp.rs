@@ -95,9 +95,11 @@ pub fn serve_tcp(
     shared.deadlines.add(deadline, &client);
     let session = Session::new(node, client).with_transport(herald_core::metrics::Transport::Tcp);
     let wire = TcpWire::new(shared.config.max_message_size);
-    shared
-        .tracker
-        .spawn(Connection::new(stream, session, wire, &[]).holding(slot));
+    shared.tracker.spawn(
+        Connection::new(stream, session, wire, &[])
+            .holding(slot)
+            .hibernating_at(&shared.parker),
+    );
 }
 
 #[cfg(test)]

@@ -99,11 +99,14 @@ impl Player {
     }
 }
 
+/// The tables `n` runs (every node's lobby lists every table of the
+/// cluster; only the owner's entries have an `owner`).
 async fn tables(n: &NodeHandle) -> Vec<Value> {
     let (status, _, body) = http(n.addr, "GET", "/api/tables", &[], "").await;
     assert_eq!(status, 200, "{body}");
     let v: Value = serde_json::from_str(&body).expect("JSON");
-    v["tables"].as_array().cloned().unwrap_or_default()
+    let all = v["tables"].as_array().cloned().unwrap_or_default();
+    all.into_iter().filter(|t| t["owner"].is_object()).collect()
 }
 
 /// Which node runs table 1, waiting until one does.

@@ -727,3 +727,60 @@ fn an_https_webhook_needs_roots_that_load() {
     let err = herald_server::ServerConfig::resolve(args).expect_err("refused");
     assert!(err.to_string().contains("webhook_ca_file"), "{err}");
 }
+
+/// An app with `subscription_count` on: every Pusher subscriber of a
+/// non-presence channel hears its count (Herald subscribers included) when
+/// it changes, its own join too, after its `subscription_succeeded`.
+#[tokio::test]
+async fn subscription_counts_reach_the_subscribers_of_apps_that_enable_them() {
+    let mut a = app("1", KEY, SECRET);
+    a.subscription_count = Some(true);
+    let srv = serve_app(a, None).await;
+    let (mut p1, s1) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut p1, "news", &s1, None).await;
+    count_reaches(&mut p1, "news", 1).await;
+    let (mut p2, s2) = pusher_client(srv.addr, KEY).await;
+    subscribed(&mut p2, "private-news", &s2, None).await;
+    count_reaches(&mut p2, "private-news", 1).await;
+    subscribed(&mut p2, "news", &s2, None).await;
+    count_reaches(&mut p2, "news", 2).await;
+    count_reaches(&mut p1, "news", 2).await;
+    let mut h = json_client(srv.addr).await;
+    subscribe_json(&mut h, 2, "pusher-1:news").await;
+    count_reaches(&mut p1, "news", 3).await;
+    count_reaches(&mut p2, "news", 3).await;
+    drop(h);
+    count_reaches(&mut p1, "news", 2).await;
+    send_json(
+        &mut p2,
+        json!({"event": "pusher:unsubscribe", "data": {"channel": "news"}}),
+    )
+    .await;
+    count_reaches(&mut p1, "news", 1).await;
+}
+
+/// Presence channels (their members are the count) and apps that leave the
+/// setting off get no `subscription_count`: after a join and well past the
+/// throttle's tick, the next message is the next event.
+#[tokio::test]
+async fn no_subscription_counts_on_presence_channels_or_by_default() {
+    for on in [true, false] {
+        let mut a = app("1", KEY, SECRET);
+        a.subscription_count = Some(on);
+        let srv = serve_app(a, None).await;
+        let channel = if on { "presence-room" } else { "news" };
+        let data = on.then(|| json!({"user_id": "ann"}).to_string());
+        let (mut p, s) = pusher_client(srv.addr, KEY).await;
+        subscribed(&mut p, channel, &s, data.as_deref()).await;
+        let (mut q, sq) = pusher_client(srv.addr, KEY).await;
+        let data = on.then(|| json!({"user_id": "bob"}).to_string());
+        subscribed(&mut q, channel, &sq, data.as_deref()).await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        trigger(srv.addr, channel, "after", "{}").await;
+        if on {
+            assert_eq!(recv(&mut p).await["event"], "pusher_internal:member_added");
+        }
+        assert_eq!(recv(&mut p).await["event"], "after", "{channel}");
+        assert_eq!(recv(&mut q).await["event"], "after", "{channel}");
+    }
+}

@@ -44,6 +44,20 @@ fn node_with_delay(redis: &RedisServer, hooks: Option<&str>, delay_ms: u64) -> N
     })
 }
 
+/// A node serving app 1 with `subscription_count` events on.
+fn counting_node(redis: &RedisServer) -> NodeHandle {
+    let mut a = app("1", KEY, SECRET);
+    a.subscription_count = Some(true);
+    NodeHandle::start(ServeArgs {
+        broker: Some(redis.url()),
+        pusher: Some(PusherArgs {
+            apps: vec![a],
+            ..Default::default()
+        }),
+        ..ServeArgs::default()
+    })
+}
+
 /// Waits until both nodes see each other (so both reach Redis).
 async fn cluster_up(nodes: &[&NodeHandle]) {
     for n in nodes {
@@ -357,4 +371,80 @@ async fn cache_channels_replay_an_event_published_through_another_node() {
         m,
         json!({"event": "price", "channel": "cache-price", "data": "{\"eur\":3}"})
     );
+}
+
+/// `subscription_count` is the cluster's: a join or leave on either node,
+/// and a dead node's subscriptions going, reach the subscribers of both.
+#[tokio::test]
+async fn subscription_counts_are_the_clusters() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, mut b) = (counting_node(&redis), counting_node(&redis));
+    cluster_up(&[&a, &b]).await;
+    let (mut p1, _) = member(a.addr, "news", None).await;
+    count_reaches(&mut p1, "news", 1).await;
+    let (mut p2, _) = member(b.addr, "news", None).await;
+    count_reaches(&mut p2, "news", 2).await;
+    count_reaches(&mut p1, "news", 2).await;
+    let (p3, _) = member(b.addr, "news", None).await;
+    count_reaches(&mut p1, "news", 3).await;
+    count_reaches(&mut p2, "news", 3).await;
+    drop(p3);
+    count_reaches(&mut p1, "news", 2).await;
+    count_reaches(&mut p2, "news", 2).await;
+    // Node B dies with p2: found dead within 5 s and a heartbeat or two.
+    b.kill();
+    tokio::time::timeout(Duration::from_secs(15), count_reaches(&mut p1, "news", 1))
+        .await
+        .expect("the dead node's subscription is counted out");
+}
+
+/// A Pusher client on `addr` signed in as `user` and subscribed to its user
+/// channel.
+async fn signed_in(addr: SocketAddr, user: &str) -> Ws {
+    let (mut ws, socket) = pusher_client(addr, KEY).await;
+    let data = json!({"id": user}).to_string();
+    let auth = herald_pusher::sign::user_auth(KEY, SECRET.as_bytes(), &socket, &data);
+    common::send_json(
+        &mut ws,
+        json!({"event": "pusher:signin", "data": {"auth": auth, "user_data": data}}),
+    )
+    .await;
+    assert_eq!(recv(&mut ws).await["event"], "pusher:signin_success");
+    let channel = format!("#server-to-user-{user}");
+    let m = subscribe(&mut ws, &channel, None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    ws
+}
+
+/// `users/{id}/terminate_connections` asked of one node closes the user's
+/// connections on every node (4009), and no one else's.
+#[tokio::test]
+async fn terminate_connections_reaches_every_node() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (node(&redis, None), node(&redis, None));
+    cluster_up(&[&a, &b]).await;
+    let mut ann_a = signed_in(a.addr, "ann").await;
+    let mut ann_b = signed_in(b.addr, "ann").await;
+    let mut bob_b = signed_in(b.addr, "bob").await;
+    let (status, body) = api(
+        a.addr,
+        "POST",
+        "/apps/1/users/ann/terminate_connections",
+        "{}",
+        &[],
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (200, "{}"));
+    assert_eq!(common::close_code(&mut ann_a).await, 4009);
+    assert_eq!(
+        common::close_code(&mut ann_b).await,
+        4009,
+        "on the other node"
+    );
+    trigger(a.addr, "#server-to-user-bob", "still", "here").await;
+    assert_eq!(recv(&mut bob_b).await["event"], "still");
 }

@@ -60,7 +60,7 @@ async function startNode(redisPort) {
   writeFileSync(
     config,
     `listen = "127.0.0.1:${port}"\nbroker = "redis://127.0.0.1:${redisPort}"\n` +
-      `[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\nwebhook_url = "${hookUrl}"\n`,
+      `[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\nwebhook_url = "${hookUrl}"\nsubscription_count = true\n`,
   );
   const proc = spawn(process.env.HERALD_BIN, ['serve', '--config', config], {
     env: { ...process.env, HERALD_TEST_PUSHER_SECRET: SECRET },
@@ -165,6 +165,18 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+test('subscription counts are the cluster\'s: pusher-js on either node counts both', async () => {
+  const [a, b] = nodes;
+  const cathy = client(a, 'cathy');
+  const dan = client(b, 'dan');
+  const chA = await subscribed(cathy, 'counted');
+  const chB = await subscribed(dan, 'counted');
+  await until('both see 2', () => chA.subscriptionCount === 2 && chB.subscriptionCount === 2);
+  dan.unsubscribe('counted');
+  await until('node A sees 1', () => chA.subscriptionCount === 1);
+  cathy.unsubscribe('counted');
+});
+
 test('two nodes are one Pusher server: members, events, channels API, webhooks, a killed node', async () => {
   const [a, b] = nodes;
   const ann = client(a, 'ann');
@@ -194,7 +206,8 @@ test('two nodes are one Pusher server: members, events, channels API, webhooks, 
   const removed = once('member_removed on node A', (done) => lobbyA.bind('pusher:member_removed', done), DEAD_MS);
   b.proc.kill('SIGKILL');
   assert.equal((await removed).id, 'bob');
-  const summary = () => hooks.map((e) => `${e.name} ${e.channel} ${e.user_id ?? ''}`.trim());
+  const summary = () =>
+    hooks.filter((e) => e.channel === 'presence-lobby').map((e) => `${e.name} ${e.channel} ${e.user_id ?? ''}`.trim());
   await until('the member_removed webhook', () => summary().includes('member_removed presence-lobby bob'));
   // Give a duplicate the time to show up before counting.
   await new Promise((r) => setTimeout(r, 300));

@@ -117,7 +117,7 @@ before(async () => {
   const config = join(dir, 'herald.toml');
   writeFileSync(
     config,
-    `listen = "127.0.0.1:${port}"\n[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\nwebhook_url = "${hookUrl}"\n`,
+    `listen = "127.0.0.1:${port}"\n[[pusher.apps]]\nid = "1"\nkey = "${KEY}"\nsecret_env = "HERALD_TEST_PUSHER_SECRET"\nwebhook_url = "${hookUrl}"\nsubscription_count = true\n`,
   );
   herald = spawn(bin, ['serve', '--config', config], {
     env: { ...process.env, HERALD_TEST_PUSHER_SECRET: SECRET },
@@ -199,6 +199,21 @@ test('pusher-js connects and receives events triggered by the server SDK', async
   const batch = once('batch event', (done) => ch.bind('second', done));
   await sdk.triggerBatch([{ channel: 'news', name: 'second', data: 'plain' }]);
   assert.equal(await batch, 'plain');
+});
+
+test('subscription counts: pusher-js keeps subscriptionCount and emits pusher:subscription_count', async () => {
+  const a = client();
+  const ch = await subscribed(a, 'counted');
+  await until('the first subscriber counted', () => ch.subscriptionCount === 1);
+  const seen = [];
+  ch.bind('pusher:subscription_count', (d) => seen.push(d.subscription_count));
+  const b = client();
+  const chB = await subscribed(b, 'counted');
+  await until('both see 2', () => ch.subscriptionCount === 2 && chB.subscriptionCount === 2);
+  assert.equal(seen.at(-1), 2);
+  b.unsubscribe('counted');
+  await until('back to 1', () => ch.subscriptionCount === 1);
+  assert.equal(seen.at(-1), 1);
 });
 
 test('a Herald publication reaches pusher-js', async () => {

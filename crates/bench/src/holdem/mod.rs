@@ -71,7 +71,7 @@ use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::{Scheme, Target};
+use crate::target::Scheme;
 use crate::BenchError;
 
 use decide::{Decision, Kind, Turn};
@@ -1011,7 +1011,8 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
             )))
         }
     };
-    let target = Target::parse(&args.url)?.with_scheme(scheme)?;
+    // Several URLs (`URL,URL`): bot i connects to URL i % n.
+    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
     let enc = args.transport.encoding();
     let step_size = if args.step_size == 0 {
         (args.bots / 10).max(1)
@@ -1022,7 +1023,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
     let started_at = clock::now_secs_f64();
     let mut clients = HeraldClients::with_kind(
         kind,
-        std::slice::from_ref(&target),
+        &targets,
         enc,
         args.local_addr.clone(),
         args.connect_concurrency,

@@ -7,7 +7,7 @@
 //! | `GET channels?filter_by_prefix=&info=user_count` | `{"channels":{"name":{..}}}` |
 //! | `GET channels/{name}?info=subscription_count,user_count` | `{"occupied":bool,..}` |
 //! | `GET channels/{name}/users` | `{"users":[{"id":..}]}` (presence channels) |
-//! | `POST users/{id}/terminate_connections` | `{}`; the user's connections close with 4009 |
+//! | `POST users/{id}/terminate_connections` | `{}`; the user's connections close with 4009, on every node of a cluster |
 //!
 //! Events may also go to `#server-to-user-{id}` (the SDKs' `sendToUser`): the
 //! connections signed in as that user receive them.
@@ -118,7 +118,7 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         (&Method::POST, "batch_events") => batch_events(&app, shared, &body).await,
         (&Method::POST, r) if r.starts_with("users/") && r.ends_with("/terminate_connections") => {
             let id = &r["users/".len()..r.len() - "/terminate_connections".len()];
-            terminate(&app, shared, id)
+            terminate(&app, shared, id).await
         }
         (&Method::GET, "channels") => channels(&app, shared, &signed).await,
         (&Method::GET, r) if r.starts_with("channels/") => {
@@ -278,14 +278,24 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Refusal> {
         .map_err(|e| refusal(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
 }
 
-/// Closes every connection signed in as user `id` (on this node) with 4009.
-fn terminate(app: &App, shared: &Shared, id: &str) -> Response<Body> {
+/// Closes every connection signed in as user `id` with 4009: this node's at
+/// once, and in a cluster every node's, through the cluster's control topic
+/// (503 when Redis cannot take the request; this node's are closed anyway).
+async fn terminate(app: &App, shared: &Shared, id: &str) -> Response<Body> {
     if !channel::valid_name(id) {
         return text(StatusCode::BAD_REQUEST, "invalid user id");
     }
     let herald = app.herald_channel(&format!("{}{id}", channel::USER_CHANNEL));
     let code = herald_pusher::Code::Unauthorized.code();
     shared.node.hub.close_subscribers(&herald, code);
+    if let Some(cluster) = &shared.cluster {
+        if let Err(e) = cluster.close_everywhere(&herald, code).await {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("closed on this node only: {e}"),
+            );
+        }
+    }
     ok(j!({}))
 }
 

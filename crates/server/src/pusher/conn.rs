@@ -164,6 +164,12 @@ impl Joined {
             node.presence.left(&channel, &client);
             return;
         };
+        if !presence {
+            // Queued before the hub knows the subscriber, so that nothing the
+            // hub sends it (a `subscription_count` of its own join, the first
+            // live event) can come first.
+            send(&client, message::render_subscription_succeeded(&name, "{}"));
+        }
         node.hub.subscribe_with(&herald, &client, presence);
         if Arc::strong_count(&herald) < 2 {
             if node.hub.unsubscribe(&herald, client.id) {
@@ -172,7 +178,8 @@ impl Joined {
             return;
         }
         let data = match members {
-            None => "{}".to_string(),
+            // Not presence: answered above.
+            None => String::new(),
             Some(members) => {
                 let mut members = members.unwrap_or_else(|e| {
                     tracing::debug!(channel = %herald, error = %e, "cluster presence unavailable; answering this node's members");
@@ -189,10 +196,12 @@ impl Joined {
                 )
             }
         };
-        send(
-            &client,
-            message::render_subscription_succeeded(&name, &data),
-        );
+        if presence {
+            send(
+                &client,
+                message::render_subscription_succeeded(&name, &data),
+            );
+        }
         if kind.cache {
             let last = history
                 .publications

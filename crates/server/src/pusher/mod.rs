@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod conn;
+pub mod count;
 pub mod webhooks;
 
 use crate::config::{ConfigError, Secret};
@@ -59,6 +60,10 @@ pub struct PusherArgs {
     /// Milliseconds a channel must stay vacated before the `channel_vacated`
     /// webhook; 0 = at once [default: 3000].
     pub vacated_delay_ms: Option<u64>,
+    /// Milliseconds between two `subscription_count` events of a channel of
+    /// more than 100 subscriptions (smaller ones get theirs at once)
+    /// [default: 5000].
+    pub subscription_count_interval_ms: Option<u64>,
 }
 
 /// One `[[pusher.apps]]` entry.
@@ -95,6 +100,10 @@ pub struct AppArgs {
     /// `cache_miss` [default: all of them].
     #[serde(default)]
     pub webhook_events: Option<Vec<String>>,
+    /// Send `pusher_internal:subscription_count` to the subscribers of
+    /// non-presence channels when their count changes [default: false].
+    #[serde(default)]
+    pub subscription_count: Option<bool>,
 }
 
 /// One app, resolved.
@@ -114,6 +123,8 @@ pub struct AppConfig {
     pub webhook_events: Option<Vec<String>>,
     /// For an `https://` webhook URL: the TLS client configuration.
     pub webhook_tls: Option<Arc<rustls::ClientConfig>>,
+    /// Whether its channels' subscribers get `subscription_count` events.
+    pub subscription_count: bool,
 }
 
 /// The resolved `[pusher]` settings.
@@ -129,6 +140,9 @@ pub struct PusherConfig {
     pub max_event_size: usize,
     /// How long a channel must stay vacated before `channel_vacated`.
     pub vacated_delay: Duration,
+    /// The least time between two `subscription_count` events of a large
+    /// channel.
+    pub subscription_count_interval: Duration,
 }
 
 impl Default for PusherConfig {
@@ -139,6 +153,7 @@ impl Default for PusherConfig {
             client_event_rate: CLIENT_EVENT_RATE,
             max_event_size: MAX_EVENT_SIZE,
             vacated_delay: Duration::from_millis(VACATED_DELAY_MS),
+            subscription_count_interval: Duration::from_millis(count::INTERVAL_MS),
         }
     }
 }
@@ -251,6 +266,7 @@ impl PusherConfig {
                 webhook_url: app.webhook_url.clone(),
                 webhook_events: app.webhook_events.clone(),
                 webhook_tls,
+                subscription_count: app.subscription_count.unwrap_or(false),
             });
         }
         let d = PusherConfig::default();
@@ -266,6 +282,9 @@ impl PusherConfig {
             vacated_delay: a
                 .vacated_delay_ms
                 .map_or(d.vacated_delay, Duration::from_millis),
+            subscription_count_interval: a
+                .subscription_count_interval_ms
+                .map_or(d.subscription_count_interval, Duration::from_millis),
         })
     }
 }
@@ -306,6 +325,9 @@ pub struct Apps {
     vacating: Option<Arc<Mutex<HashMap<String, u64>>>>,
     /// The next token of `vacating`.
     tokens: std::sync::atomic::AtomicU64,
+    /// When an app sends `subscription_count` events: the channels whose
+    /// count changed, for the ticker ([`count::run`]).
+    pub counts: Option<Arc<count::Dirty>>,
 }
 
 impl Apps {
@@ -338,7 +360,37 @@ impl Apps {
             vacating: (!clustered && !config.vacated_delay.is_zero())
                 .then(|| Arc::new(Mutex::new(HashMap::new()))),
             tokens: std::sync::atomic::AtomicU64::new(0),
+            counts: config
+                .apps
+                .iter()
+                .any(|a| a.subscription_count)
+                .then(|| Arc::new(count::Dirty::default())),
         }
+    }
+
+    /// The hub's count hook: notes a changed count of a counted channel of
+    /// an app with `subscription_count` (see [`count`]).
+    pub fn count_changed(&self, channel: &str) {
+        let Some(dirty) = &self.counts else {
+            return;
+        };
+        let Some((ns, _)) = channel.split_once(':') else {
+            return;
+        };
+        if !channel::from_herald(ns, channel).is_some_and(|n| count::counted(&n)) {
+            return;
+        }
+        if self
+            .by_namespace(ns)
+            .is_some_and(|a| a.config.subscription_count)
+        {
+            dirty.mark(channel);
+        }
+    }
+
+    /// The app whose namespace is `ns`.
+    pub fn by_namespace(&self, ns: &str) -> Option<&Arc<App>> {
+        self.apps.iter().find(|a| a.config.namespace == ns)
     }
 
     /// Whether any app sends webhooks.

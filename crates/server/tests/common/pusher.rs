@@ -24,6 +24,7 @@ pub fn app(id: &str, key: &str, secret: &str) -> AppArgs {
         webhook_url: None,
         webhook_events: None,
         webhook_ca_file: None,
+        subscription_count: None,
     }
 }
 
@@ -255,4 +256,18 @@ async fn serve_hook<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
         .await;
     let _ = s.shutdown().await;
+}
+
+/// Reads `pusher_internal:subscription_count` events of `channel` until one
+/// counts `n` (throttling may merge several changes into one event); any
+/// other message fails the test.
+pub async fn count_reaches(ws: &mut Ws, channel: &str, n: u64) {
+    loop {
+        let m = recv(ws).await;
+        assert_eq!(m["event"], "pusher_internal:subscription_count", "{m}");
+        assert_eq!(m["channel"], channel, "{m}");
+        if m["data"]["subscription_count"].as_u64() == Some(n) {
+            return;
+        }
+    }
 }

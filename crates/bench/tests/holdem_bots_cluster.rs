@@ -1,0 +1,104 @@
+//! `bots --game holdem URL,URL` against a cluster (issue 17): a `game` node
+//! running the tables and an `edge` node, on a real `redis-server`; the
+//! bots are spread over both URLs, those on the edge play at the game
+//! node's tables through it, and every bot gets seated and plays.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use common::{parse, temp_path};
+use herald_bench::Scenario;
+use herald_redis::testing::RedisServer;
+use herald_server::config::TableConfig;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use std::io::{Read, Write};
+
+fn node(redis: &RedisServer, role: &str) -> NodeHandle {
+    let mut params = serde_json::Map::new();
+    params.insert("action_ms".into(), 1000.into());
+    params.insert("hand_ms".into(), 100.into());
+    params.insert("street_ms".into(), 50.into());
+    NodeHandle::start(ServeArgs {
+        workers: Some(2),
+        broker: Some(redis.url()),
+        role: Some(role.into()),
+        allow_anonymous: Some(true),
+        lobby_interval: Some(50),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count: 4,
+            seats: 6,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }],
+        ..ServeArgs::default()
+    })
+}
+
+/// WebSocket connections a node accepted, from its `/metrics`.
+fn accepted(n: &NodeHandle) -> u64 {
+    let mut s = std::net::TcpStream::connect(n.addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.lines()
+        .find(|l| {
+            l.starts_with("herald_connections_accepted_total")
+                && l.contains("transport=\"websocket\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+#[test]
+fn bots_spread_over_an_edge_and_a_game_node_all_play() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    // The game node claims the tables and the edge's lobby lists them.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = temp_path("holdem-cluster.json");
+    let urls = format!("{},{}", game.ws_url(), edge.ws_url());
+    let Scenario::Bots(a) = parse(&[
+        "bots",
+        &urls,
+        "--game",
+        "holdem",
+        "--transport",
+        "ws-json",
+        "-n",
+        "12",
+        "--step-size",
+        "12",
+        "--step-duration",
+        "2s",
+        "--think",
+        "50ms",
+        "--timeout-share",
+        "0",
+        "--chat-rate",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]) else {
+        panic!("not bots")
+    };
+    let steps = herald_bench::holdem::run(&a).unwrap();
+    let s = &steps[0];
+    assert_eq!(s.players, 12, "{s:?}");
+    assert!(s.hands_per_min > 0.0, "{s:?}");
+    assert_eq!(s.errors, 0, "{s:?}");
+    // Half the bots on each node.
+    assert!(accepted(&game) >= 6, "game node: {}", accepted(&game));
+    assert!(accepted(&edge) >= 6, "edge node: {}", accepted(&edge));
+}

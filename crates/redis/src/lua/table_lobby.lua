@@ -1,0 +1,14 @@
+-- A table's lobby entry published by its owner (decision 0009): the next
+-- number of the cluster's lobby sequence, the entry kept in the lobby hash
+-- (for nodes that start or missed a message) and published to every node,
+-- in one step, so the sequence order is the order every node receives.
+-- Fenced like a save: only the lease holder publishes.
+-- KEYS[1] lease, KEYS[2] sequence counter, KEYS[3] lobby hash
+-- ARGV[1] 'NODE:TOKEN', ARGV[2] table id, ARGV[3] entry, ARGV[4] topic
+-- Returns the sequence number, or 0 when fenced.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local seq = redis.call('INCR', KEYS[2])
+local msg = seq .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+redis.call('HSET', KEYS[3], ARGV[2], msg)
+redis.call('PUBLISH', ARGV[4], msg)
+return seq

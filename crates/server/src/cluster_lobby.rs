@@ -1,0 +1,68 @@
+//! One lobby across the cluster (decision 0009, issue 17): every node,
+//! edge or game, serves the same tables in its lobby, built from what the
+//! tables' owners publish through Redis (`TableStore::publish_entry`: one
+//! script numbers each entry with the cluster's lobby sequence, keeps it in
+//! a hash and publishes it on `P:lobby`).
+//!
+//! Redis delivers the topic's messages to every node in the order of that
+//! sequence, so every node applies the same entries in the same order and
+//! shows the same snapshot once it has seen the same messages. A message
+//! lost on the way (the subscriber link dropped, seen as a reconnect or a
+//! gap in the sequence) is made up by reading the hash again; an entry
+//! older than the one a node has is ignored, so the reload and the live
+//! messages may interleave. When a table changes owner its entry stays
+//! until the new owner publishes one, with a higher number.
+
+use herald_game::Engine;
+use herald_redis::tables::{parse_lobby, TableStore};
+use herald_redis::RedisBroker;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// Starts filling `engine`'s lobby from the cluster's.
+pub fn start(broker: &Arc<RedisBroker>, engine: &Arc<Engine>) {
+    let store = broker.table_store();
+    let engine = Arc::downgrade(engine);
+    let last = Arc::new(AtomicU64::new(0));
+    let (e, s) = (engine.clone(), store.clone());
+    broker.on_lobby(Box::new(move |msg| {
+        let Some(msg) = msg else {
+            // (Re)connected: what was published meanwhile is in the hash.
+            return reload(e.clone(), s.clone());
+        };
+        let Some((seq, _table, entry)) = parse_lobby(&msg) else {
+            tracing::debug!("malformed lobby message");
+            return;
+        };
+        let before = last.swap(seq, Ordering::Relaxed);
+        if before != 0 && seq != before + 1 {
+            tracing::debug!(seq, before, "gap in the lobby sequence: reading it again");
+            reload(e.clone(), s.clone());
+        }
+        if let Some(engine) = e.upgrade() {
+            engine.apply_lobby(seq, &entry);
+        }
+    }));
+    reload(engine, store);
+}
+
+/// Applies every entry in Redis's lobby hash (newer ones only).
+fn reload(engine: Weak<Engine>, store: TableStore) {
+    tokio::spawn(async move {
+        let entries = match store.lobby_entries().await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the cluster lobby now");
+                return;
+            }
+        };
+        let Some(engine) = engine.upgrade() else {
+            return;
+        };
+        for msg in entries {
+            if let Some((seq, _, entry)) = parse_lobby(&msg) {
+                engine.apply_lobby(seq, &entry);
+            }
+        }
+    });
+}

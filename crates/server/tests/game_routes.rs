@@ -1,0 +1,376 @@
+//! Node roles and edge → owner routing (decision 0009, issue 17), with real
+//! nodes and a real `redis-server`: players connected to an `edge` node
+//! play at a table run by a `game` node; when the game node is killed
+//! mid-hand, another game node takes the table over and the players, still
+//! on the edge, sit again on the same connection and find the same hand and
+//! every chip; when their edge is killed, they reconnect to another edge
+//! and sit back into their seats; when the owner is cut off from Redis (a
+//! TCP proxy the test controls), another game node takes the table over
+//! and, once the link heals, the stale owner drops it: one owner.
+mod common;
+
+use common::*;
+use herald_redis::testing::RedisServer;
+use herald_server::auth::jwt::{sign, Claims};
+use herald_server::auth::keys::SigningKey;
+use herald_server::config::TableConfig;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SECRET: &str = "cluster-route-secret-cluster-route!";
+
+fn token(user: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let claims = Claims {
+        sub: user.into(),
+        exp: Some(now + 3600),
+        ..Claims::default()
+    };
+    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+}
+
+fn node(redis: &RedisServer, role: &str) -> NodeHandle {
+    node_at(&redis.url(), role)
+}
+
+fn node_at(url: &str, role: &str) -> NodeHandle {
+    let mut params = serde_json::Map::new();
+    params.insert("seed".into(), json!(11));
+    params.insert("action_ms".into(), json!(8_000));
+    params.insert("hand_ms".into(), json!(1_000));
+    params.insert("street_ms".into(), json!(50));
+    NodeHandle::start(ServeArgs {
+        broker: Some(url.to_string()),
+        role: Some(role.into()),
+        token_hmac_secret: Some(SECRET.into()),
+        table_lease: Some(500),
+        game_grace: Some(30),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count: 1,
+            seats: 3,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }],
+        ..ServeArgs::default()
+    })
+}
+
+/// A player's WebSocket (JSON).
+struct Player {
+    ws: Ws,
+}
+
+impl Player {
+    async fn connect(n: &NodeHandle, user: &str) -> Player {
+        let (ws, r) = connect_with_token(n.addr, Some(&token(user))).await;
+        assert!(r["connect"].is_object(), "{r}");
+        Player { ws }
+    }
+
+    /// The next message matching `pred`.
+    async fn wait(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            assert!(Instant::now() < deadline, "no {what}");
+            let m = recv_json(&mut self.ws).await;
+            if pred(&m) {
+                return m;
+            }
+        }
+    }
+
+    async fn game_event(&mut self, t: &str) -> Value {
+        let m = self.wait(t, |m| m["game"]["data"]["t"] == t).await;
+        m["game"]["data"].clone()
+    }
+
+    /// Sits at table 1 with command `id`; the reply, or the error.
+    async fn sit(&mut self, id: u32) -> Value {
+        send_json(&mut self.ws, json!({"id": id, "sit": {"table": 1}})).await;
+        self.wait("sit reply", |m| m["id"] == id).await
+    }
+
+    async fn act(&mut self, id: u32, a: Value) {
+        send_json(
+            &mut self.ws,
+            json!({"id": id, "act": {"table": 1, "data": a}}),
+        )
+        .await;
+        let r = self.wait("act reply", |m| m["id"] == id).await;
+        assert!(r["act"].is_object(), "{r}");
+    }
+}
+
+async fn get(n: &NodeHandle, path: &str) -> Value {
+    let (status, _, body) = http(n.addr, "GET", path, &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("JSON")
+}
+
+/// Whether `n` runs table 1.
+async fn runs(n: &NodeHandle) -> bool {
+    get(n, "/api/tables").await["tables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["table"] == 1 && t["owner"].is_object())
+}
+
+/// Which of `nodes` runs table 1, waiting until one does.
+async fn owner(nodes: &[&NodeHandle]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if runs(n).await {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "nobody claimed table 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn chips(state: &Value) -> u64 {
+    state["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .map(|s| s["stack"].as_u64().expect("stack"))
+        .sum::<u64>()
+        + state["pot"].as_u64().expect("pot")
+}
+
+/// Three players connected to `edge` sit at table 1 (run elsewhere); the
+/// hand starts and two actions are acknowledged. Returns the players, their
+/// cards and the table's state then.
+async fn play_until_mid_hand(
+    edge: &NodeHandle,
+    owner: &NodeHandle,
+) -> (Vec<Player>, Vec<Value>, Value) {
+    let mut players = Vec::new();
+    for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
+        let mut p = Player::connect(edge, u).await;
+        let r = p.sit(5).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        players.push(p);
+    }
+    let mut cards = Vec::new();
+    for p in &mut players {
+        cards.push(p.game_event("cards").await["cards"].clone());
+    }
+    let mut turn = players[0].game_event("turn").await;
+    for id in 10..12 {
+        let seat = turn["seat"].as_u64().expect("seat") as usize;
+        players[seat].act(id, json!({"a": "call"})).await;
+        turn = players[0].game_event("turn").await;
+    }
+    let before = get(owner, "/api/tables/1").await["state"].clone();
+    assert_eq!(before["turn"], turn["seat"], "{before}");
+    (players, cards, before)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_on_an_edge_keep_their_hand_through_a_game_node_take_over() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let edge = node(&redis, "edge");
+    let mut games = [node(&redis, "game"), node(&redis, "game")];
+    let first = owner(&[&games[0], &games[1]]).await;
+    let other = 1 - first;
+    // The edge never claims the table, and says what it is.
+    assert!(!runs(&edge).await);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = get(&edge, "/api/nodes").await;
+        let roles: Vec<String> = v["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n["stats"]["role"].as_str().map(str::to_string))
+            .collect();
+        let mut sorted = roles.clone();
+        sorted.sort();
+        if sorted == ["edge", "game", "game"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "/api/nodes roles: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let (mut players, cards, before) = play_until_mid_hand(&edge, &games[first]).await;
+    let total = chips(&before);
+
+    games[first].kill();
+    // The players, still on the edge, are told the table moved.
+    for p in &mut players {
+        let m = p.wait("unseat", |m| m["unseat"].is_object()).await;
+        assert_eq!(m["unseat"]["code"], 115, "{m}");
+        assert_eq!(m["unseat"]["table"], 1, "{m}");
+    }
+    assert!(runs(&games[other]).await);
+    // They sit again on the same connection: same seats, cards, hand, chips.
+    for (seat, p) in players.iter_mut().enumerate() {
+        let r = p.sit(30).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        let snap = &r["sit"]["data"];
+        assert_eq!(snap["cards"], cards[seat], "cards of seat {seat}");
+        for k in ["hand", "street", "board", "pot", "turn", "button"] {
+            assert_eq!(snap[k], before[k], "{k}: {snap}");
+        }
+        assert_eq!(chips(snap), total, "chips conserved: {snap}");
+    }
+    // The hand goes on through the edge.
+    let seat = before["turn"].as_u64().expect("turn") as usize;
+    players[seat].act(40, json!({"a": "check"})).await;
+    let ev = players[(seat + 1) % 3].game_event("action").await;
+    assert_eq!(ev["seat"].as_u64(), Some(seat as u64));
+    let after = get(&games[other], "/api/tables/1").await["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_of_a_killed_edge_sit_back_through_another_edge() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let mut edges = [node(&redis, "edge"), node(&redis, "edge")];
+    owner(&[&game]).await;
+    let (players, cards, before) = play_until_mid_hand(&edges[0], &game).await;
+    let total = chips(&before);
+
+    edges[0].kill();
+    drop(players);
+    for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
+        let mut p = Player::connect(&edges[1], u).await;
+        let r = p.sit(50).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        let snap = &r["sit"]["data"];
+        assert_eq!(snap["cards"], cards[seat], "cards of seat {seat}");
+        assert_eq!(snap["hand"], before["hand"], "{snap}");
+        assert_eq!(chips(snap), total, "chips conserved: {snap}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_answers_a_table_nobody_runs_with_a_retryable_error() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // Only an edge: nobody claims table 1.
+    let edge = node(&redis, "edge");
+    let mut p = Player::connect(&edge, "ann").await;
+    let r = p.sit(5).await;
+    assert_eq!(r["error"]["code"], 114, "{r}");
+    // A table that is not the cluster's is unknown, as on one node.
+    send_json(&mut p.ws, json!({"id": 6, "sit": {"table": 99}})).await;
+    let r = p.wait("sit reply", |m| m["id"] == 6).await;
+    assert_eq!(r["error"]["code"], 115, "{r}");
+}
+
+/// A TCP proxy to Redis that the test can cut (every connection dropped,
+/// new ones refused) and heal.
+struct Link {
+    addr: std::net::SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Link {
+    async fn start(redis: &RedisServer) -> Link {
+        use std::sync::atomic::Ordering;
+        let upstream: String = redis.url().trim_start_matches("redis://").to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, cs) = (cut.clone(), conns.clone());
+        tokio::spawn(async move {
+            while let Ok((mut down, _)) = listener.accept().await {
+                if c.load(Ordering::SeqCst) {
+                    continue; // dropped: refused while cut
+                }
+                let upstream = upstream.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut up) = tokio::net::TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                    }
+                });
+                cs.lock().expect("lock").push(task);
+            }
+        });
+        Link { addr, cut, conns }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for t in self.conns.lock().expect("lock").drain(..) {
+            t.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_cut_off_from_redis_loses_its_table_to_one_other_owner() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let link = Link::start(&redis).await;
+    // The owner reaches Redis through the link; it starts first, so it
+    // claims the table.
+    let cut_off = node_at(&link.url(), "game");
+    owner(&[&cut_off]).await;
+    let survivor = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    let (mut players, cards, before) = play_until_mid_hand(&edge, &cut_off).await;
+    let total = chips(&before);
+
+    link.cut();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !runs(&survivor).await {
+        assert!(Instant::now() < deadline, "no take-over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The players on the edge are told and sit again: same hand, chips.
+    for (seat, p) in players.iter_mut().enumerate() {
+        p.wait("unseat", |m| m["unseat"]["code"] == 115).await;
+        let r = p.sit(30).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        let snap = &r["sit"]["data"];
+        assert_eq!(snap["cards"], cards[seat], "cards of seat {seat}");
+        assert_eq!(snap["hand"], before["hand"], "{snap}");
+        assert_eq!(chips(snap), total, "chips conserved: {snap}");
+    }
+
+    // The link heals: the stale owner's next write is fenced and it drops
+    // the table; the survivor keeps it. Exactly one owner.
+    link.heal();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while runs(&cut_off).await {
+        assert!(Instant::now() < deadline, "the stale owner kept the table");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(runs(&survivor).await);
+    let seat = before["turn"].as_u64().expect("turn") as usize;
+    players[seat].act(40, json!({"a": "check"})).await;
+    let after = get(&survivor, "/api/tables/1").await["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
+}
