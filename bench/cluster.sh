@@ -7,12 +7,13 @@
 #   FAILOVER=1 bench/cluster.sh         (also: seed 003's fail-over run)
 #   REP=2 bench/cluster.sh              (a repetition: files get a -r2 suffix)
 #
-# Needs target/release/herald (cargo build --release) and redis-server.
+# Needs target/release/herald (cargo build --release; or H=PATH to another
+# build) and redis-server.
 # Servers and Redis share core 0, the load generator runs on core 1, as in
 # every other sitting; results go to bench/results/cluster-*.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=target/release/herald
+H=${H:-target/release/herald}
 RATES=("${@:-500 2000}")
 # shellcheck disable=SC2206
 RATES=(${RATES[*]})

@@ -67,6 +67,16 @@ pub trait Deliver: Send + Sync {
     /// Fans one publication out to this node's subscribers. Must not block on
     /// I/O: it only queues bytes.
     fn deliver(&self, publication: &Publication);
+
+    /// Fans out several publications of one channel, in offset order, with
+    /// the same result for each subscriber as [`Deliver::deliver`] on each in
+    /// turn. An implementation may hand each subscriber the lot at once
+    /// (the hub does: one outbox lock and one wake per subscriber).
+    fn deliver_batch(&self, publications: &[Publication]) {
+        for p in publications {
+            self.deliver(p);
+        }
+    }
 }
 
 /// A result that is either here now or on its way.

@@ -328,6 +328,47 @@ impl Outbox {
         PushOutcome::Queued
     }
 
+    /// Queues `frames` in order under one lock: the same as pushing each in
+    /// turn (the same slow-consumer policy; after an overflow the rest are
+    /// dropped, as a closing queue drops them), but one lock and at most one
+    /// wake for the lot. The fan-out of a batch of publications
+    /// (the hub's `Deliver::deliver_batch`) uses it. Frames not queued are dropped
+    /// after the lock is released, like [`Outbox::push`]'s.
+    pub fn push_many<I: IntoIterator<Item = Frame>>(&self, frames: I) -> PushOutcome {
+        let mut todo = frames.into_iter();
+        let mut q = self.lock();
+        if q.closing.is_some() {
+            drop(q);
+            drop(todo);
+            return PushOutcome::Closed;
+        }
+        let was_empty = q.frames.is_empty();
+        let mut outcome = PushOutcome::Queued;
+        let mut dropped = VecDeque::new();
+        for frame in todo.by_ref() {
+            let cost = cost(&frame);
+            if q.bytes.saturating_add(cost) > self.max_bytes {
+                dropped = q.discard();
+                dropped.push_back(frame);
+                q.closing = Some(Closing {
+                    code: DisconnectCode::SlowConsumer.code(),
+                });
+                outcome = PushOutcome::Overflow;
+                break;
+            }
+            q.bytes += cost;
+            q.frames.push_back(frame);
+        }
+        if outcome == PushOutcome::Overflow || (was_empty && !q.frames.is_empty()) {
+            if let Some(w) = q.waker.take() {
+                w.wake();
+            }
+        }
+        drop(q);
+        drop((dropped, todo));
+        outcome
+    }
+
     /// Asks the driver to close the connection with `code`. With `discard`, queued
     /// frames are dropped; otherwise they are written first. A second close
     /// request is ignored (the first reason wins).
@@ -491,6 +532,77 @@ mod tests {
         assert_eq!(o.push(Frame::Ping), PushOutcome::Closed);
         let c = o.with_queue(|q| q.closing());
         assert_eq!(c.map(|c| c.code), Some(3001));
+    }
+
+    /// Counts its wakes.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn text(s: &'static str) -> Frame {
+        Frame::Text(Bytes::from_static(s.as_bytes()))
+    }
+
+    fn payloads(o: &Outbox) -> Vec<Vec<u8>> {
+        o.with_queue(|q| q.frames.iter().map(|f| f.payload().to_vec()).collect())
+    }
+
+    #[test]
+    fn push_many_queues_in_order_and_wakes_once() {
+        let o = Outbox::new(1 << 20);
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(
+            o.push_many([text("a"), text("b"), text("c")]),
+            PushOutcome::Queued
+        );
+        assert_eq!(payloads(&o), [b"a", b"b", b"c"]);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Not idle any more: a second batch wakes nobody (as push would not).
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(o.push_many([text("d")]), PushOutcome::Queued);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(o.len(), 4);
+    }
+
+    #[test]
+    fn push_many_overflowing_midway_closes_as_a_slow_consumer() {
+        let o = Outbox::new(3 * (10 + FRAME_OVERHEAD));
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        assert_eq!(o.push(text("0123456789")), PushOutcome::Queued);
+        o.with_queue(|q| q.set_waker(&waker));
+        // The third frame of this batch is one too many.
+        let batch = [
+            text("0123456789"),
+            text("0123456789"),
+            text("0123456789"),
+            text("x"),
+        ];
+        assert_eq!(o.push_many(batch), PushOutcome::Overflow);
+        assert!(o.is_empty(), "the queue is discarded");
+        let c = o.with_queue(|q| q.closing());
+        assert_eq!(c.map(|c| c.code), Some(3001));
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(o.push_many([text("y")]), PushOutcome::Closed);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn push_many_drops_unqueued_tracked_frames_outside_the_lock() {
+        // The sender's result is pushed to the sender's own outbox when the
+        // last copy goes: here the recipient is the sender, so dropping it
+        // under the lock would deadlock.
+        let sender = Arc::new(Client::new(1, Encoding::Json, 2 * (3 + FRAME_OVERHEAD), 0));
+        let t = tracked(&sender, b"done");
+        let batch = [text("abc"), text("abc"), text("abc"), t];
+        assert_eq!(sender.outbox.push_many(batch), PushOutcome::Overflow);
+        assert!(sender.outbox.is_closing());
     }
 
     #[test]

@@ -77,7 +77,7 @@ use herald_core::memory::Retention;
 use herald_core::{Broker, BrokerError, Client, Completion, Deliver, Hub, Presence, Publication};
 use herald_proto::{ClientInfo, DisconnectCode, HistoryItem, Position};
 use member::Message;
-use pubsub::{PubSub, Sink};
+use pubsub::{Incoming, PubSub, Sink};
 use resp::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -916,77 +916,115 @@ fn parse_control(payload: &[u8]) -> Option<(u16, &str)> {
     (!channel.is_empty()).then_some((code, channel))
 }
 
-impl Sink for Inner {
-    fn message(&self, topic: &[u8], payload: Bytes) {
+impl Inner {
+    /// The messages of a node-wide topic (the control topic, this node's
+    /// own topic, the cluster lobby's), in order; `false` (nothing taken)
+    /// for any other topic, which is a channel's.
+    fn node_wide<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) -> bool {
         if topic == self.control.as_ref() {
-            match parse_control(&payload) {
-                Some((code, channel)) => {
-                    self.hub.close_subscribers(channel, code);
+            for payload in payloads {
+                match parse_control(payload) {
+                    Some((code, channel)) => {
+                        self.hub.close_subscribers(channel, code);
+                    }
+                    None => tracing::debug!("malformed message on the control topic"),
                 }
-                None => tracing::debug!("malformed message on the control topic"),
             }
-            return;
-        }
-        if let Some(f) = self.node_msgs.get() {
-            if topic == self.own_topic {
-                return f(payload);
+        } else if topic == self.own_topic.as_ref() {
+            if let Some(f) = self.node_msgs.get() {
+                payloads.for_each(|p| f(p.clone()));
             }
-        }
-        if let Some(f) = self.lobby_msgs.get() {
-            if topic == self.lobby_topic {
-                return f(Some(payload));
+        } else if topic == self.lobby_topic.as_ref() {
+            if let Some(f) = self.lobby_msgs.get() {
+                payloads.for_each(|p| f(Some(p.clone())));
             }
+        } else {
+            return false;
         }
+        true
+    }
+
+    /// A channel topic's messages of one read, in order: under one lock of
+    /// the channel, the publications that continue its sequence are
+    /// gathered and fanned out as one batch ([`Deliver::deliver_batch`]);
+    /// a presence message first delivers what was gathered, so the order
+    /// between them is kept. A gap or another epoch starts the sync as
+    /// before, after what precedes it is delivered.
+    fn channel_messages<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) {
         let Some(name) = self.channel_of(topic) else {
             return;
         };
         let Some(chan) = self.chan(name) else { return };
-        let Some(msg) = member::parse(&payload) else {
-            tracing::debug!(channel = name, "malformed message on a channel topic");
-            return;
-        };
         let mut c = lock(&chan);
-        match msg {
-            Message::Presence {
-                join,
-                edge,
-                node,
-                info,
-            } => {
-                let own = node == self.node_id.as_bytes();
-                self.hub.announce(&c.name, info, join, edge, own);
-            }
-            Message::Publication {
-                epoch,
-                offset,
-                data,
-            } => {
-                if !c.live {
-                    if c.buffer.len() >= BUFFER_MAX {
-                        c.buffer.clear(); // read from the stream instead
-                    }
-                    c.buffer.push((epoch, offset, data));
-                    return;
+        let mut ready: Vec<Publication> = Vec::new();
+        for payload in payloads {
+            let Some(msg) = member::parse(payload) else {
+                tracing::debug!(channel = name, "malformed message on a channel topic");
+                continue;
+            };
+            match msg {
+                Message::Presence {
+                    join,
+                    edge,
+                    node,
+                    info,
+                } => {
+                    self.deliver_ready(&mut ready);
+                    let own = node == self.node_id.as_bytes();
+                    self.hub.announce(&c.name, info, join, edge, own);
                 }
-                let Some((known, last)) = c.known.clone() else {
-                    return;
-                };
-                if epoch == known && offset == last + 1 {
-                    self.deliver(&mut c, offset, data);
-                } else if epoch == known && offset <= last {
-                    // Already delivered (from the stream).
-                } else {
-                    c.buffer.push((epoch, offset, data));
-                    // A gap or another epoch: the sync decides which.
-                    if let Some(me) = self.me() {
-                        me.start_sync(&mut c, &chan);
+                Message::Publication {
+                    epoch,
+                    offset,
+                    data,
+                } => {
+                    if !c.live {
+                        if c.buffer.len() >= BUFFER_MAX {
+                            c.buffer.clear(); // read from the stream instead
+                        }
+                        c.buffer.push((epoch, offset, data));
+                        continue;
+                    }
+                    let Some((known, last)) = &mut c.known else {
+                        continue;
+                    };
+                    if epoch == *known && offset == *last + 1 {
+                        *last = offset;
+                        ready.push(Publication {
+                            channel: c.name.clone(),
+                            offset,
+                            data,
+                            json: false,
+                        });
+                    } else if epoch == *known && offset <= *last {
+                        // Already delivered (from the stream).
+                    } else {
+                        // What came before the gap goes out first; the sync
+                        // (which needs this lock) delivers what follows.
+                        self.deliver_ready(&mut ready);
+                        c.buffer.push((epoch, offset, data));
+                        // A gap or another epoch: the sync decides which.
+                        if let Some(me) = self.me() {
+                            me.start_sync(&mut c, &chan);
+                        }
                     }
                 }
             }
         }
+        self.deliver_ready(&mut ready);
     }
 
-    fn pattern_message(&self, topic: &[u8], payload: Bytes) {
+    /// Fans out the publications gathered for one channel, as one batch.
+    fn deliver_ready(&self, ready: &mut Vec<Publication>) {
+        if !ready.is_empty() {
+            self.hub.deliver_batch(ready);
+            ready.clear();
+        }
+    }
+
+    /// Publications of channels the node does not follow, received through
+    /// a pattern subscription (live only).
+    fn pattern_messages<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) {
         let Some(name) = self.channel_of(topic) else {
             return;
         };
@@ -995,13 +1033,46 @@ impl Sink for Inner {
         if self.chan(name).is_some() {
             return;
         }
-        if let Some(Message::Publication { offset, data, .. }) = member::parse(&payload) {
-            self.hub.deliver(&Publication {
-                channel: Arc::from(name),
-                offset,
-                data,
-                json: false,
-            });
+        let channel: Arc<str> = Arc::from(name);
+        let pubs: Vec<Publication> = payloads
+            .filter_map(|payload| match member::parse(payload) {
+                Some(Message::Publication { offset, data, .. }) => Some(Publication {
+                    channel: channel.clone(),
+                    offset,
+                    data,
+                    json: false,
+                }),
+                _ => None,
+            })
+            .collect();
+        if !pubs.is_empty() {
+            self.hub.deliver_batch(&pubs);
+        }
+    }
+}
+
+impl Sink for Inner {
+    fn messages(&self, batch: &[Incoming]) {
+        if let [m] = batch {
+            let one = std::iter::once(&m.payload);
+            return if m.pattern {
+                self.pattern_messages(&m.topic, one)
+            } else if !self.node_wide(&m.topic, one.clone()) {
+                self.channel_messages(&m.topic, one)
+            };
+        }
+        // Grouped by topic, each topic's messages in the order they came
+        // (a stable sort): one channel's order is all that is promised.
+        let mut order: Vec<&Incoming> = batch.iter().collect();
+        order.sort_by(|a, b| (a.pattern, &a.topic).cmp(&(b.pattern, &b.topic)));
+        for run in order.chunk_by(|a, b| a.pattern == b.pattern && a.topic == b.topic) {
+            let Some(first) = run.first() else { continue };
+            let payloads = run.iter().map(|m| &m.payload);
+            if first.pattern {
+                self.pattern_messages(&first.topic, payloads);
+            } else if !self.node_wide(&first.topic, payloads.clone()) {
+                self.channel_messages(&first.topic, payloads);
+            }
         }
     }
 
