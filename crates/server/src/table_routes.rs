@@ -188,7 +188,40 @@ impl Routes {
         put_str(&mut payload, client.user());
         let stand = matches!(cmd, Command::Stand { .. });
         Encoding::Binary.encode_request(&Request { id, cmd }, &mut payload);
+        // Registered before the command goes out, so that an answer can
+        // never arrive before the edge expects it.
+        {
+            let mut remotes = lock(&self.remotes);
+            let r = remotes.entry(client.id).or_insert_with(|| Remote {
+                client: Arc::downgrade(client),
+                tables: HashMap::new(),
+                nodes: HashSet::new(),
+                pending: Vec::new(),
+                expired: Vec::new(),
+                seq: HashMap::new(),
+            });
+            r.nodes.insert(owner.clone());
+            if stand {
+                r.tables.remove(&table);
+            } else {
+                r.tables.insert(table, owner.clone());
+            }
+            if id != 0 {
+                // A client may use an id again once it has its answer (a
+                // retry after 114 often does): the new command's answer
+                // must not be taken for the old one's late answer and
+                // dropped. (A late answer of the old command, if one still
+                // comes, is then taken as the new one's.)
+                r.expired.retain(|e| *e != id);
+                r.pending.push((id, Instant::now() + self.timeout));
+            }
+        }
         if let Err(e) = self.broker.send_to_node(&owner, &payload) {
+            if id != 0 {
+                if let Some(r) = lock(&self.remotes).get_mut(&client.id) {
+                    r.pending.retain(|(p, _)| *p != id);
+                }
+            }
             return error(
                 client,
                 id,
@@ -197,24 +230,6 @@ impl Routes {
             );
         }
         self.routed.fetch_add(1, Ordering::Relaxed);
-        let mut remotes = lock(&self.remotes);
-        let r = remotes.entry(client.id).or_insert_with(|| Remote {
-            client: Arc::downgrade(client),
-            tables: HashMap::new(),
-            nodes: HashSet::new(),
-            pending: Vec::new(),
-            expired: Vec::new(),
-            seq: HashMap::new(),
-        });
-        r.nodes.insert(owner.clone());
-        if stand {
-            r.tables.remove(&table);
-        } else {
-            r.tables.insert(table, owner);
-        }
-        if id != 0 {
-            r.pending.push((id, Instant::now() + self.timeout));
-        }
     }
 
     /// A message on this node's topic.

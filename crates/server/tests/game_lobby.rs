@@ -209,9 +209,11 @@ async fn every_node_shows_the_same_lobby_through_a_take_over() {
     let mut ann = seated.remove(0);
     send_json(&mut ann, json!({"id": 3, "sit": {"table": 1}})).await;
     let deadline = Instant::now() + Duration::from_secs(15);
+    let mut last = Value::Null;
     loop {
-        assert!(Instant::now() < deadline, "ann never sat again");
+        assert!(Instant::now() < deadline, "ann never sat again: {last}");
         let m = recv_json(&mut ann).await;
+        last = m.clone();
         if m["id"] == 3 {
             if m["sit"].is_object() {
                 break;

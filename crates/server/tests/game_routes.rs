@@ -209,16 +209,33 @@ async fn players_on_an_edge_keep_their_hand_through_a_game_node_take_over() {
     let total = chips(&before);
 
     games[first].kill();
+    // A command sent at once still goes to the dead owner and gets 114
+    // ("retry") after the edge's timeout; the player later retries with the
+    // same id, whose answer must not be dropped as the dead one's.
+    send_json(&mut players[0].ws, json!({"id": 29, "sit": {"table": 1}})).await;
     // The players, still on the edge, are told the table moved.
-    for p in &mut players {
-        let m = p.wait("unseat", |m| m["unseat"].is_object()).await;
-        assert_eq!(m["unseat"]["code"], 115, "{m}");
-        assert_eq!(m["unseat"]["table"], 1, "{m}");
+    for (i, p) in players.iter_mut().enumerate() {
+        let (mut unseated, mut refused) = (false, i != 0);
+        while !(unseated && refused) {
+            let m = p
+                .wait("unseat (and 114)", |m| {
+                    m["unseat"].is_object() || m["id"] == 29
+                })
+                .await;
+            if m["id"] == 29 {
+                assert_eq!(m["error"]["code"], 114, "{m}");
+                refused = true;
+            } else {
+                assert_eq!(m["unseat"]["code"], 115, "{m}");
+                assert_eq!(m["unseat"]["table"], 1, "{m}");
+                unseated = true;
+            }
+        }
     }
     assert!(runs(&games[other]).await);
     // They sit again on the same connection: same seats, cards, hand, chips.
     for (seat, p) in players.iter_mut().enumerate() {
-        let r = p.sit(30).await;
+        let r = p.sit(if seat == 0 { 29 } else { 30 }).await;
         assert_eq!(r["sit"]["seat"], seat, "{r}");
         let snap = &r["sit"]["data"];
         assert_eq!(snap["cards"], cards[seat], "cards of seat {seat}");
