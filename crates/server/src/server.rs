@@ -454,21 +454,26 @@ async fn drain(shared: &Shared) {
     }
 }
 
-/// Pings clients silent for `ping_interval` and closes those silent for
-/// `ping_interval` + `pong_timeout` (3000).
+/// Pings clients silent for their share of `ping_interval` and closes those
+/// silent for `ping_interval` + `pong_timeout` (3000).
 ///
-/// The sweep runs every `min(ping_interval, pong_timeout) / 2` seconds (at
-/// least 1), so every silence is seen at least once between the two
-/// thresholds: a client gets its ping before it can be closed. (Sweeping
-/// once per `ping_interval` closed clients that fell silent just after a
-/// sweep without ever pinging them: the next sweep but one already found
-/// them past both thresholds.) A client that answers the first ping is not
-/// pinged again before another full interval of silence.
+/// A client is pinged after between half and all of `ping_interval` of
+/// silence, the point set by its id ([`ping_due`]): clients that connected
+/// together (a load test, a mass reconnect after a deploy) would otherwise
+/// be pinged at the same sweep for as long as they stay connected, and
+/// every one of them woken from hibernation at once, its task and I/O
+/// registration allocated again together (measured: 1.25 KiB per idle
+/// connection at that moment instead of 0.53, bench/RESULTS.md
+/// "Hibernation"). The sweep runs every second, so the spread is kept
+/// and every silence is seen between the two thresholds: a client gets its
+/// ping before it can be closed. (Sweeping once per `ping_interval` closed
+/// clients that fell silent just after a sweep without ever pinging them.)
+/// A client that answers a ping is not pinged again before its share of
+/// the interval has passed in silence once more.
 async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
     let interval = shared.config.node.ping_interval;
     let timeout = shared.config.pong_timeout.as_secs() as u32;
-    let sweep = (interval.min(timeout) / 2).max(1);
-    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(sweep)));
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -480,10 +485,34 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
             let silent = now.saturating_sub(c.last_seen());
             if silent >= interval + timeout {
                 c.outbox.close(DisconnectCode::NoPong.code(), true);
-            } else if silent >= interval {
+            } else if silent >= ping_due(interval, c.id) {
                 c.outbox.push(Frame::Ping);
             }
         });
         shared.polls.reap(now, timeout.max(1));
+    }
+}
+
+/// After how many seconds of silence client `id` is pinged: between half of
+/// `interval` and all of it, spread over the clients by id (see
+/// `heartbeats`).
+fn ping_due(interval: u32, id: u64) -> u32 {
+    let spread = u64::from(interval / 2).max(1);
+    interval - (id % spread) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ping_due;
+
+    #[test]
+    fn pings_are_spread_over_the_second_half_of_the_interval() {
+        for interval in [1, 2, 3, 25, 60] {
+            let dues: std::collections::BTreeSet<u32> =
+                (0..1000).map(|id| ping_due(interval, id)).collect();
+            assert!(dues.iter().all(|d| *d <= interval && *d * 2 >= interval && *d >= 1));
+            // Clients with consecutive ids are pinged at different seconds.
+            assert_eq!(dues.len() as u32, (interval / 2).max(1), "{interval}: {dues:?}");
+        }
     }
 }
