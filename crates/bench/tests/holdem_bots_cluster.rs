@@ -1,7 +1,9 @@
 //! `bots --game holdem URL,URL` against a cluster (issue 17): a `game` node
 //! running the tables and an `edge` node, on a real `redis-server`; the
 //! bots are spread over both URLs, those on the edge play at the game
-//! node's tables through it, and every bot gets seated and plays.
+//! node's tables through it, and every bot gets seated and plays; and a
+//! game node killed under the bots: the run goes on, and the error replies
+//! to actions are counted by code (`act_errors`, summing to `refused`).
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -16,6 +18,10 @@ use herald_server::ServeArgs;
 use std::io::{Read, Write};
 
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {
+    node_with_lease(redis, role, None)
+}
+
+fn node_with_lease(redis: &RedisServer, role: &str, lease_ms: Option<u64>) -> NodeHandle {
     let mut params = serde_json::Map::new();
     params.insert("action_ms".into(), 1000.into());
     params.insert("hand_ms".into(), 100.into());
@@ -26,6 +32,7 @@ fn node(redis: &RedisServer, role: &str) -> NodeHandle {
         role: Some(role.into()),
         allow_anonymous: Some(true),
         lobby_interval: Some(50),
+        table_lease: lease_ms,
         tables: vec![TableConfig {
             game: "holdem".into(),
             count: 4,
@@ -101,4 +108,74 @@ fn bots_spread_over_an_edge_and_a_game_node_all_play() {
     // Half the bots on each node.
     assert!(accepted(&game) >= 6, "game node: {}", accepted(&game));
     assert!(accepted(&edge) >= 6, "edge node: {}", accepted(&edge));
+}
+
+/// Tables a node runs: the entries of its `GET /api/tables` with an owner.
+fn owned(n: &NodeHandle) -> usize {
+    let mut s = std::net::TcpStream::connect(n.addr).unwrap();
+    write!(
+        s,
+        "GET /api/tables HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body.matches("\"owner\"").count()
+}
+
+#[test]
+fn actions_into_a_fail_over_gap_are_counted_by_code() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // The bots play through the edge only, so killing a game node cuts no
+    // bot's connection.
+    let mut games = [
+        node_with_lease(&redis, "game", Some(600)),
+        node_with_lease(&redis, "game", Some(600)),
+    ];
+    let edge = node_with_lease(&redis, "edge", Some(600));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = temp_path("holdem-failover.json");
+    let Scenario::Bots(a) = parse(&[
+        "bots",
+        &edge.ws_url(),
+        "--game",
+        "holdem",
+        "--transport",
+        "ws-json",
+        "-n",
+        "12",
+        "--step-size",
+        "12",
+        "--step-duration",
+        "8s",
+        "--think",
+        "50ms",
+        "--timeout-share",
+        "0",
+        "--chat-rate",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]) else {
+        panic!("not bots")
+    };
+    let bench = std::thread::spawn(move || herald_bench::holdem::run(&a));
+    // Well inside the measured window: the bots are seated and playing.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let busier = usize::from(owned(&games[1]) > owned(&games[0]));
+    games[busier].kill();
+    let steps = bench.join().unwrap().unwrap();
+    let s = &steps[0];
+    assert_eq!(
+        s.act_errors.values().sum::<u64>(),
+        s.refused,
+        "every error to an act is counted once by code: {s:?}"
+    );
+    // The take-over was seen: every bot at a moved table was unseated (115).
+    assert!(s.resits > 0, "{s:?}");
+    assert!(s.hands_per_min > 0.0, "{s:?}");
+    let json = std::fs::read_to_string(&out).unwrap();
+    assert!(json.contains("\"act_errors\""), "{json}");
 }

@@ -43,8 +43,10 @@
 //!   replies) also counted apart;
 //! - counts of what went wrong: `errors` (messages that cannot be read,
 //!   undecodable game JSON, unexpected errors or replies), `refused`
-//!   (actions the game refused with 118: answers that arrived after the
-//!   timer acted), `seat_conflicts` (116), and turns left to the timer.
+//!   (every error answered to an `act`: mostly 118, answers that arrived
+//!   after the timer acted), `act_errors` (the same, split by error code:
+//!   a fail-over shows 114, a table between owners), `seat_conflicts`
+//!   (116), and turns left to the timer.
 //!
 //! Nothing a server sends can panic the bench: bad messages are counted as
 //! errors. A lost connection ends the run, as in the other scenarios.
@@ -53,7 +55,7 @@ pub mod decide;
 pub mod wire;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use herald_proto::{Command, Encoding, Push, Reply, ServerMsg, TableEntry};
@@ -142,8 +144,11 @@ pub struct HoldemStep {
     pub seating_lobby_bytes: u64,
     /// All bytes the bots received in that seating phase.
     pub seating_bytes_out: u64,
-    /// Actions refused by the game (118).
+    /// Error replies to `act` (118: refused by the game; 114 while a
+    /// table changes owner; any other code).
     pub refused: u64,
+    /// `refused` split by error code (JSON keys are the codes).
+    pub act_errors: BTreeMap<u16, u64>,
     /// Unexpected: unreadable messages, undecodable game data, unexpected
     /// errors and replies.
     pub errors: u64,
@@ -294,6 +299,9 @@ struct Poker {
     connect_s: f64,
     window_start_stats: IoStats,
     c: Counters,
+    /// Error replies to `act` by code, this step (apart from `Counters`,
+    /// which is `Copy`).
+    act_errors: BTreeMap<u16, u64>,
     response: Latency,
     steps: Vec<HoldemStep>,
     /// Messages reported by the clients' callback, and their bytes.
@@ -542,6 +550,7 @@ impl Poker {
             }
             (ACT_ID, _) => {
                 self.c.refused += 1;
+                *self.act_errors.entry(code).or_insert(0) += 1;
                 self.bots[b].act_sent_ns = None;
             }
             (REBUY_ID, At::Seated { table, .. }) => {
@@ -791,6 +800,7 @@ impl Poker {
         );
         self.window_start_stats = io.stats;
         self.c = Counters::default();
+        self.act_errors.clear();
         self.response.reset();
     }
 
@@ -825,6 +835,7 @@ impl Poker {
             seating_bytes_out: self.seating.1,
             lobby_snapshot_bps: c.lobby_snapshot_bytes as f64 / secs,
             refused: c.refused,
+            act_errors: self.act_errors.clone(),
             errors: c.errors,
             server_cpu_pct: cpu,
             server_idle_pct: cpu.map(|c| (100.0 - c).max(0.0)),
@@ -1060,6 +1071,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         connect_s: 0.0,
         window_start_stats: IoStats::default(),
         c: Counters::default(),
+        act_errors: BTreeMap::new(),
         response: Latency::new(),
         steps: Vec::new(),
         got: Vec::with_capacity(4),
