@@ -510,9 +510,15 @@ mod tests {
         for interval in [1, 2, 3, 25, 60] {
             let dues: std::collections::BTreeSet<u32> =
                 (0..1000).map(|id| ping_due(interval, id)).collect();
-            assert!(dues.iter().all(|d| *d <= interval && *d * 2 >= interval && *d >= 1));
+            assert!(dues
+                .iter()
+                .all(|d| *d <= interval && *d * 2 >= interval && *d >= 1));
             // Clients with consecutive ids are pinged at different seconds.
-            assert_eq!(dues.len() as u32, (interval / 2).max(1), "{interval}: {dues:?}");
+            assert_eq!(
+                dues.len() as u32,
+                (interval / 2).max(1),
+                "{interval}: {dues:?}"
+            );
         }
     }
 }
