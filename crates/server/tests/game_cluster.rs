@@ -5,30 +5,22 @@
 //! on the surviving node, find their seats, their cards and every chip of
 //! the same hand.
 mod common;
+#[path = "common/game.rs"]
+mod game_common;
 
 use common::*;
+use game_common::Player;
 use herald_redis::testing::RedisServer;
-use herald_server::auth::jwt::{sign, Claims};
-use herald_server::auth::keys::SigningKey;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "cluster-game-secret-cluster-game!";
 
 fn token(user: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    let claims = Claims {
-        sub: user.into(),
-        exp: Some(now + 3600),
-        ..Claims::default()
-    };
-    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+    user_token(SECRET, user)
 }
 
 fn node(redis: &RedisServer) -> NodeHandle {
@@ -51,52 +43,6 @@ fn node(redis: &RedisServer) -> NodeHandle {
         }],
         ..ServeArgs::default()
     })
-}
-
-/// A player's WebSocket (JSON).
-struct Player {
-    ws: Ws,
-}
-
-impl Player {
-    async fn connect(n: &NodeHandle, user: &str) -> Player {
-        let (ws, r) = connect_with_token(n.addr, Some(&token(user))).await;
-        assert!(r["connect"].is_object(), "{r}");
-        Player { ws }
-    }
-
-    /// The next message matching `pred`.
-    async fn wait(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            assert!(Instant::now() < deadline, "no {what}");
-            let m = recv_json(&mut self.ws).await;
-            if pred(&m) {
-                return m;
-            }
-        }
-    }
-
-    async fn game_event(&mut self, t: &str) -> Value {
-        let m = self.wait(t, |m| m["game"]["data"]["t"] == t).await;
-        m["game"]["data"].clone()
-    }
-
-    /// Sits at table 1; the reply's snapshot, or the error.
-    async fn sit(&mut self) -> Value {
-        send_json(&mut self.ws, json!({"id": 5, "sit": {"table": 1}})).await;
-        self.wait("sit reply", |m| m["id"] == 5).await
-    }
-
-    async fn act(&mut self, id: u32, a: Value) {
-        send_json(
-            &mut self.ws,
-            json!({"id": id, "act": {"table": 1, "data": a}}),
-        )
-        .await;
-        let r = self.wait("act reply", |m| m["id"] == id).await;
-        assert!(r["act"].is_object(), "{r}");
-    }
 }
 
 /// The tables `n` runs (every node's lobby lists every table of the
@@ -172,8 +118,8 @@ async fn a_node_killed_mid_hand_its_table_resumes_on_the_other_with_every_chip()
     let users = ["ann", "bob", "cat"];
     let mut players = Vec::new();
     for u in users {
-        let mut p = Player::connect(&nodes[first], u).await;
-        let r = p.sit().await;
+        let mut p = Player::connect(nodes[first].addr, &token(u)).await;
+        let r = p.sit(5).await;
         assert!(r["sit"].is_object(), "{r}");
         players.push(p);
     }
@@ -212,8 +158,8 @@ async fn a_node_killed_mid_hand_its_table_resumes_on_the_other_with_every_chip()
     // cards, same hand, same chips.
     let mut players = Vec::new();
     for (seat, u) in users.iter().enumerate() {
-        let mut p = Player::connect(&nodes[other], u).await;
-        let r = p.sit().await;
+        let mut p = Player::connect(nodes[other].addr, &token(u)).await;
+        let r = p.sit(5).await;
         assert_eq!(r["sit"]["seat"], seat, "{r}");
         let snap = &r["sit"]["data"];
         assert_eq!(snap["cards"], cards[seat], "{u}'s cards");

@@ -7,28 +7,17 @@ mod common;
 
 use common::*;
 use herald_redis::testing::RedisServer;
-use herald_server::auth::jwt::{sign, Claims};
-use herald_server::auth::keys::SigningKey;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "cluster-lobby-secret-cluster-lobby!";
 
 fn token(user: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    let claims = Claims {
-        sub: user.into(),
-        exp: Some(now + 3600),
-        ..Claims::default()
-    };
-    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+    user_token(SECRET, user)
 }
 
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {

@@ -8,30 +8,22 @@
 //! TCP proxy the test controls), another game node takes the table over
 //! and, once the link heals, the stale owner drops it: one owner.
 mod common;
+#[path = "common/game.rs"]
+mod game_common;
 
 use common::*;
+use game_common::Player;
 use herald_redis::testing::RedisServer;
-use herald_server::auth::jwt::{sign, Claims};
-use herald_server::auth::keys::SigningKey;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "cluster-route-secret-cluster-route!";
 
 fn token(user: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    let claims = Claims {
-        sub: user.into(),
-        exp: Some(now + 3600),
-        ..Claims::default()
-    };
-    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+    user_token(SECRET, user)
 }
 
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {
@@ -60,52 +52,6 @@ fn node_at(url: &str, role: &str) -> NodeHandle {
         }],
         ..ServeArgs::default()
     })
-}
-
-/// A player's WebSocket (JSON).
-struct Player {
-    ws: Ws,
-}
-
-impl Player {
-    async fn connect(n: &NodeHandle, user: &str) -> Player {
-        let (ws, r) = connect_with_token(n.addr, Some(&token(user))).await;
-        assert!(r["connect"].is_object(), "{r}");
-        Player { ws }
-    }
-
-    /// The next message matching `pred`.
-    async fn wait(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            assert!(Instant::now() < deadline, "no {what}");
-            let m = recv_json(&mut self.ws).await;
-            if pred(&m) {
-                return m;
-            }
-        }
-    }
-
-    async fn game_event(&mut self, t: &str) -> Value {
-        let m = self.wait(t, |m| m["game"]["data"]["t"] == t).await;
-        m["game"]["data"].clone()
-    }
-
-    /// Sits at table 1 with command `id`; the reply, or the error.
-    async fn sit(&mut self, id: u32) -> Value {
-        send_json(&mut self.ws, json!({"id": id, "sit": {"table": 1}})).await;
-        self.wait("sit reply", |m| m["id"] == id).await
-    }
-
-    async fn act(&mut self, id: u32, a: Value) {
-        send_json(
-            &mut self.ws,
-            json!({"id": id, "act": {"table": 1, "data": a}}),
-        )
-        .await;
-        let r = self.wait("act reply", |m| m["id"] == id).await;
-        assert!(r["act"].is_object(), "{r}");
-    }
 }
 
 async fn get(n: &NodeHandle, path: &str) -> Value {
@@ -156,7 +102,7 @@ async fn play_until_mid_hand(
 ) -> (Vec<Player>, Vec<Value>, Value) {
     let mut players = Vec::new();
     for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
-        let mut p = Player::connect(edge, u).await;
+        let mut p = Player::connect(edge.addr, &token(u)).await;
         let r = p.sit(5).await;
         assert_eq!(r["sit"]["seat"], seat, "{r}");
         players.push(p);
@@ -267,7 +213,7 @@ async fn players_of_a_killed_edge_sit_back_through_another_edge() {
     edges[0].kill();
     drop(players);
     for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
-        let mut p = Player::connect(&edges[1], u).await;
+        let mut p = Player::connect(edges[1].addr, &token(u)).await;
         let r = p.sit(50).await;
         assert_eq!(r["sit"]["seat"], seat, "{r}");
         let snap = &r["sit"]["data"];
@@ -284,7 +230,7 @@ async fn an_edge_answers_a_table_nobody_runs_with_a_retryable_error() {
     };
     // Only an edge: nobody claims table 1.
     let edge = node(&redis, "edge");
-    let mut p = Player::connect(&edge, "ann").await;
+    let mut p = Player::connect(edge.addr, &token("ann")).await;
     let r = p.sit(5).await;
     assert_eq!(r["error"]["code"], 114, "{r}");
     // A table that is not the cluster's is unknown, as on one node.

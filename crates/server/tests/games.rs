@@ -8,13 +8,11 @@ use bytes::{Bytes, BytesMut};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use herald_proto::{Command, Encoding, Push, Reply, Request, SeatStatus, ServerMsg};
-use herald_server::auth::jwt::{sign, Claims};
-use herald_server::auth::keys::SigningKey;
 use herald_server::config::TableConfig;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -22,16 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 const SECRET: &str = "game-secret-game-secret-game-secret!";
 
 fn token(user: &str) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    let claims = Claims {
-        sub: user.into(),
-        exp: Some(now + 3600),
-        ..Claims::default()
-    };
-    sign(&claims, &SigningKey::hmac(SECRET.as_bytes()), None).expect("sign")
+    user_token(SECRET, user)
 }
 
 fn holdem(seats: u32, count: u32) -> TableConfig {

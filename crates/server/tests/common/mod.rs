@@ -508,3 +508,20 @@ pub async fn read_events(events: &mut Events, n: usize) -> Vec<(String, String)>
     }
     got
 }
+
+/// An HS256 token for `user`, valid for an hour, signed with `secret` (the
+/// server's `token_hmac_secret`).
+pub fn user_token(secret: &str, user: &str) -> String {
+    use herald_server::auth::jwt::{sign, Claims};
+    use herald_server::auth::keys::SigningKey;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let claims = Claims {
+        sub: user.into(),
+        exp: Some(now + 3600),
+        ..Claims::default()
+    };
+    sign(&claims, &SigningKey::hmac(secret.as_bytes()), None).expect("sign")
+}
