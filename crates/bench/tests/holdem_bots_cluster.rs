@@ -172,10 +172,19 @@ fn actions_into_a_fail_over_gap_are_counted_by_code() {
         panic!("not bots")
     };
     let bench = std::thread::spawn(move || herald_bench::holdem::run(&a));
-    // Well inside the measured window: the bots are seated and playing.
-    std::thread::sleep(std::time::Duration::from_secs(4));
-    let (p0, p1) = (owned(&games[0]), owned(&games[1]));
-    assert!(p0 + p1 > 0, "no bot seated at 4 s");
+    // Inside the measured window (8 s from about 3 s): wait until the bots
+    // are seated and have played a moment (polled, bounded: a slow machine
+    // seats them later), then kill.
+    let t0 = std::time::Instant::now();
+    let (mut p0, mut p1) = (0, 0);
+    while t0.elapsed() < std::time::Duration::from_secs(7) {
+        (p0, p1) = (owned(&games[0]), owned(&games[1]));
+        if p0 + p1 >= 12 && t0.elapsed() >= std::time::Duration::from_secs(4) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(p0 + p1 > 0, "no bot seated after 7 s");
     let busier = usize::from(p1 > p0);
     games[busier].kill();
     let steps = bench.join().unwrap().unwrap();
