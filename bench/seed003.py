@@ -76,8 +76,8 @@ def report(bench, samples_path, out):
                                     "seat_conflicts", "rebuys", "resits",
                                     # the take-over and the hands' ledger (run-wide)
                                     "sat_back", "sit_back_refused", "hands_after_sit_back",
-                                    "hands_started", "hands_finished", "hands_lost",
-                                    "hands_replayed")}
+                                    "hands_started", "hands_finished", "hands_ended_unseen",
+                                    "hands_lost", "hands_lost_at", "hands_replayed")}
         r["p50_ms"] = s["response"]["p50_ms"]
         r["p99_ms"] = s["response"]["p99_ms"]
         r["cpu"] = window(samples, t0 + s["started_s"], t0 + s["ended_s"])
@@ -90,7 +90,8 @@ def report(bench, samples_path, out):
               f" err {r['errors']} cpu {c.get('cpu_pct')} idle {c.get('core_idle_pct')}")
         if r.get("hands_started") is not None:
             print(f"    hands started {r['hands_started']} finished {r['hands_finished']}"
-                  f" lost {r['hands_lost']} replayed {r['hands_replayed']};"
+                  f" ended unseen {r['hands_ended_unseen']} lost {r['hands_lost']} {r['hands_lost_at']}"
+                  f" replayed {r['hands_replayed']};"
                   f" sat back {r['sat_back']} (refused {r['sit_back_refused']}),"
                   f" hands after sit-back {r['hands_after_sit_back']}, resits {r['resits']},"
                   f" auto actions {r['auto_actions']}, act errors {r['act_errors']}")

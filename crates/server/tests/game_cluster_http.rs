@@ -53,7 +53,11 @@ async fn tables_cannot_be_created_over_http_in_a_cluster() {
     // The configured tables are claimed and listed.
     let deadline = Instant::now() + Duration::from_secs(15);
     while table_ids(&n).await != [1, 2] {
-        assert!(Instant::now() < deadline, "tables: {:?}", table_ids(&n).await);
+        assert!(
+            Instant::now() < deadline,
+            "tables: {:?}",
+            table_ids(&n).await
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let body = json!({"game": "holdem", "seats": 6, "timing": "express"}).to_string();

@@ -51,11 +51,13 @@
 //!   replies) also counted apart;
 //! - the hands' ledger, over the whole run: every hand a bot saw start (a
 //!   `hand` event, or a snapshot with the hand in progress) must be seen to
-//!   end (its `result`) by some bot, through a take-over included; what is
-//!   not, apart from the hand still in play at a table where bots sit, is
-//!   `hands_lost`; a hand number a bot sees start again, or a snapshot going
-//!   back below what it saw, is `hands_replayed` (decision 0009's promise
-//!   "a node loss costs no hand", checked from what the players see);
+//!   end (its `result`) by some bot, through a take-over included; one not
+//!   seen to end but that the table is known to be past (a later hand seen,
+//!   an idle snapshot) is `hands_ended_unseen`; the rest, apart from the
+//!   hand still in play at a table where bots sit, is `hands_lost`; a hand
+//!   number a bot sees start again, or a snapshot going back below what it
+//!   saw, is `hands_replayed` (decision 0009's promise "a node loss costs
+//!   no hand", checked from what the players see);
 //! - counts of what went wrong: `errors` (messages that cannot be read,
 //!   undecodable game JSON, unexpected errors or replies), `refused`
 //!   (every error answered to an `act`: mostly 118, answers that arrived
@@ -170,9 +172,18 @@ pub struct HoldemStep {
     pub hands_started: u64,
     /// Of those, the hands whose `result` a bot saw.
     pub hands_finished: u64,
-    /// Of those, the hands never seen to end, apart from the last hand of
-    /// each table where bots sit (it may be in play): 0 is the promise.
+    /// Of those not seen to end, the hands the table is known to be past
+    /// (a later hand seen to start, an idle snapshot after it) with no
+    /// hand number going back: they ended while no bot watched (e.g.
+    /// between an `unseat` and the sit-back). Not lost, not seen either.
+    pub hands_ended_unseen: u64,
+    /// The rest: hands seen to start and neither seen to end nor passed,
+    /// apart from the last hand of each table where bots sit (it may be in
+    /// play): 0 is the promise. A table all bots left mid-hand counts its
+    /// hand here (nobody can tell how it ended).
     pub hands_lost: u64,
+    /// The first lost hands, as (table, hand), to look at.
+    pub hands_lost_at: Vec<(u64, u64)>,
     /// A hand number a bot saw start again, or a snapshot whose hand is
     /// below one the bot saw (the table went back), since the start of the
     /// run: 0 is the promise.
@@ -272,6 +283,28 @@ struct Bot {
 struct Hands {
     started: BTreeSet<u64>,
     finished: BTreeSet<u64>,
+    /// The highest hand number the table is known to be past: a `result`
+    /// seen, a later hand seen to start, an idle snapshot.
+    passed: u64,
+}
+
+impl Hands {
+    fn pass(&mut self, hand: u64) {
+        self.passed = self.passed.max(hand);
+    }
+}
+
+/// Hands lost listed per step at most (for a look at the tables).
+const LOST_LISTED: usize = 20;
+
+/// The ledger's counts (see `HoldemStep::hands_started` and after).
+#[derive(Debug, Default)]
+struct Ledger {
+    started: u64,
+    finished: u64,
+    ended_unseen: u64,
+    lost: u64,
+    lost_at: Vec<(u64, u64)>,
 }
 
 /// One table of the lobby view.
@@ -636,8 +669,12 @@ impl Poker {
                         }
                     }
                     bot.view = Some((table, hand, !in_play));
+                    let h = self.ledger.entry(table).or_default();
                     if in_play {
-                        self.ledger.entry(table).or_default().started.insert(hand);
+                        h.started.insert(hand);
+                        h.pass(hand.saturating_sub(1));
+                    } else {
+                        h.pass(hand);
                     }
                 }
                 // Sitting back into a hand where it is to act: no `turn`
@@ -828,7 +865,9 @@ impl Poker {
                             self.run.hands_after_sit_back += 1;
                         }
                     }
-                    self.ledger.entry(table).or_default().finished.insert(hand);
+                    let h = self.ledger.entry(table).or_default();
+                    h.finished.insert(hand);
+                    h.pass(hand);
                 }
                 None => self.c.errors += 1,
             }
@@ -851,7 +890,9 @@ impl Poker {
                     self.run.hands_replayed += 1;
                 }
                 bot.view = Some((table, hand, false));
-                self.ledger.entry(table).or_default().started.insert(hand);
+                let h = self.ledger.entry(table).or_default();
+                h.started.insert(hand);
+                h.pass(hand.saturating_sub(1));
             }
             (Kind::Result, Some(hand)) => self.bots[b].view = Some((table, hand, true)),
             (Kind::Hand, None) => self.c.errors += 1,
@@ -1013,7 +1054,7 @@ impl Poker {
         let out_bps = (io.stats.bytes_in - self.window_start_stats.bytes_in) as f64 / secs;
         let lobby_bps = self.c.lobby_bytes as f64 / secs;
         let c = self.c;
-        let (hands_started, hands_finished, hands_lost) = self.hand_ledger();
+        let ledger = self.hand_ledger();
         let step = HoldemStep {
             bots: self.bots.len(),
             players: self.players(),
@@ -1031,9 +1072,11 @@ impl Poker {
             sat_back: self.run.sat_back,
             sit_back_refused: self.run.sit_back_refused,
             hands_after_sit_back: self.run.hands_after_sit_back,
-            hands_started,
-            hands_finished,
-            hands_lost,
+            hands_started: ledger.started,
+            hands_finished: ledger.finished,
+            hands_ended_unseen: ledger.ended_unseen,
+            hands_lost: ledger.lost,
+            hands_lost_at: ledger.lost_at,
             hands_replayed: self.run.hands_replayed,
             seat_conflicts: c.seat_conflicts,
             lobby_snapshots: c.lobby_snapshots,
@@ -1075,8 +1118,12 @@ impl Poker {
             step.errors,
             if step.sat_back + step.resits + step.hands_lost + step.hands_replayed > 0 {
                 format!(
-                    "    sat back: {}    resits: {}    hands lost: {}    replayed: {}",
-                    step.sat_back, step.resits, step.hands_lost, step.hands_replayed
+                    "    sat back: {}    resits: {}    hands lost: {} {:?}    replayed: {}",
+                    step.sat_back,
+                    step.resits,
+                    step.hands_lost,
+                    step.hands_lost_at,
+                    step.hands_replayed
                 )
             } else {
                 String::new()
@@ -1086,10 +1133,10 @@ impl Poker {
     }
 
     /// The ledger's counts over the run so far: hands seen to start, of
-    /// those seen to end, and of the rest those lost (all but the last
-    /// hand of a table where a bot sits or is sitting back, which may be
-    /// in play).
-    fn hand_ledger(&self) -> (u64, u64, u64) {
+    /// those seen to end, of the rest those the table is past, and the
+    /// others lost (all but the last hand of a table where a bot sits or is
+    /// sitting back, which may be in play).
+    fn hand_ledger(&self) -> Ledger {
         let here: HashSet<u64> = self
             .bots
             .iter()
@@ -1099,19 +1146,28 @@ impl Poker {
                 At::Setup | At::Lobby | At::Free => None,
             })
             .collect();
-        let (mut started, mut finished, mut lost) = (0, 0, 0);
-        for (table, h) in &self.ledger {
-            let ended = h.started.intersection(&h.finished).count() as u64;
-            started += h.started.len() as u64;
-            finished += ended;
-            let mut open = h.started.len() as u64 - ended;
-            let last_open = h.started.last().is_some_and(|n| !h.finished.contains(n));
-            if last_open && here.contains(table) {
-                open -= 1;
+        let mut l = Ledger::default();
+        let mut tables: Vec<_> = self.ledger.iter().collect();
+        tables.sort_unstable_by_key(|(t, _)| **t);
+        for (table, h) in tables {
+            l.started += h.started.len() as u64;
+            let last = h.started.last().copied();
+            for &n in &h.started {
+                if h.finished.contains(&n) {
+                    l.finished += 1;
+                } else if n <= h.passed {
+                    l.ended_unseen += 1;
+                } else if Some(n) == last && here.contains(table) {
+                    // In play, maybe.
+                } else {
+                    l.lost += 1;
+                    if l.lost_at.len() < LOST_LISTED {
+                        l.lost_at.push((*table, n));
+                    }
+                }
             }
-            lost += open;
         }
-        (started, finished, lost)
+        l
     }
 
     /// Handles what the clients' callback reported for bot `b`.
