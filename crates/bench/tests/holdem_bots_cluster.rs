@@ -204,10 +204,11 @@ fn actions_into_a_fail_over_gap_are_counted_by_code() {
     );
     // Every bot of the moved tables was unseated (115) and sat back into
     // its own seat; none gave it up or went to another table.
-    // (More sit-backs than bots moved would be a lost-messages 115 on top.)
+    // (More sit-backs than bots moved would be a lost-messages 115 on top.
+    // `resits` is not asserted: a bot the game stands up, busted, goes to
+    // another table too, which has nothing to do with the take-over.)
     assert!(s.sat_back >= moved, "{moved} moved: {s:?}");
     assert_eq!(s.sit_back_refused, 0, "{s:?}");
-    assert_eq!(s.resits, 0, "{s:?}");
     // The restored hands were played on by their players, not by the
     // turn timers of empty seats: hands ended after the sit-backs, and at
     // most one turn per returning bot (one that ran out during the
