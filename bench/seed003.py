@@ -72,7 +72,12 @@ def report(bench, samples_path, out):
     for s in d["steps"]:
         r = {k: s.get(k) for k in ("bots", "players", "tables_in_play", "hands_per_min",
                                     "game_events_per_s", "actions_per_s", "errors",
-                                    "refused", "timeouts", "seat_conflicts", "rebuys")}
+                                    "refused", "act_errors", "timeouts", "auto_actions",
+                                    "seat_conflicts", "rebuys", "resits",
+                                    # the take-over and the hands' ledger (run-wide)
+                                    "sat_back", "sit_back_refused", "hands_after_sit_back",
+                                    "hands_started", "hands_finished", "hands_ended_unseen",
+                                    "hands_lost", "hands_lost_at", "hands_replayed")}
         r["p50_ms"] = s["response"]["p50_ms"]
         r["p99_ms"] = s["response"]["p99_ms"]
         r["cpu"] = window(samples, t0 + s["started_s"], t0 + s["ended_s"])
@@ -83,6 +88,13 @@ def report(bench, samples_path, out):
         print(f"  {r['bots']:>5} bots tables {r['tables_in_play']:>4} hands/min {r['hands_per_min']:7.0f}"
               f" events/s {r['game_events_per_s']:8.0f} p50 {r['p50_ms']:.2f} p99 {r['p99_ms']:.1f}"
               f" err {r['errors']} cpu {c.get('cpu_pct')} idle {c.get('core_idle_pct')}")
+        if r.get("hands_started") is not None:
+            print(f"    hands started {r['hands_started']} finished {r['hands_finished']}"
+                  f" ended unseen {r['hands_ended_unseen']} lost {r['hands_lost']} {r['hands_lost_at']}"
+                  f" replayed {r['hands_replayed']};"
+                  f" sat back {r['sat_back']} (refused {r['sit_back_refused']}),"
+                  f" hands after sit-back {r['hands_after_sit_back']}, resits {r['resits']},"
+                  f" auto actions {r['auto_actions']}, act errors {r['act_errors']}")
 
 
 def get(url):

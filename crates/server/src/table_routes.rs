@@ -267,6 +267,17 @@ impl Routes {
     }
 
     fn proxy(&self, edge: &Arc<str>, client: u64, encoding: Encoding, user: &str) -> Arc<Client> {
+        // An anonymous player's seats belong to its connection (protocol
+        // §5e): the proxy stands for it with the user id the edge's own
+        // table would give it (`~` and its client id), not one made from
+        // the proxy's id, so that the new owner after a take-over, whose
+        // proxy has another id, still sees the same user and gives the seat
+        // back when the player sits again on the same connection.
+        let user: std::borrow::Cow<'_, str> = if user.is_empty() {
+            format!("~{client:x}").into()
+        } else {
+            user.into()
+        };
         let mut proxies = lock(&self.proxies);
         if let Some(p) = proxies.get(&(edge.clone(), client)) {
             if p.client.encoding == encoding && p.client.user() == user {
@@ -276,7 +287,7 @@ impl Routes {
         let id = PROXY_IDS | self.next_proxy.fetch_add(1, Ordering::Relaxed);
         let proxy = Arc::new(Client::new(id, encoding, self.queue_bytes, 0));
         proxy.set_identity(Arc::new(Identity {
-            user: user.into(),
+            user: user.as_ref().into(),
             expires_at: None,
             grants: Vec::new(),
             info: Bytes::new(),

@@ -4,13 +4,24 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /api/tables` | `{"tables":[entry, ...]}`: every table's lobby entry; in a cluster each table this node owns also has `"owner":{"node","token"}` (its lease and fencing token, decision 0009) |
-//! | `POST /api/tables` | body `{"game":"holdem","seats":6,"timing"?:"express","path"?:"…","count"?:1, ...game params}`; 201 `{"tables":[id, ...]}`; 400 (code 103) for bad parameters |
+//! | `POST /api/tables` | body `{"game":"holdem","seats":6,"timing"?:"express","path"?:"…","count"?:1, ...game params}`; 201 `{"tables":[id, ...]}`; 400 (code 103) for bad parameters; 409 (code 111) in a cluster |
 //! | `GET /api/tables/{id}` | `{"table":entry,"seats":[{"seat":0,"user":"u1","away":false}],"state":…}`; 404 (code 115) |
 //! | `DELETE /api/tables/{id}` | closes it (players get `unseat` 115); answers its last state like `GET` |
 //!
 //! An entry is `{"table","path","seats","players","watchers","attrs"}` as in
 //! the protocol's lobby; `state` is the game's public snapshot, embedded as
 //! JSON when it is JSON text (Hold'em's is), else as `{"b64":"…"}`.
+//!
+//! Why `POST` is refused in a cluster (`--broker redis://…`): a table made
+//! here would live in this node's memory only (not durable, not leased,
+//! unknown to the other nodes' routes and lobbies), and its id would come
+//! from this node's counter, which can hand out the id of a configured
+//! `[[tables]]` table that another node runs (the counter only skips ids
+//! this node claimed), so two tables would answer to one id. Making them
+//! cluster tables needs a registry in Redis that every node's keeper and
+//! routes read, and a cluster-wide `DELETE` (decision 0009, "Not built");
+//! until then a cluster's tables are its configured ones, and the refusal
+//! says so rather than creating a table that breaks the cluster's.
 
 use crate::api::{error, json, Body};
 use crate::config::TableConfig;
@@ -89,6 +100,14 @@ fn not_found() -> Response<Body> {
 }
 
 async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    if shared.cluster.is_some() {
+        return error(
+            StatusCode::CONFLICT,
+            ErrorCode::NotAvailable,
+            "tables cannot be created over HTTP in a cluster: configure them as [[tables]], \
+             the same on every node (docs/protocol.md §5e, decision 0009)",
+        );
+    }
     let body = match crate::api::read_body(req.into_body(), 64 * 1024, shared).await {
         Ok(b) => b,
         Err(e) => return e.response(),

@@ -223,6 +223,84 @@ async fn players_of_a_killed_edge_sit_back_through_another_edge() {
     }
 }
 
+/// Like `node`, with anonymous clients allowed.
+fn anonymous_node(redis: &RedisServer, role: &str) -> NodeHandle {
+    let mut params = serde_json::Map::new();
+    params.insert("seed".into(), json!(11));
+    params.insert("action_ms".into(), json!(8_000));
+    params.insert("hand_ms".into(), json!(1_000));
+    params.insert("street_ms".into(), json!(50));
+    NodeHandle::start(ServeArgs {
+        broker: Some(redis.url()),
+        role: Some(role.into()),
+        allow_anonymous: Some(true),
+        table_lease: Some(500),
+        game_grace: Some(30),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count: 1,
+            seats: 3,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }],
+        ..ServeArgs::default()
+    })
+}
+
+/// Anonymous players hold seats per connection (protocol §5e); an
+/// anonymous player on an edge keeps its connection through a take-over
+/// of the table, so `sit` on it gives the seat back at the new owner, as
+/// for a player with a token. (Before, the owner named an anonymous seat
+/// after its proxy, whose id differs on the new owner: the seat was
+/// "taken" and the player had to find another one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_players_on_an_edge_sit_back_into_their_seats_after_a_take_over() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let edge = anonymous_node(&redis, "edge");
+    let mut games = [
+        anonymous_node(&redis, "game"),
+        anonymous_node(&redis, "game"),
+    ];
+    let first = owner(&[&games[0], &games[1]]).await;
+    let other = 1 - first;
+    let mut players = Vec::new();
+    for seat in 0..2u64 {
+        let (ws, r) = connect_with_token(edge.addr, None).await;
+        assert!(r["connect"].is_object(), "{r}");
+        let mut p = Player { ws };
+        let r = p.sit(5).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        players.push(p);
+    }
+    let hand = players[0].game_event("hand").await["hand"].clone();
+    games[first].kill();
+    for p in &mut players {
+        let m = p.wait("unseat", |m| m["unseat"].is_object()).await;
+        assert_eq!(m["unseat"]["code"], 115, "{m}");
+    }
+    assert!(runs(&games[other]).await);
+    // In the other order than they sat: the new owner makes its proxies
+    // (numbered from 1 on every node) in another order than the first.
+    for (seat, p) in players.iter_mut().enumerate().rev() {
+        send_json(
+            &mut p.ws,
+            json!({"id": 6, "sit": {"table": 1, "seat": seat}}),
+        )
+        .await;
+        let r = p.wait("sit reply", |m| m["id"] == 6).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        assert_eq!(r["sit"]["data"]["hand"], hand, "{r}");
+    }
+    // Both seats are theirs again, not away, and nobody else's.
+    let info = get(&games[other], "/api/tables/1").await;
+    let seats = info["seats"].as_array().expect("seats");
+    assert_eq!(seats.len(), 2, "{info}");
+    assert!(seats.iter().all(|s| s["away"] == false), "{info}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_answers_a_table_nobody_runs_with_a_retryable_error() {
     let Some(redis) = RedisServer::start() else {

@@ -82,6 +82,15 @@ pub struct Event {
     /// `state`: the seats (each with more fields than a bot reads).
     #[serde(default)]
     pub seats: Option<Vec<SeatStack>>,
+    /// `state`: the seat to act, if a hand is in progress (its limits are
+    /// `to_call`, `min_raise_to`, `max_raise_to` as in a `turn`).
+    #[serde(default, rename = "turn")]
+    pub turn_seat: Option<u32>,
+    /// `state`: the street, `idle` between hands (only a snapshot carries
+    /// it as a field a bot reads; `street` events name it too, but are
+    /// `Other` and seldom: the allocation does not matter).
+    #[serde(default)]
+    pub street: Option<String>,
 }
 
 /// Parses one event (game data is JSON text).
@@ -98,6 +107,35 @@ impl Event {
             .flatten()
             .find(|s| s.seat == seat)
             .and_then(|s| s.stack)
+    }
+
+    /// A snapshot's hand: its number and whether it is in progress (the
+    /// street is not `idle`); `None` when this is not a snapshot with a
+    /// hand number.
+    pub fn snapshot_hand(&self) -> Option<(u64, bool)> {
+        if self.t != Kind::State {
+            return None;
+        }
+        let hand = self.hand?;
+        Some((hand, self.street.as_deref().is_some_and(|s| s != "idle")))
+    }
+
+    /// The turn a snapshot says `seat` has (a player sitting back into a
+    /// hand where it is to act hears no `turn` event: the snapshot is it).
+    pub fn snapshot_turn(&self, seat: u32) -> Option<Turn> {
+        if self.t != Kind::State || self.turn_seat != Some(seat) {
+            return None;
+        }
+        Some(Turn {
+            seat,
+            to_call: self.to_call?,
+            raise: match (self.min_raise_to, self.max_raise_to) {
+                (Some(min), Some(max)) => Some((min, max.max(min))),
+                (Some(min), None) => Some((min, min)),
+                _ => None,
+            },
+            timeout_ms: 0,
+        })
     }
 
     /// The turn's limits, when this is a well-formed `turn`.
@@ -262,6 +300,25 @@ mod tests {
         );
         assert!(parse(b"{\"seat\":1}").is_err());
         assert!(parse(b"not json").is_err());
+    }
+
+    #[test]
+    fn reads_a_snapshots_hand_and_turn() {
+        let ev = parse(
+            br#"{"t":"state","hand":7,"street":"flop","turn":2,"to_call":20,"min_raise_to":40,"max_raise_to":900,"seats":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(ev.snapshot_hand(), Some((7, true)));
+        let t = ev.snapshot_turn(2).unwrap();
+        assert_eq!((t.seat, t.to_call, t.raise), (2, 20, Some((40, 900))));
+        assert!(ev.snapshot_turn(1).is_none());
+        let idle = parse(br#"{"t":"state","hand":7,"street":"idle","turn":null}"#).unwrap();
+        assert_eq!(idle.snapshot_hand(), Some((7, false)));
+        assert!(idle.snapshot_turn(0).is_none());
+        assert!(parse(br#"{"t":"hand","hand":8}"#)
+            .unwrap()
+            .snapshot_hand()
+            .is_none());
     }
 
     #[test]

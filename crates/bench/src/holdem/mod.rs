@@ -10,7 +10,15 @@
 //! and answers with a legal random action ([`decide`]); a share of turns
 //! (`--timeout-share`) it leaves to the server's timer, like players who
 //! time out. Busted, it rebuys its first stack; if the rebuy is refused it
-//! stands up and sits again; taken off a table (`unseat`) it sits again.
+//! stands up and sits again elsewhere. Taken off a table with `unseat` 115
+//! (the table moved to another node, or the bot's node lost messages from
+//! it: protocol §5e, "What a player sees") it sits again at the same table
+//! and seat, as the protocol tells players to: the seat is still its own,
+//! the reply's snapshot is the restored hand, and a turn the snapshot gives
+//! it is answered like a `turn` event. Only if that `sit` is refused (the
+//! table was closed: 115 again; the seat is gone: 116; 114 "retry" for
+//! longer than [`RETURN_TRIES`] half-seconds) does it look for another
+//! table; any other `unseat` sends it to another table at once.
 //! Seated bots subscribe to their table's chat channel `table:{id}` and
 //! publish to it (`--chat-rate` messages a minute each).
 //!
@@ -41,6 +49,15 @@
 //!   replies and `lobby_update` pushes, message bytes without framing) and
 //!   share of the bytes out of the server, with the snapshots (`lobby`
 //!   replies) also counted apart;
+//! - the hands' ledger, over the whole run: every hand a bot saw start (a
+//!   `hand` event, or a snapshot with the hand in progress) must be seen to
+//!   end (its `result`) by some bot, through a take-over included; one not
+//!   seen to end but that the table is known to be past (a later hand seen,
+//!   an idle snapshot) is `hands_ended_unseen`; the rest, apart from the
+//!   hand still in play at a table where bots sit, is `hands_lost`; a hand
+//!   number a bot sees start again, or a snapshot going back below what it
+//!   saw, is `hands_replayed` (decision 0009's promise "a node loss costs
+//!   no hand", checked from what the players see);
 //! - counts of what went wrong: `errors` (messages that cannot be read,
 //!   undecodable game JSON, unexpected errors or replies), `refused`
 //!   (every error answered to an `act`: mostly 118, answers that arrived
@@ -55,7 +72,7 @@ pub mod decide;
 pub mod wire;
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use herald_proto::{Command, Encoding, Push, Reply, ServerMsg, TableEntry};
@@ -93,6 +110,11 @@ const LOBBY_OFF_ID: u32 = FIRST_SCENARIO_ID + 9;
 
 /// How long a bot with no free table waits before looking again.
 const RETRY_NS: i64 = 500_000_000;
+/// How many times a bot sitting back into its seat after `unseat` 115 tries
+/// again when answered 114 ("retry": the table is between owners, or its
+/// owner did not answer in time), half a second apart, before it gives the
+/// seat up and looks for another table. 20: ten seconds, several leases.
+pub const RETURN_TRIES: u32 = 20;
 /// A step whose bots are not all connected and seated (or waiting) after
 /// this long fails the run.
 const SETTLE_LIMIT: Duration = Duration::from_secs(120);
@@ -101,6 +123,7 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 const T_DECIDE: u64 = 0;
 const T_CHAT: u64 = 1;
 const T_CHOOSE: u64 = 2;
+const T_RETURN: u64 = 3;
 
 /// One step of a `bots --game holdem` run.
 #[derive(Debug, Clone, Serialize)]
@@ -129,8 +152,42 @@ pub struct HoldemStep {
     pub chat_received_per_s: f64,
     /// Rebuys asked for.
     pub rebuys: u64,
-    /// Bots that sat again after losing their seat (unseat, refused rebuy).
+    /// Bots that looked for another table after losing their seat: an
+    /// `unseat` other than 115, or a sit-back refused.
     pub resits: u64,
+    /// Bots that sat back into their own seat after `unseat` 115 (the table
+    /// moved to another node, or messages from it were lost), since the
+    /// start of the run (as are the next two: a take-over is one event,
+    /// which may come before a step's measured window).
+    pub sat_back: u64,
+    /// Sit-backs refused (the bot then looked for another table: counted in
+    /// `resits` too).
+    pub sit_back_refused: u64,
+    /// Hands finished (`result`, once per table and hand) at tables a bot
+    /// sat back at, from the hand its snapshot showed on: the play that
+    /// resumed after a take-over.
+    pub hands_after_sit_back: u64,
+    /// Hands a bot saw start, since the start of the run (see the module
+    /// doc: the hands' ledger).
+    pub hands_started: u64,
+    /// Of those, the hands whose `result` a bot saw.
+    pub hands_finished: u64,
+    /// Of those not seen to end, the hands the table is known to be past
+    /// (a later hand seen to start, an idle snapshot after it) with no
+    /// hand number going back: they ended while no bot watched (e.g.
+    /// between an `unseat` and the sit-back). Not lost, not seen either.
+    pub hands_ended_unseen: u64,
+    /// The rest: hands seen to start and neither seen to end nor passed,
+    /// apart from the last hand of each table where bots sit (it may be in
+    /// play): 0 is the promise. A table all bots left mid-hand counts its
+    /// hand here (nobody can tell how it ended).
+    pub hands_lost: u64,
+    /// The first lost hands, as (table, hand), to look at.
+    pub hands_lost_at: Vec<(u64, u64)>,
+    /// A hand number a bot saw start again, or a snapshot whose hand is
+    /// below one the bot saw (the table went back), since the start of the
+    /// run: 0 is the promise.
+    pub hands_replayed: u64,
     /// `sit` answered 116 (the seat went to someone else, or full).
     pub seat_conflicts: u64,
     /// Lobby snapshots received (`lobby` replies) and their bytes per
@@ -189,6 +246,8 @@ enum At {
     Seated { table: u64, seat: u32 },
     /// `stand` sent (its rebuy was refused).
     Standing(u64),
+    /// `sit` sent back to its own seat after `unseat` 115.
+    Returning { table: u64, seat: u32 },
 }
 
 /// One bot.
@@ -212,6 +271,40 @@ struct Bot {
     /// Subscribed to the lobby (a bot that found a new table from the
     /// bench's shared view did not subscribe again).
     in_lobby: bool,
+    /// 114 answers to its sit-back so far.
+    return_tries: u32,
+    /// The last hand it saw at a table: (table, hand, whether it ended).
+    /// Kept through a sit-back, so that a table going back is seen.
+    view: Option<(u64, u64, bool)>,
+}
+
+/// What the bots saw of one table's hands (the ledger, module doc).
+#[derive(Debug, Default)]
+struct Hands {
+    started: BTreeSet<u64>,
+    finished: BTreeSet<u64>,
+    /// The highest hand number the table is known to be past: a `result`
+    /// seen, a later hand seen to start, an idle snapshot.
+    passed: u64,
+}
+
+impl Hands {
+    fn pass(&mut self, hand: u64) {
+        self.passed = self.passed.max(hand);
+    }
+}
+
+/// Hands lost listed per step at most (for a look at the tables).
+const LOST_LISTED: usize = 20;
+
+/// The ledger's counts (see `HoldemStep::hands_started` and after).
+#[derive(Debug, Default)]
+struct Ledger {
+    started: u64,
+    finished: u64,
+    ended_unseen: u64,
+    lost: u64,
+    lost_at: Vec<(u64, u64)>,
 }
 
 /// One table of the lobby view.
@@ -239,6 +332,16 @@ struct Counters {
     lobby_bytes: u64,
     lobby_snapshots: u64,
     lobby_snapshot_bytes: u64,
+}
+
+/// The counters of a take-over, over the whole run (a take-over is one
+/// event, which may fall before a step's measured window).
+#[derive(Debug, Clone, Copy, Default)]
+struct RunCounters {
+    sat_back: u64,
+    sit_back_refused: u64,
+    hands_after_sit_back: u64,
+    hands_replayed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -285,6 +388,10 @@ struct Poker {
     ours: HashMap<u64, u32>,
     /// The last hand counted per table.
     hands_seen: HashMap<u64, u64>,
+    /// The hands' ledger, per table, over the whole run.
+    ledger: HashMap<u64, Hands>,
+    /// Tables a bot sat back at, with the hand its snapshot showed.
+    resumed: HashMap<u64, u64>,
     think_ms: u64,
     timeout_share: f64,
     /// Mean time between one bot's chat messages (0: no chat).
@@ -299,6 +406,8 @@ struct Poker {
     connect_s: f64,
     window_start_stats: IoStats,
     c: Counters,
+    /// Since the start of the run.
+    run: RunCounters,
     /// Error replies to `act` by code, this step (apart from `Counters`,
     /// which is `Copy`).
     act_errors: BTreeMap<u16, u64>,
@@ -331,6 +440,8 @@ impl Poker {
                 act_sent_ns: None,
                 chats: 0,
                 in_lobby: false,
+                return_tries: 0,
+                view: None,
             });
         }
     }
@@ -425,6 +536,42 @@ impl Poker {
         self.choose(io, b, now_ns);
     }
 
+    /// Bot `b` was unseated with 115 from `seat` of `table`: it leaves the
+    /// chat channel (the `sit` reply subscribes it again) and sits back.
+    fn sit_back(&mut self, io: &mut Io, b: usize, table: u64, seat: u32) {
+        let bot = &mut self.bots[b];
+        bot.gen += 1;
+        bot.chat_gen += 1;
+        bot.turn = None;
+        bot.act_sent_ns = None;
+        bot.return_tries = 0;
+        bot.at = At::Returning { table, seat };
+        self.chat_channel(table);
+        self.frame.clear();
+        herald_wire::unsubscribe(self.enc, UNSUB_ID, &self.channel, &mut self.frame);
+        self.send_frame(io, b);
+        self.send_sit_back(io, b, table, seat);
+    }
+
+    fn send_sit_back(&mut self, io: &mut Io, b: usize, table: u64, seat: u32) {
+        self.frame.clear();
+        let cmd = Command::Sit {
+            table,
+            seat: Some(seat),
+            data: bytes::Bytes::new(),
+        };
+        wire::command(self.enc, SIT_ID, cmd, &mut self.frame);
+        self.send_frame(io, b);
+    }
+
+    /// The sit-back of bot `b` to `table` was refused for good: it looks
+    /// for another table.
+    fn give_up_seat(&mut self, io: &mut Io, b: usize, table: u64, now_ns: i64) {
+        self.run.sit_back_refused += 1;
+        self.c.resits += 1;
+        self.left_table(io, b, table, false, now_ns);
+    }
+
     fn chat_channel(&mut self, table: u64) {
         self.channel.clear();
         self.channel.push_str("table:");
@@ -467,6 +614,25 @@ impl Poker {
                     self.left_table(io, b, table, false, now_ns);
                 }
             },
+            (SIT_ID, At::Returning { table, .. }) => match self.enc.decode_server(msg) {
+                Ok(ServerMsg::Reply {
+                    reply: Reply::Sit { seat, data },
+                    ..
+                }) => {
+                    self.run.sat_back += 1;
+                    self.seated(io, b, table, seat, &data, now_ns);
+                    // The hands from the snapshot's on are the resumed play.
+                    if let Some((_, hand, ended)) = self.bots[b].view.filter(|v| v.0 == table) {
+                        let first = hand + u64::from(ended);
+                        let from = self.resumed.entry(table).or_insert(first);
+                        *from = (*from).min(first);
+                    }
+                }
+                _ => {
+                    self.c.errors += 1;
+                    self.give_up_seat(io, b, table, now_ns);
+                }
+            },
             (STAND_ID, At::Standing(table)) => self.left_table(io, b, table, true, now_ns),
             (ACT_ID | REBUY_ID | CHAT_ID | SUB_ID | UNSUB_ID | LOBBY_OFF_ID, _) => {}
             // A reply to a `sit` or `stand` of a table the bot has left
@@ -493,6 +659,30 @@ impl Poker {
             Ok(ev) => {
                 if let Some(stack) = ev.stack_of(seat) {
                     bot.buyin = bot.buyin.max(stack);
+                }
+                if let Some((hand, in_play)) = ev.snapshot_hand() {
+                    // Below what this bot saw at this table, or a hand it
+                    // saw end shown in play again: the table went back.
+                    if let Some((_, seen, ended)) = bot.view.filter(|v| v.0 == table) {
+                        if hand < seen || (hand == seen && ended && in_play) {
+                            self.run.hands_replayed += 1;
+                        }
+                    }
+                    bot.view = Some((table, hand, !in_play));
+                    let h = self.ledger.entry(table).or_default();
+                    if in_play {
+                        h.started.insert(hand);
+                        h.pass(hand.saturating_sub(1));
+                    } else {
+                        h.pass(hand);
+                    }
+                }
+                // Sitting back into a hand where it is to act: no `turn`
+                // event comes, the snapshot is its turn.
+                if let Some(turn) = ev.snapshot_turn(seat) {
+                    bot.turn = Some(turn);
+                    let think = decide::think_ms(self.think_ms, 0, &mut self.rng);
+                    self.schedule(b, now_ns + think as i64 * 1_000_000, T_DECIDE);
                 }
             }
             Err(_) => self.c.errors += 1,
@@ -547,6 +737,21 @@ impl Poker {
                     _ => self.c.errors += 1,
                 }
                 self.left_table(io, b, table, false, now_ns);
+            }
+            (SIT_ID, At::Returning { table, .. }) => {
+                let bot = &mut self.bots[b];
+                if code == 114 && bot.return_tries < RETURN_TRIES {
+                    // Between owners, or the owner did not answer: again.
+                    bot.return_tries += 1;
+                    bot.gen += 1;
+                    let jitter = self.rng.i64(0..RETRY_NS / 4);
+                    self.schedule(b, now_ns + RETRY_NS / 2 + jitter, T_RETURN);
+                } else {
+                    if code == 115 {
+                        self.lobby.remove(&table); // closed
+                    }
+                    self.give_up_seat(io, b, table, now_ns);
+                }
             }
             (ACT_ID, _) => {
                 self.c.refused += 1;
@@ -613,7 +818,12 @@ impl Poker {
                 }
             }
             GamePush::Unseat => match self.enc.decode_server(msg) {
-                Ok(ServerMsg::Push(Push::Unseat { table, .. })) => match self.bots[b].at {
+                Ok(ServerMsg::Push(Push::Unseat { table, code, .. })) => match self.bots[b].at {
+                    // The table moved (or messages from it were lost): the
+                    // seat is still the bot's, it sits back (protocol §5e).
+                    At::Seated { table: t, seat } if t == table && code == 115 => {
+                        self.sit_back(io, b, table, seat);
+                    }
                     At::Seated { table: t, .. } | At::Standing(t) if t == table => {
                         self.c.resits += 1;
                         self.left_table(io, b, table, true, now_ns);
@@ -651,7 +861,13 @@ impl Poker {
                     if self.hands_seen.get(&table).is_none_or(|&seen| hand > seen) {
                         self.hands_seen.insert(table, hand);
                         self.c.hands += 1;
+                        if self.resumed.get(&table).is_some_and(|&from| hand >= from) {
+                            self.run.hands_after_sit_back += 1;
+                        }
                     }
+                    let h = self.ledger.entry(table).or_default();
+                    h.finished.insert(hand);
+                    h.pass(hand);
                 }
                 None => self.c.errors += 1,
             }
@@ -661,6 +877,26 @@ impl Poker {
         };
         if at != table {
             return;
+        }
+        match (ev.t, ev.hand) {
+            (Kind::Hand, Some(hand)) => {
+                let bot = &mut self.bots[b];
+                // Each bot sees its table's hands in order: a number it has
+                // seen already is a hand dealt again.
+                if bot
+                    .view
+                    .is_some_and(|(t, seen, _)| t == table && hand <= seen)
+                {
+                    self.run.hands_replayed += 1;
+                }
+                bot.view = Some((table, hand, false));
+                let h = self.ledger.entry(table).or_default();
+                h.started.insert(hand);
+                h.pass(hand.saturating_sub(1));
+            }
+            (Kind::Result, Some(hand)) => self.bots[b].view = Some((table, hand, true)),
+            (Kind::Hand, None) => self.c.errors += 1,
+            _ => {}
         }
         match ev.t {
             Kind::Turn if ev.seat == Some(seat) => {
@@ -772,6 +1008,9 @@ impl Poker {
                     self.schedule(b, now_ns + next, T_CHAT);
                 }
                 (T_CHOOSE, At::Free) => self.choose(io, b, now_ns),
+                (T_RETURN, At::Returning { table, seat }) => {
+                    self.send_sit_back(io, b, table, seat);
+                }
                 _ => {}
             }
         }
@@ -815,6 +1054,7 @@ impl Poker {
         let out_bps = (io.stats.bytes_in - self.window_start_stats.bytes_in) as f64 / secs;
         let lobby_bps = self.c.lobby_bytes as f64 / secs;
         let c = self.c;
+        let ledger = self.hand_ledger();
         let step = HoldemStep {
             bots: self.bots.len(),
             players: self.players(),
@@ -829,6 +1069,15 @@ impl Poker {
             chat_received_per_s: c.chat_received as f64 / secs,
             rebuys: c.rebuys,
             resits: c.resits,
+            sat_back: self.run.sat_back,
+            sit_back_refused: self.run.sit_back_refused,
+            hands_after_sit_back: self.run.hands_after_sit_back,
+            hands_started: ledger.started,
+            hands_finished: ledger.finished,
+            hands_ended_unseen: ledger.ended_unseen,
+            hands_lost: ledger.lost,
+            hands_lost_at: ledger.lost_at,
+            hands_replayed: self.run.hands_replayed,
             seat_conflicts: c.seat_conflicts,
             lobby_snapshots: c.lobby_snapshots,
             seating_lobby_bytes: self.seating.0,
@@ -856,7 +1105,7 @@ impl Poker {
         self.progress.clear();
         let r = step.response.as_ref();
         println!(
-            "bots: {:6}    players: {:6}    hands/min: {:8.1}    events/s: {:8.0}    response p50: {:7.2}ms    p99: {:7.2}ms    server cpu: {:5.1}%    out: {:6.0} KiB/s (lobby {:4.1}%)    errors: {}",
+            "bots: {:6}    players: {:6}    hands/min: {:8.1}    events/s: {:8.0}    response p50: {:7.2}ms    p99: {:7.2}ms    server cpu: {:5.1}%    out: {:6.0} KiB/s (lobby {:4.1}%)    errors: {}{}",
             step.bots,
             step.players,
             step.hands_per_min,
@@ -867,8 +1116,58 @@ impl Poker {
             step.bandwidth_out_bps / 1024.0,
             step.lobby_share_pct,
             step.errors,
+            if step.sat_back + step.resits + step.hands_lost + step.hands_replayed > 0 {
+                format!(
+                    "    sat back: {}    resits: {}    hands lost: {} {:?}    replayed: {}",
+                    step.sat_back,
+                    step.resits,
+                    step.hands_lost,
+                    step.hands_lost_at,
+                    step.hands_replayed
+                )
+            } else {
+                String::new()
+            },
         );
         self.steps.push(step);
+    }
+
+    /// The ledger's counts over the run so far: hands seen to start, of
+    /// those seen to end, of the rest those the table is past, and the
+    /// others lost (all but the last hand of a table where a bot sits or is
+    /// sitting back, which may be in play).
+    fn hand_ledger(&self) -> Ledger {
+        let here: HashSet<u64> = self
+            .bots
+            .iter()
+            .filter_map(|b| match b.at {
+                At::Seated { table, .. } | At::Returning { table, .. } => Some(table),
+                At::Sitting(table) | At::Standing(table) => Some(table),
+                At::Setup | At::Lobby | At::Free => None,
+            })
+            .collect();
+        let mut l = Ledger::default();
+        let mut tables: Vec<_> = self.ledger.iter().collect();
+        tables.sort_unstable_by_key(|(t, _)| **t);
+        for (table, h) in tables {
+            l.started += h.started.len() as u64;
+            let last = h.started.last().copied();
+            for &n in &h.started {
+                if h.finished.contains(&n) {
+                    l.finished += 1;
+                } else if n <= h.passed {
+                    l.ended_unseen += 1;
+                } else if Some(n) == last && here.contains(table) {
+                    // In play, maybe.
+                } else {
+                    l.lost += 1;
+                    if l.lost_at.len() < LOST_LISTED {
+                        l.lost_at.push((*table, n));
+                    }
+                }
+            }
+        }
+        l
     }
 
     /// Handles what the clients' callback reported for bot `b`.
@@ -1054,6 +1353,8 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         lobby: HashMap::new(),
         ours: HashMap::new(),
         hands_seen: HashMap::new(),
+        ledger: HashMap::new(),
+        resumed: HashMap::new(),
         think_ms: args.think.as_millis() as u64,
         timeout_share: args.timeout_share,
         chat_period_ns: if args.chat_rate > 0.0 {
@@ -1071,6 +1372,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         connect_s: 0.0,
         window_start_stats: IoStats::default(),
         c: Counters::default(),
+        run: RunCounters::default(),
         act_errors: BTreeMap::new(),
         response: Latency::new(),
         steps: Vec::new(),
@@ -1123,6 +1425,9 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         "players": last.map(|s| s.players),
         "max_hands_per_min": poker.steps.iter().map(|s| s.hands_per_min).fold(0.0, f64::max),
         "errors": poker.steps.iter().map(|s| s.errors).sum::<u64>(),
+        "hands_lost": last.map(|s| s.hands_lost),
+        "hands_replayed": last.map(|s| s.hands_replayed),
+        "sat_back": last.map(|s| s.sat_back),
         "tables_seen": poker.lobby.len(),
     });
     record.system = std::mem::take(&mut poker.monitor.samples);
