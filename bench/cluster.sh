@@ -6,6 +6,14 @@
 #   bench/cluster.sh [RATE...]          (default rates: 500 2000)
 #   FAILOVER=1 bench/cluster.sh         (also: seed 003's fail-over run)
 #   REP=2 bench/cluster.sh              (a repetition: files get a -r2 suffix)
+#   SLICE=100000 bench/cluster.sh       (an experiment: every server process,
+#                                        Redis included, asks the kernel for a
+#                                        100 µs EEVDF slice, Linux >= 6.12;
+#                                        bench/slice.py; files get -sSLICE)
+#   HERALD_YIELD_WRITES=32 bench/cluster.sh
+#                                       (an experiment: every server thread
+#                                        gives its core up after each 32
+#                                        socket writes; files get -y32)
 #
 # Needs target/release/herald (cargo build --release; or H=PATH to another
 # build) and redis-server.
@@ -24,9 +32,11 @@ pids=()
 stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; pids=(); }
 trap stop_all EXIT
 
+slice() { if [ -n "${SLICE:-}" ]; then python3 bench/slice.py "$SLICE" "$1"; fi; }
 redis() {
   taskset -c 0 redis-server --port $REDIS_PORT --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
   pids+=($!)
+  slice $!
   for _ in $(seq 50); do redis-cli -p $REDIS_PORT ping >/dev/null 2>&1 && return; sleep 0.1; done
   echo "redis did not start"; exit 1
 }
@@ -34,11 +44,12 @@ node() { # node PORT [broker]
   taskset -c 0 $H serve --listen 127.0.0.1:"$1" ${2:+--broker "$2"} --rate-limit 0 >/dev/null 2>&1 &
   pids+=($!)
   sleep 1
+  slice $!
 }
 bench() { # bench NAME URLS RATE [more args]
   local name=$1 urls=$2 rate=$3; shift 3
   taskset -c 1 $H bench fanout "$urls" -p $P -n $N -C $C -r "$rate" -s $S --duration $D --verify \
-    "$@" --out "bench/results/cluster-$name-$rate${REP:+-r$REP}.json"
+    "$@" --out "bench/results/cluster-$name-$rate${REP:+-r$REP}${SLICE:+-s$SLICE}${HERALD_YIELD_WRITES:+-y$HERALD_YIELD_WRITES}.json"
 }
 
 for r in "${RATES[@]}"; do

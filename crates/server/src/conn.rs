@@ -489,6 +489,61 @@ enum Step {
     Failed,
 }
 
+/// Yielding the core during long bursts of writes (issue 15 goal 5,
+/// bench/RESULTS.md "Cluster overhead, counted"), off unless
+/// `HERALD_YIELD_WRITES=N` (N > 0) is set: after every N socket writes of a
+/// worker thread, the thread gives its core up once (`sched_yield`).
+///
+/// Why: several processes time-sharing one core (three nodes and Redis in
+/// `bench/cluster.sh`) are woken together by one Redis write, and the
+/// scheduler lets the one running finish its burst of fan-out (its tick is
+/// 4 ms here) while the others wait; the waits are what three nodes add to
+/// one node's p99. Yielding every N writes lets them take turns. Off by
+/// default: with a core per node there is nothing to take turns with, and
+/// what it does to p99 needs a quiet machine to judge.
+mod yield_point {
+    use std::cell::Cell;
+    use std::sync::OnceLock;
+
+    fn every() -> u32 {
+        static EVERY: OnceLock<u32> = OnceLock::new();
+        *EVERY.get_or_init(|| {
+            std::env::var("HERALD_YIELD_WRITES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        })
+    }
+
+    thread_local! {
+        static WRITES: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Counts one write in `writes`; true when this is the `every`-th since
+    /// the last yield (never when `every` is 0).
+    pub(super) fn due(writes: &Cell<u32>, every: u32) -> bool {
+        if every == 0 {
+            return false;
+        }
+        let n = writes.get() + 1;
+        if n >= every {
+            writes.set(0);
+            true
+        } else {
+            writes.set(n);
+            false
+        }
+    }
+
+    /// Counts one write of this thread and yields its core at every N-th.
+    pub(super) fn wrote() {
+        let every = every();
+        if every != 0 && WRITES.with(|w| due(w, every)) {
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// Writes as many queued frames as one vectored write takes and advances the
 /// queue past what was written.
 fn write_batch(
@@ -558,6 +613,7 @@ fn write_batch(
             }
             q.advance_retiring(done, head as u32, retired);
             metrics.messages_out.add(done as u64);
+            yield_point::wrote();
             Step::Progress
         }
         Poll::Pending => Step::Pending,
@@ -685,5 +741,28 @@ impl Handler for Session {
 
     fn node(&self) -> &Arc<Node> {
         Session::node(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::yield_point::due;
+    use std::cell::Cell;
+
+    #[test]
+    fn yields_at_every_nth_write_and_never_when_off() {
+        let writes = Cell::new(0);
+        let at: Vec<usize> = (1..=10).filter(|_| due(&writes, 4)).collect();
+        assert_eq!(at.len(), 2, "10 writes, one yield per 4: {at:?}");
+        let pattern: Vec<bool> = (0..8).map(|_| due(&writes, 4)).collect();
+        // Two writes were already counted after the 8th: the next yield is the 2nd.
+        assert_eq!(
+            pattern,
+            [false, true, false, false, false, true, false, false]
+        );
+        let off = Cell::new(0);
+        assert!((0..1000).all(|_| !due(&off, 0)));
+        let one = Cell::new(0);
+        assert!((0..5).all(|_| due(&one, 1)));
     }
 }
