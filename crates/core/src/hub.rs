@@ -66,7 +66,7 @@
 
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
-use crate::outbox::{Frame, PushOutcome};
+use crate::outbox::{Frame, PushOutcome, Spliced};
 use crate::render::{Render, Rendered};
 use crate::routing::Sublist;
 use herald_proto::{ClientInfo, Encoding, Push, ServerMsg};
@@ -611,9 +611,27 @@ impl Hub {
     }
 }
 
+/// From this many bytes of JSON data on, a JSON push is spliced
+/// ([`Frame::Spliced`]: head, the publication's data, `}}`) rather than
+/// copied into one buffer. Below it the copy is cheap and one slice per
+/// frame keeps the vectored write short (many tiny slices cost the kernel
+/// more than the copy: bench/RESULTS.md, "Where the fan-out's time goes").
+pub const SPLICE_MIN: usize = 2048;
+
 /// Encodes a publication push for one encoding, as the frame type it travels in.
 fn encode_push(p: &Publication, encoding: Encoding) -> Frame {
     match encoding {
+        Encoding::Json if p.json && p.data.len() >= SPLICE_MIN => {
+            // Large data a JSON publisher sent as JSON text: shared, not
+            // copied (`Spliced`'s docs say why).
+            let mut head = bytes::BytesMut::new();
+            herald_proto::json::encode_json_publication_head(&p.channel, p.offset, &mut head);
+            Frame::Spliced(Arc::new(Spliced::new(
+                head.freeze(),
+                p.data.clone(),
+                herald_proto::json::JSON_PUBLICATION_TAIL,
+            )))
+        }
         Encoding::Json => {
             // No second look at data a JSON publisher sent as JSON text
             // (`Publication::json`; decision 0011).
@@ -860,6 +878,62 @@ mod tests {
     }
 
     #[test]
+    fn large_json_data_is_spliced_into_the_push_not_copied() {
+        let hub = Hub::new();
+        let a = client(1, Encoding::Json);
+        let b = client(2, Encoding::Json);
+        let c = client(3, Encoding::Binary);
+        for x in [&a, &b, &c] {
+            assert!(hub.subscribe("big", x));
+        }
+        let rows = vec!["[1,\"x\",2.5]"; SPLICE_MIN / 11 + 1].join(",");
+        let data = Bytes::from(format!("[{rows}]"));
+        assert!(data.len() >= SPLICE_MIN);
+        hub.deliver(&Publication {
+            channel: "big".into(),
+            offset: 7,
+            data: data.clone(),
+            json: true,
+        });
+        let front = |cl: &Arc<Client>| cl.outbox.with_queue(|q| q.frames.front().cloned());
+        let Some(Frame::Spliced(sa)) = front(&a) else {
+            panic!("a large JSON push is spliced");
+        };
+        let Some(Frame::Spliced(sb)) = front(&b) else {
+            panic!("a large JSON push is spliced");
+        };
+        // The publication's own bytes, shared by every JSON subscriber.
+        assert_eq!(sa.body().as_ptr(), data.as_ptr());
+        assert!(Arc::ptr_eq(&sa, &sb));
+        // The same text as the push in one buffer.
+        let mut whole = bytes::BytesMut::new();
+        herald_proto::json::encode_json_publication("big", 7, &data, true, &mut whole);
+        assert_eq!(sa.to_bytes(), whole.freeze());
+        assert_eq!(
+            a.encoding.decode_server(&sa.to_bytes()).ok(),
+            Some(ServerMsg::Push(Push::Publication {
+                channel: "big".into(),
+                offset: 7,
+                data: data.clone(),
+            }))
+        );
+        assert!(matches!(front(&c), Some(Frame::Binary(_))));
+        // Below the threshold, or data not known to be JSON text: one buffer.
+        for (small, json) in [(Bytes::from_static(b"[1,2]"), true), (data.clone(), false)] {
+            let d = client(4, Encoding::Json);
+            assert!(hub.subscribe("other", &d));
+            hub.deliver(&Publication {
+                channel: "other".into(),
+                offset: 1,
+                data: small,
+                json,
+            });
+            assert!(matches!(front(&d), Some(Frame::Text(_))));
+            hub.unsubscribe("other", 4);
+        }
+    }
+
+    #[test]
     fn unsubscribe_drops_empty_channels() {
         let hub = Hub::new();
         let a = client(1, Encoding::Json);
@@ -1015,7 +1089,7 @@ mod tests {
             let msgs = q
                 .frames
                 .iter()
-                .map(|f| c.encoding.decode_server(f.payload()).expect("decode"))
+                .map(|f| c.encoding.decode_server(&f.payload()).expect("decode"))
                 .collect();
             let n = q.frames.len();
             q.advance(n, 0);
@@ -1172,7 +1246,7 @@ mod tests {
             let t = q
                 .frames
                 .iter()
-                .map(|f| String::from_utf8_lossy(f.payload()).into_owned())
+                .map(|f| String::from_utf8_lossy(&f.payload()).into_owned())
                 .collect();
             let n = q.frames.len();
             q.advance(n, 0);

@@ -58,6 +58,59 @@ pub enum Frame {
     /// A text or binary message whose sender waits until every recipient has
     /// it (the shootout's `broadcastResult`); see [`Tracked`].
     Tracked(Arc<Tracked>),
+    /// A text message in pieces, written one after another: a large JSON
+    /// publication push whose data is the publication's own bytes, not a
+    /// copy (see [`Spliced`]). Shared by every JSON subscriber of the
+    /// publication.
+    Spliced(Arc<Spliced>),
+}
+
+/// A text message written as `head`, `body`, `tail` without joining them:
+/// the hub's JSON push of a large publication is its head
+/// (`{"pub":{"channel":…,"offset":N,"data":`), the publication's data (the
+/// same `Bytes` the broker and its history hold) and `}}`. Why: copying a
+/// large payload into each push cost a WebSocket consumer more than the SSE
+/// one, which renders from the publication anyway (bench/RESULTS.md, "WebSocket
+/// vs SSE per event"); the socket driver hands the pieces to one vectored
+/// write instead.
+#[derive(Debug)]
+pub struct Spliced {
+    head: Bytes,
+    body: Bytes,
+    tail: &'static [u8],
+}
+
+impl Spliced {
+    /// The message `head`, `body`, `tail`.
+    pub fn new(head: Bytes, body: Bytes, tail: &'static [u8]) -> Spliced {
+        Spliced { head, body, tail }
+    }
+
+    /// Its three pieces, in order.
+    pub fn pieces(&self) -> [&[u8]; 3] {
+        [&self.head, &self.body, self.tail]
+    }
+
+    /// The body: the bytes it shares rather than copies.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.len() + self.tail.len()
+    }
+
+    /// Whether it has no bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The message in one buffer (a copy): for the few consumers that need
+    /// it contiguous (long-polling bodies, the edge → owner hop, tests).
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(self.pieces().concat())
+    }
 }
 
 /// One broadcast's message, shared by every recipient's queue. The `Arc`'s
@@ -132,13 +185,34 @@ impl Retired {
 }
 
 impl Frame {
-    /// The payload bytes (empty for `Ping`).
-    pub fn payload(&self) -> &[u8] {
+    /// The payload bytes (empty for `Ping`), in one piece: borrowed, except
+    /// for a [`Frame::Spliced`], which this copies. Writers use
+    /// [`Frame::pieces`].
+    pub fn payload(&self) -> std::borrow::Cow<'_, [u8]> {
         match self {
+            Frame::Spliced(s) => std::borrow::Cow::Owned(s.pieces().concat()),
+            f => std::borrow::Cow::Borrowed(f.pieces()[0]),
+        }
+    }
+
+    /// The payload as up to three pieces to be written in order (one for
+    /// every frame but [`Frame::Spliced`]; the others are then empty).
+    pub fn pieces(&self) -> [&[u8]; 3] {
+        let one: &[u8] = match self {
             Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
             Frame::Publication(p) => &p.data,
             Frame::Tracked(t) => &t.payload,
+            Frame::Spliced(s) => return s.pieces(),
             Frame::Ping | Frame::Close(_) => &[],
+        };
+        [one, &[], &[]]
+    }
+
+    /// The payload's length in bytes.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Frame::Spliced(s) => s.len(),
+            f => f.pieces()[0].len(),
         }
     }
 }
@@ -267,7 +341,7 @@ impl Queue {
 /// Queue budget a frame uses (payloads beyond 4 GiB cannot be queued anyway:
 /// the message size limit is far below).
 fn cost(f: &Frame) -> u32 {
-    (f.payload().len() + FRAME_OVERHEAD).min(u32::MAX as usize) as u32
+    (f.payload_len() + FRAME_OVERHEAD).min(u32::MAX as usize) as u32
 }
 
 /// A bounded, shared outbound queue. See the module docs for the policy.

@@ -689,7 +689,7 @@ mod tests {
                 .iter()
                 .map(|f| {
                     Encoding::Json
-                        .decode_server(f.payload())
+                        .decode_server(&f.payload())
                         .expect("server sent invalid JSON")
                 })
                 .collect();

@@ -20,7 +20,10 @@ mod encode;
 pub use decode::{
     decode_request, decode_request_bytes, decode_request_hinted, decode_server, decode_server_bytes,
 };
-pub use encode::{encode_json_publication, encode_request, encode_server};
+pub use encode::{
+    encode_json_publication, encode_json_publication_head, encode_request, encode_server,
+    JSON_PUBLICATION_TAIL,
+};
 
 /// Splits a long-poll request body into its commands: a JSON array of
 /// commands gives one slice per element (each still to be decoded, so a bad
@@ -142,6 +145,12 @@ mod tests {
                 &mut checked,
             );
             assert_eq!(trusted, checked, "data {case}");
+            // The spliced push (head, data, tail) is the same text.
+            let mut spliced = BytesMut::new();
+            encode_json_publication_head("c", 9, &mut spliced);
+            spliced.extend_from_slice(&data);
+            spliced.extend_from_slice(JSON_PUBLICATION_TAIL);
+            assert_eq!(spliced, checked, "spliced data {case}");
             let mut unknown = BytesMut::new();
             encode_json_publication("c", 9, &data, false, &mut unknown);
             assert_eq!(unknown, checked, "data {case}");

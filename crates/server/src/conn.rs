@@ -38,6 +38,12 @@ const READ_BUF: usize = 64 * 1024;
 const READ_BUDGET: usize = 16;
 /// Frames per vectored write.
 const WRITE_BATCH: usize = 64;
+/// Slices per vectored write: a header and a payload per frame, and a
+/// [`Frame::Spliced`] takes two more (its payload is three pieces), so a batch
+/// of those holds fewer frames (32 of at least 2 KiB each: plenty per
+/// write). Kept at two per frame so that the common write's array on the
+/// stack stays as small as before.
+const WRITE_SLICES: usize = 2 * WRITE_BATCH;
 const _: () = assert!(WRITE_BATCH <= RETIRED_SLOTS);
 /// Bytes per vectored write (beyond this the kernel buffer is full anyway).
 const WRITE_BYTES: usize = 256 * 1024;
@@ -560,10 +566,19 @@ fn write_batch(
     let mut close_buf = [0u8; 125];
     let mut count = 0;
     let mut bytes = 0;
+    let mut slices = 0;
     for (i, frame) in q.frames.iter().take(WRITE_BATCH).enumerate() {
+        slices += if matches!(frame, Frame::Spliced(_)) {
+            4
+        } else {
+            2
+        };
+        if slices > WRITE_SLICES {
+            break;
+        }
         let plen = match frame {
             Frame::Close(c) => wire.close_payload(c, &mut close_buf),
-            f => f.payload().len(),
+            f => f.payload_len(),
         };
         hlens[i] = wire.header(frame, plen, &mut headers[i]);
         totals[i] = hlens[i] + plen;
@@ -573,26 +588,27 @@ fn write_batch(
             break;
         }
     }
-    let mut iov: [IoSlice<'_>; 2 * WRITE_BATCH] = [IoSlice::new(&[]); 2 * WRITE_BATCH];
+    let mut iov: [IoSlice<'_>; WRITE_SLICES] = [IoSlice::new(&[]); WRITE_SLICES];
     let mut n_iov = 0;
     let skip = q.head_written as usize;
+    // What of the first frame an earlier write already took; less than its
+    // total, so it is used up within that frame.
+    let mut to_skip = skip;
     for (i, frame) in q.frames.iter().take(count).enumerate() {
-        let payload: &[u8] = match frame {
-            Frame::Close(_) => &close_buf[..totals[i] - hlens[i]],
-            f => f.payload(),
+        let payload: [&[u8]; 3] = match frame {
+            Frame::Close(_) => [&close_buf[..totals[i] - hlens[i]], &[], &[]],
+            f => f.pieces(),
         };
-        let (hskip, pskip) = if i == 0 {
-            (skip.min(hlens[0]), skip.saturating_sub(hlens[0]))
-        } else {
-            (0, 0)
-        };
-        if hskip < hlens[i] {
-            iov[n_iov] = IoSlice::new(&headers[i][hskip..hlens[i]]);
+        let header: &[u8] = &headers[i][..hlens[i]];
+        for piece in std::iter::once(header).chain(payload) {
+            // Also drops empty pieces.
+            if to_skip >= piece.len() {
+                to_skip -= piece.len();
+                continue;
+            }
+            iov[n_iov] = IoSlice::new(&piece[to_skip..]);
             n_iov += 1;
-        }
-        if pskip < payload.len() {
-            iov[n_iov] = IoSlice::new(&payload[pskip..]);
-            n_iov += 1;
+            to_skip = 0;
         }
     }
     match stream.poll_write_some(cx, &iov[..n_iov]) {
@@ -747,7 +763,131 @@ impl Handler for Session {
 #[cfg(test)]
 mod tests {
     use super::yield_point::due;
+    use super::*;
+    use crate::ws::WsWire;
+    use herald_core::metrics::Metrics;
+    use herald_core::outbox::{Outbox, Spliced};
+    use herald_ws::OpCode;
     use std::cell::Cell;
+
+    /// A socket that takes at most `max` bytes per write and keeps them,
+    /// noting each slice it was handed.
+    struct Trickle {
+        max: usize,
+        out: Vec<u8>,
+        slices: Vec<(usize, usize)>,
+    }
+
+    impl Io for Trickle {
+        fn poll_read_some(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {
+            Poll::Pending
+        }
+
+        fn poll_write_some(
+            &mut self,
+            _: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let mut left = self.max;
+            for b in bufs {
+                self.slices.push((b.as_ptr() as usize, b.len()));
+                let n = b.len().min(left);
+                self.out.extend_from_slice(&b[..n]);
+                left -= n;
+                if left == 0 {
+                    break;
+                }
+            }
+            Poll::Ready(Ok(self.max - left))
+        }
+
+        fn poll_close_write(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn frame_bytes(opcode: OpCode, payload: &[u8]) -> Vec<u8> {
+        let mut h = [0u8; 14];
+        let n = herald_ws::write_header(&mut h, true, opcode, payload.len() as u64, None);
+        [&h[..n], payload].concat()
+    }
+
+    /// A spliced frame goes out as its pieces, the shared body handed to the
+    /// kernel in place (not copied), and a write that stops anywhere inside
+    /// it, in any piece or header, resumes at the right byte.
+    #[test]
+    fn spliced_frames_are_written_in_pieces_and_resume_after_partial_writes() {
+        let body = bytes::Bytes::from(vec![b'7'; 5000]);
+        let spliced = || {
+            Frame::Spliced(Arc::new(Spliced::new(
+                bytes::Bytes::from_static(b"{\"pub\":{\"channel\":\"c\",\"offset\":1,\"data\":"),
+                body.clone(),
+                b"}}",
+            )))
+        };
+        let frames = [
+            Frame::Text(bytes::Bytes::from_static(b"{\"ok\":1}")),
+            spliced(),
+            Frame::Binary(bytes::Bytes::from_static(b"\x01\x02\x03")),
+            spliced(),
+        ];
+        let mut expected = Vec::new();
+        for f in &frames {
+            let op = if matches!(f, Frame::Binary(_)) {
+                OpCode::Binary
+            } else {
+                OpCode::Text
+            };
+            expected.extend(frame_bytes(op, &f.payload()));
+        }
+        let wire = WsWire::new(1 << 20);
+        let metrics = Metrics::default();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        for max in [1, 2, 3, 7, 41, 4999, 5047, 1 << 20] {
+            let outbox = Outbox::new(1 << 20);
+            for f in &frames {
+                outbox.push(f.clone());
+            }
+            let mut io = Trickle {
+                max,
+                out: Vec::new(),
+                slices: Vec::new(),
+            };
+            let mut retired = Retired::default();
+            while !outbox.is_empty() {
+                let step = outbox.with_queue(|q| {
+                    write_batch(&mut io, &mut cx, &wire, q, &metrics, &mut retired)
+                });
+                assert!(matches!(step, Step::Progress), "max {max}");
+            }
+            assert!(io.out == expected, "max {max}: the bytes differ");
+            if max == 1 << 20 {
+                // One write: 4 frames, header and pieces each, nothing empty.
+                assert_eq!(io.slices.len(), 2 + 4 + 2 + 4);
+                let shared = (body.as_ptr() as usize, body.len());
+                assert_eq!(io.slices.iter().filter(|s| **s == shared).count(), 2);
+            }
+        }
+        // More spliced frames than one write's slices hold: the batch stops
+        // at a whole frame and the next write goes on from there.
+        let outbox = Outbox::new(1 << 30);
+        for _ in 0..WRITE_BATCH {
+            outbox.push(spliced());
+        }
+        let mut io = Trickle {
+            max: usize::MAX,
+            out: Vec::new(),
+            slices: Vec::new(),
+        };
+        let mut retired = Retired::default();
+        let mut writes = 0;
+        while !outbox.is_empty() {
+            outbox.with_queue(|q| write_batch(&mut io, &mut cx, &wire, q, &metrics, &mut retired));
+            writes += 1;
+        }
+        assert_eq!(writes, 2);
+        assert!(io.out == frame_bytes(OpCode::Text, &spliced().payload()).repeat(WRITE_BATCH));
+    }
 
     #[test]
     fn yields_at_every_nth_write_and_never_when_off() {

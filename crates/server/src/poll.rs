@@ -284,12 +284,14 @@ pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
         out.put_u8(b'[');
         let mut first = true;
         for f in q.frames.iter() {
-            if let Frame::Text(b) = f {
+            if let Frame::Text(_) | Frame::Spliced(_) = f {
                 if !first {
                     out.put_u8(b',');
                 }
                 first = false;
-                out.extend_from_slice(b);
+                for piece in f.pieces() {
+                    out.extend_from_slice(piece);
+                }
             }
         }
         let n = q.frames.len();

@@ -533,7 +533,13 @@ impl SseStream {
                 let node = self.session.node();
                 self.session.client().touch(node.now());
             }
-            Frame::Binary(_) | Frame::Pong(_) | Frame::Close(_) | Frame::Tracked(_) => {}
+            // Spliced frames are JSON pushes: a stream gets publications
+            // unrendered instead.
+            Frame::Binary(_)
+            | Frame::Pong(_)
+            | Frame::Close(_)
+            | Frame::Tracked(_)
+            | Frame::Spliced(_) => {}
         }
     }
 }
@@ -573,7 +579,7 @@ impl HttpBody for SseStream {
                 if bytes > CHUNK {
                     break;
                 }
-                bytes += f.payload().len() + 64;
+                bytes += f.payload_len() + 64;
                 taken.push(f.clone());
                 q.advance(1, 0);
             }

@@ -591,14 +591,16 @@ async fn drain(routes: Weak<Routes>, edge: Arc<str>, client: u64, proxy: Arc<Cli
         payload.put_u64(client);
         payload.put_u64(seq);
         for f in &frames {
-            let (binary, bytes) = match f {
-                Frame::Text(b) => (0, b),
-                Frame::Binary(b) => (1, b),
+            let binary = match f {
+                Frame::Text(_) | Frame::Spliced(_) => 0,
+                Frame::Binary(_) => 1,
                 _ => continue,
             };
             payload.put_u8(binary);
-            payload.put_u32(bytes.len() as u32);
-            payload.put_slice(bytes);
+            payload.put_u32(f.payload_len() as u32);
+            for piece in f.pieces() {
+                payload.put_slice(piece);
+            }
         }
         seq += 1;
         if let Err(e) = routes.broker.send_to_node(&edge, &payload) {

@@ -3,11 +3,13 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use futures_util::SinkExt;
 use herald_server::ServeArgs;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
+use tokio_tungstenite::tungstenite::Message;
 
 /// A client that reuses one HTTP connection (HTTP/1.1 keep-alive or h2c).
 struct Http {
@@ -180,4 +182,62 @@ async fn empty_poll_times_out_and_bad_requests_are_refused() {
     let (status, _) = http.req("GET", &format!("/poll/{sid}"), "").await;
     assert_eq!(status, 404);
     assert_serving(srv.addr).await;
+}
+
+/// Publications of 2 KiB and more of JSON reach WebSocket and long-polling
+/// subscribers as the same text as small ones, verbatim and in order: the
+/// hub splices such data into the push instead of copying it
+/// (`Frame::Spliced`), and both the socket driver and the poll answer must
+/// write every piece.
+#[tokio::test]
+async fn large_json_publications_arrive_whole_on_websocket_and_long_polling() {
+    let srv = start_default().await;
+    let mut http = Http::h1(srv.addr).await;
+    let sid = http.open().await;
+    http.req(
+        "POST",
+        &format!("/poll/{sid}"),
+        r#"[{"id":1,"connect":{}},{"id":2,"subscribe":{"channel":"big"}}]"#,
+    )
+    .await;
+    http.req("GET", &format!("/poll/{sid}"), "").await;
+    let mut sub = json_client(srv.addr).await;
+    subscribe_json(&mut sub, 2, "big").await;
+
+    // Spaces kept: the data travels as the publisher's own text.
+    let rows: Vec<String> = (0..60)
+        .map(|i| format!(r#"[{i}, "2022-03-29T20:35:56.581Z", 116.9232297, "c{i:05}"]"#))
+        .collect();
+    let big = format!("[{}]", rows.join(", "));
+    assert!(big.len() >= herald_core::hub::SPLICE_MIN);
+    let mut ws = json_client(srv.addr).await;
+    for data in ["1", big.as_str(), "2", big.as_str(), "3"] {
+        let msg = format!(r#"{{"publish":{{"channel":"big","data":{data}}}}}"#);
+        ws.send(Message::text(msg)).await.expect("send");
+    }
+    send_json(&mut ws, json!({"id": 9, "ping": {}})).await;
+    assert_eq!(recv_json(&mut ws).await["id"], 9);
+
+    for (offset, data) in [(1, "1"), (2, &big), (3, "2"), (4, &big), (5, "3")] {
+        match next_msg(&mut sub).await {
+            Message::Text(t) => assert_eq!(
+                t.as_str(),
+                format!(r#"{{"pub":{{"channel":"big","offset":{offset},"data":{data}}}}}"#)
+            ),
+            other => panic!("expected text, got {other:?}"),
+        }
+    }
+    let (_, batch) = http.req("GET", &format!("/poll/{sid}"), "").await;
+    let big_value: serde_json::Value = serde_json::from_str(&big).expect("json");
+    let got: Vec<&serde_json::Value> = batch
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|m| &m["pub"]["data"])
+        .collect();
+    assert_eq!(
+        got,
+        [&json!(1), &big_value, &json!(2), &big_value, &json!(3)],
+        "{batch}"
+    );
 }

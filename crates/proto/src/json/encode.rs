@@ -264,6 +264,25 @@ pub fn encode_json_publication(
     out.extend_from_slice(b"}}");
 }
 
+/// What follows a publication's data in its JSON push: the push is
+/// [`encode_json_publication_head`], the data's JSON text, then this.
+pub const JSON_PUBLICATION_TAIL: &[u8] = b"}}";
+
+/// The bytes of a JSON publication push that come before its data
+/// (`{"pub":{"channel":…,"offset":N,"data":`), for data known to be JSON text.
+/// The push is these, the data verbatim and [`JSON_PUBLICATION_TAIL`]: the
+/// same bytes as [`encode_json_publication`] gives, but a server can write
+/// the three pieces without copying large data into the push (the hub's
+/// `Frame::Spliced`).
+pub fn encode_json_publication_head(channel: &str, offset: u64, out: &mut BytesMut) {
+    out.reserve(PUB_FIXED_LEN + str_len(channel) + u64_len(offset));
+    out.extend_from_slice(b"{\"pub\":{\"channel\":");
+    write_str(out, channel);
+    out.extend_from_slice(b",\"offset\":");
+    write_u64(out, offset);
+    out.extend_from_slice(b",\"data\":");
+}
+
 /// `{"pub":{…,"data":…` without the closing braces.
 fn write_publication(channel: &str, offset: u64, data: &[u8], json: bool, out: &mut BytesMut) {
     // The exact size, so the buffer is allocated once and, frozen, needs no

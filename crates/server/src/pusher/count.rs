@@ -201,7 +201,7 @@ mod tests {
     #[test]
     fn the_frame_is_what_pusher_js_reads() {
         let f = frame("news", 3);
-        let v: serde_json::Value = serde_json::from_slice(f.payload()).expect("json");
+        let v: serde_json::Value = serde_json::from_slice(&f.payload()).expect("json");
         assert_eq!(v["event"], "pusher_internal:subscription_count");
         assert_eq!(v["channel"], "news");
         assert_eq!(v["data"], "{\"subscription_count\":3}");

@@ -603,8 +603,8 @@ mod tests {
             .expect("this app's");
         assert_eq!(out.except, Some(5));
         assert_eq!(
-            out.frame.payload(),
-            br#"{"event":"e","channel":"a;b","data":"{\"x\":1}"}"#
+            &out.frame.payload()[..],
+            &br#"{"event":"e","channel":"a;b","data":"{\"x\":1}"}"#[..]
         );
         assert!(r.render("pusher-2:a", b"{}").is_none(), "another app's");
         let who = ClientInfo {
@@ -618,7 +618,7 @@ mod tests {
         let f = r
             .presence("pusher-1:presence-x", &who, true, true)
             .expect("edge");
-        let v: serde_json::Value = serde_json::from_slice(f.payload()).expect("json");
+        let v: serde_json::Value = serde_json::from_slice(&f.payload()).expect("json");
         assert_eq!(v["event"], "pusher_internal:member_added");
     }
 }

@@ -63,7 +63,7 @@ impl Wire for WsWire {
     fn header(&self, frame: &Frame, payload_len: usize, out: &mut [u8; 14]) -> usize {
         let opcode = match frame {
             // Unrendered publications only go to SSE clients; text if ever here.
-            Frame::Text(_) | Frame::Publication(_) => OpCode::Text,
+            Frame::Text(_) | Frame::Spliced(_) | Frame::Publication(_) => OpCode::Text,
             Frame::Binary(_) => OpCode::Binary,
             Frame::Tracked(t) if t.is_binary() => OpCode::Binary,
             Frame::Tracked(_) => OpCode::Text,
