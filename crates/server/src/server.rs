@@ -247,6 +247,10 @@ enum Kind {
     Tcp,
 }
 
+/// How long a cluster node waits for its Redis links before it accepts
+/// connections anyway ([`run`]).
+const READY_WAIT: Duration = Duration::from_secs(3);
+
 /// Serves `listeners` until `shutdown` is cancelled, then drains.
 pub async fn run(
     listeners: impl Into<Listeners>,
@@ -273,6 +277,25 @@ pub async fn run(
         shared.node.clone(),
         shutdown.clone(),
     ));
+    if let Some(cluster) = &shared.cluster {
+        // Accept once the Redis links are up (bounded): a client that
+        // connects to a node that is just starting waits in the listen
+        // backlog for a moment instead of having its first publishes and
+        // subscribes refused with 114. With Redis down, the node serves
+        // after the bound and answers 114 until Redis comes back.
+        let ready = async {
+            while !herald_core::broker::Broker::healthy(cluster.as_ref()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            () = ready => {}
+            () = tokio::time::sleep(READY_WAIT) => {
+                tracing::warn!("redis not reachable yet; serving, commands that need it answer 114");
+            }
+            () = shutdown.cancelled() => {}
+        }
+    }
     let tcp = listeners
         .tcp
         .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));

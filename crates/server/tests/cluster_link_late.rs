@@ -78,3 +78,45 @@ async fn a_subscribe_sent_before_the_redis_link_is_up_waits_for_it() {
         assert!(m["error"].is_null(), "{m}");
     }
 }
+
+/// A node that has just started accepts connections once its Redis links are
+/// up (bounded: `READY_WAIT`, 3 s), so a client's very first commands are
+/// not refused with 114: a fire-and-forget publish sent at once is taken
+/// (no error comes back) and the next acknowledged publish is offset 2.
+/// Without the wait the first publish is refused with an id-0 error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starting_node_accepts_once_its_redis_link_is_up() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (url, open) = gate(&redis).await;
+    let node = NodeHandle::start(ServeArgs {
+        broker: Some(url),
+        ..ServeArgs::default()
+    });
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        open.store(true, Ordering::SeqCst);
+    });
+    let mut ws = json_client(node.addr).await;
+    send_json(
+        &mut ws,
+        json!({"publish": {"channel": "first", "data": {"n": 1}}}),
+    )
+    .await;
+    send_json(
+        &mut ws,
+        json!({"id": 4, "publish": {"channel": "first", "data": {"n": 2}}}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        let m = recv_json(&mut ws).await;
+        assert!(m["error"].is_null(), "refused: {m}");
+        if m["id"] == 4 {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no publish reply");
+    };
+    assert_eq!(reply["publish"]["offset"], 2, "{reply}");
+}
