@@ -250,6 +250,19 @@ impl Queue {
         dropped
     }
 
+    /// Frees the frames' buffer when nothing is queued, so that an idle
+    /// connection's queue holds no allocation. A `VecDeque` keeps its
+    /// capacity once drained: after a client's first reply that is four
+    /// frames, 160 bytes, as much as the client itself, which a parked
+    /// connection (decision 0010) would keep for nothing. The next push
+    /// allocates it again. Called when a connection parks, never on the
+    /// fan-out's path.
+    pub fn release_buffer(&mut self) {
+        if self.frames.is_empty() && self.frames.capacity() > 0 {
+            self.frames = VecDeque::new();
+        }
+    }
+
     /// The close requested for this connection, if any.
     pub fn closing(&self) -> Option<Closing> {
         self.closing
@@ -439,6 +452,25 @@ mod tests {
         });
         retired.clear();
         n
+    }
+
+    #[test]
+    fn release_buffer_frees_a_drained_queue_only() {
+        let c = client(1);
+        c.outbox.push(Frame::Text(Bytes::from_static(b"reply")));
+        // Not empty: kept.
+        c.outbox.with_queue(Queue::release_buffer);
+        assert_eq!(c.outbox.len(), 1);
+        assert_eq!(write_all(&c), 1);
+        assert!(
+            c.outbox.with_queue(|q| q.frames.capacity()) > 0,
+            "a drained VecDeque keeps its buffer"
+        );
+        c.outbox.with_queue(Queue::release_buffer);
+        assert_eq!(c.outbox.with_queue(|q| q.frames.capacity()), 0);
+        // It works as before afterwards.
+        assert_eq!(c.outbox.push(Frame::Ping), PushOutcome::Queued);
+        assert_eq!(write_all(&c), 1);
     }
 
     #[test]
