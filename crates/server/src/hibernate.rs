@@ -95,19 +95,9 @@ enum State {
     Armed,
 }
 
-/// Entries per page of the slab: 512 × 24 bytes = 12 KiB, one of jemalloc's
-/// size classes.
-const PAGE: usize = 512;
-
 #[derive(Default)]
 struct Slots {
-    /// The slab, in pages that are never moved or freed: it grows a page at
-    /// a time, so at most one page is partly unused. (A doubling
-    /// `Vec<Entry>` left up to half of itself empty: 16,384 entries, 384 KiB,
-    /// for 10,000 parked connections, 39 bytes each instead of 24.)
-    pages: Vec<Box<[Entry]>>,
-    /// Entries made so far (keys below it exist).
-    len: u32,
+    entries: Vec<Entry>,
     free: Vec<u32>,
     parked: usize,
     /// Held while anything is parked, so that shutdown waits for it.
@@ -122,42 +112,8 @@ type Taken = (
 );
 
 impl Slots {
-    fn entry(&mut self, key: u32) -> Option<&mut Entry> {
-        let k = key as usize;
-        self.pages.get_mut(k / PAGE)?.get_mut(k % PAGE)
-    }
-
-    /// The entry of a key that exists (from [`Slots::vacant`]).
-    fn at(&mut self, key: u32) -> &mut Entry {
-        let k = key as usize;
-        &mut self.pages[k / PAGE][k % PAGE]
-    }
-
-    /// A vacant entry's key: a freed one, else the next one (and a new page
-    /// when the last is full).
-    fn vacant(&mut self) -> u32 {
-        if let Some(k) = self.free.pop() {
-            return k;
-        }
-        let key = self.len;
-        if key as usize == self.pages.len() * PAGE {
-            self.pages.push(
-                (0..PAGE)
-                    .map(|_| Entry {
-                        dormant: None,
-                        stream: None,
-                        gen: 0,
-                        state: State::Armed,
-                    })
-                    .collect(),
-            );
-        }
-        self.len += 1;
-        key
-    }
-
     fn take(&mut self, key: u32) -> Option<Taken> {
-        let e = self.entry(key)?;
+        let e = self.entries.get_mut(key as usize)?;
         let (Some(d), Some(s)) = (e.dormant.take(), e.stream.take()) else {
             return None;
         };
@@ -299,8 +255,19 @@ impl Parker {
         let client = dormant.client().clone();
         let (key, gen) = {
             let mut s = self.lock();
-            let key = s.vacant();
-            let e = s.at(key);
+            let key = match s.free.pop() {
+                Some(k) => k,
+                None => {
+                    s.entries.push(Entry {
+                        dormant: None,
+                        stream: None,
+                        gen: 0,
+                        state: State::Armed,
+                    });
+                    (s.entries.len() - 1) as u32
+                }
+            };
+            let e = &mut s.entries[key as usize];
             e.dormant = Some(dormant);
             e.stream = Some(stream);
             e.state = State::Parking;
@@ -331,7 +298,7 @@ impl Parker {
                 .register(&mut SourceFd(&fd), token, Interest::READABLE)
                 .is_ok();
         let mut s = self.lock();
-        let e = s.at(key);
+        let e = &mut s.entries[key as usize];
         if watched && e.state == State::Parking && !self.stopping.load(Ordering::SeqCst) {
             e.state = State::Armed;
             self.parks.fetch_add(1, Ordering::Relaxed);
@@ -347,7 +314,7 @@ impl Parker {
     /// Asks for the connection in slot `key` (of generation `gen`) to resume.
     fn request(self: &Arc<Self>, key: u32, gen: u16) {
         let mut s = self.lock();
-        let Some(e) = s.entry(key) else {
+        let Some(e) = s.entries.get_mut(key as usize) else {
             return;
         };
         if e.gen != gen || e.dormant.is_none() {
@@ -372,8 +339,8 @@ impl Parker {
         self.stopping.store(true, Ordering::SeqCst);
         let all: Vec<Taken> = {
             let mut s = self.lock();
-            let keys: Vec<u32> = (0..s.len)
-                .filter(|&k| s.entry(k).is_some_and(|e| e.state == State::Armed))
+            let keys: Vec<u32> = (0..s.entries.len() as u32)
+                .filter(|&k| s.entries[k as usize].state == State::Armed)
                 .collect();
             keys.into_iter().filter_map(|k| s.take(k)).collect()
         };
@@ -552,22 +519,6 @@ mod tests {
         }
         assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
         parker.stop();
-    }
-
-    /// The slab grows a page at a time and reuses freed keys first.
-    #[test]
-    fn the_slab_grows_by_pages() {
-        let mut s = Slots::default();
-        let keys: Vec<u32> = (0..=PAGE).map(|_| s.vacant()).collect();
-        assert_eq!(keys, (0..=PAGE as u32).collect::<Vec<_>>());
-        assert_eq!(s.pages.len(), 2);
-        assert!(s.pages.iter().all(|p| p.len() == PAGE));
-        assert!(s.entry(PAGE as u32).is_some());
-        assert!(s.entry(2 * PAGE as u32).is_none());
-        s.free.push(7);
-        assert_eq!(s.vacant(), 7);
-        assert_eq!(s.vacant(), PAGE as u32 + 1);
-        assert_eq!(s.pages.len(), 2);
     }
 
     #[test]
