@@ -246,7 +246,7 @@ impl Closing {
 }
 
 /// The queue's state, visible to the driver while it holds the lock.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Queue {
     /// Frames not yet fully written, oldest first.
     pub frames: VecDeque<Frame>,
@@ -254,6 +254,9 @@ pub struct Queue {
     /// write); the driver resumes from there.
     pub head_written: u32,
     bytes: u32,
+    /// The bound on `bytes`: here rather than beside the lock, in the
+    /// queue's padding, so that the outbox (and the client) stays small.
+    max_bytes: u32,
     waker: Option<Waker>,
     closing: Option<Closing>,
 }
@@ -324,6 +327,19 @@ impl Queue {
         dropped
     }
 
+    /// Frees the frames' buffer when nothing is queued, so that an idle
+    /// connection's queue holds no allocation. A `VecDeque` keeps its
+    /// capacity once drained: after a client's first reply that is four
+    /// frames, 160 bytes, as much as the client itself, which a parked
+    /// connection (decision 0010) would keep for nothing. The next push
+    /// allocates it again. Called when a connection parks, never on the
+    /// fan-out's path.
+    pub fn release_buffer(&mut self) {
+        if self.frames.is_empty() && self.frames.capacity() > 0 {
+            self.frames = VecDeque::new();
+        }
+    }
+
     /// The close requested for this connection, if any.
     pub fn closing(&self) -> Option<Closing> {
         self.closing
@@ -345,24 +361,32 @@ fn cost(f: &Frame) -> u32 {
 }
 
 /// A bounded, shared outbound queue. See the module docs for the policy.
+/// 72 bytes: the lock's 8 and the queue's 64 (its bound included), which
+/// keeps a [`Client`] within 112 bytes (an `Arc<Client>` in jemalloc's
+/// 128-byte class; decision 0010).
 #[derive(Debug)]
 pub struct Outbox {
     queue: Mutex<Queue>,
-    max_bytes: u32,
 }
 
 impl Outbox {
     /// An empty outbox that holds at most about `max_bytes` of queued payload.
     pub fn new(max_bytes: usize) -> Outbox {
         Outbox {
-            queue: Mutex::new(Queue::default()),
-            max_bytes: max_bytes.min(u32::MAX as usize) as u32,
+            queue: Mutex::new(Queue {
+                frames: VecDeque::new(),
+                head_written: 0,
+                bytes: 0,
+                max_bytes: max_bytes.min(u32::MAX as usize) as u32,
+                waker: None,
+                closing: None,
+            }),
         }
     }
 
     /// The bound, in bytes: no frame larger than this can ever be queued.
     pub fn max_bytes(&self) -> usize {
-        self.max_bytes as usize
+        self.lock().max_bytes as usize
     }
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -380,7 +404,7 @@ impl Outbox {
             return PushOutcome::Closed;
         }
         let cost = cost(&frame);
-        if q.bytes.saturating_add(cost) > self.max_bytes {
+        if q.bytes.saturating_add(cost) > q.max_bytes {
             let dropped = q.discard();
             q.closing = Some(Closing {
                 code: DisconnectCode::SlowConsumer.code(),
@@ -421,7 +445,7 @@ impl Outbox {
         let mut dropped = VecDeque::new();
         for frame in todo.by_ref() {
             let cost = cost(&frame);
-            if q.bytes.saturating_add(cost) > self.max_bytes {
+            if q.bytes.saturating_add(cost) > q.max_bytes {
                 dropped = q.discard();
                 dropped.push_back(frame);
                 q.closing = Some(Closing {
@@ -513,6 +537,25 @@ mod tests {
         });
         retired.clear();
         n
+    }
+
+    #[test]
+    fn release_buffer_frees_a_drained_queue_only() {
+        let c = client(1);
+        c.outbox.push(Frame::Text(Bytes::from_static(b"reply")));
+        // Not empty: kept.
+        c.outbox.with_queue(Queue::release_buffer);
+        assert_eq!(c.outbox.len(), 1);
+        assert_eq!(write_all(&c), 1);
+        assert!(
+            c.outbox.with_queue(|q| q.frames.capacity()) > 0,
+            "a drained VecDeque keeps its buffer"
+        );
+        c.outbox.with_queue(Queue::release_buffer);
+        assert_eq!(c.outbox.with_queue(|q| q.frames.capacity()), 0);
+        // It works as before afterwards.
+        assert_eq!(c.outbox.push(Frame::Ping), PushOutcome::Queued);
+        assert_eq!(write_all(&c), 1);
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         self.lock(key).remove(key)
     }
 
+    /// Calls `f` on every key, one shard at a time, with that shard locked:
+    /// `f` must be quick and must not touch this map. (For sets: `V = ()`.)
+    pub fn for_each_key(&self, mut f: impl FnMut(&K)) {
+        for s in self.shards.iter() {
+            for k in lock(s).keys() {
+                f(k);
+            }
+        }
+    }
+
     /// Calls `f` on every value, one shard at a time, with that shard locked:
     /// `f` must be quick and must not touch this map.
     pub fn for_each(&self, mut f: impl FnMut(&V)) {

@@ -98,7 +98,7 @@ pub struct ServeArgs {
     /// its driver task ends and its socket waits in one shared epoll set
     /// until it is readable or something is sent to it (its first message
     /// then waits for it to resume: under a millisecond). An idle connection
-    /// costs about 0.5 KiB hibernated instead of 0.9–1.0 KiB; 0 = never
+    /// costs about 0.33 KiB hibernated instead of 0.9–1.0 KiB; 0 = never
     /// [default: 2000].
     #[arg(long, env = "HERALD_HIBERNATE_AFTER")]
     pub hibernate_after: Option<u64>,

@@ -284,6 +284,7 @@ impl Parker {
         let idle = client.outbox.with_queue(|q| {
             if q.frames.is_empty() && q.closing().is_none() {
                 q.set_waker(&waker);
+                q.release_buffer();
                 true
             } else {
                 false
@@ -476,6 +477,25 @@ mod tests {
         parker.park(server, p);
         assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (0, 1));
         client.outbox.push(herald_core::outbox::Frame::Ping);
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
+        parker.stop();
+    }
+
+    /// A parked connection's queue holds no buffer: the one left by its
+    /// earlier frames (160 bytes after a first reply) is freed when it parks.
+    #[tokio::test]
+    async fn parking_frees_the_queue_buffer() {
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, client, resumed) = probe();
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        client.outbox.with_queue(|q| q.advance(1, 0));
+        assert!(client.outbox.with_queue(|q| q.frames.capacity()) > 0);
+        let (server, _peer) = pair();
+        parker.park(server, p);
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (0, 1));
+        assert_eq!(client.outbox.with_queue(|q| q.frames.capacity()), 0);
+        // A push still resumes it.
         client.outbox.push(herald_core::outbox::Frame::Ping);
         assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
         parker.stop();

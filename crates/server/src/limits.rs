@@ -74,6 +74,9 @@ impl Drop for IpSlot {
     }
 }
 
+/// Capacity the connect-deadline queue keeps however far it drains (1 KiB).
+const DEADLINES_KEPT: usize = 64;
+
 /// Clients that completed a handshake but not yet `connect`, oldest first.
 #[derive(Debug, Default)]
 pub struct ConnectDeadlines {
@@ -88,6 +91,12 @@ impl ConnectDeadlines {
 
     /// Clients past their deadline (at node second `now`) that are still not
     /// connected.
+    ///
+    /// Gives back the queue's spare capacity once it has mostly drained: a
+    /// burst of 10,000 connections leaves a 16,384-entry buffer (256 KiB,
+    /// 26 bytes per connection that stays open) that a `VecDeque` never
+    /// shrinks by itself (decision 0010). At most once a sweep, and only
+    /// when under a quarter is used, so a steady flow does not reallocate.
     pub fn overdue(&self, now: u32) -> Vec<Arc<Client>> {
         let mut q = lock(&self.queue);
         let mut out = Vec::new();
@@ -96,7 +105,17 @@ impl ConnectDeadlines {
                 out.extend(weak.upgrade().filter(|c| !c.is_connected()));
             }
         }
+        if q.capacity() > DEADLINES_KEPT && q.len() < q.capacity() / 4 {
+            let keep = (q.len() * 2).max(DEADLINES_KEPT);
+            q.shrink_to(keep);
+        }
         out
+    }
+
+    /// The queue's capacity (tests).
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        lock(&self.queue).capacity()
     }
 }
 
@@ -158,5 +177,26 @@ mod tests {
         assert!(d.overdue(4).is_empty());
         let late: Vec<u64> = d.overdue(6).iter().map(|c| c.id).collect();
         assert_eq!(late, vec![1], "connected clients are left alone");
+    }
+
+    #[test]
+    fn drained_deadlines_give_back_their_capacity() {
+        let d = ConnectDeadlines::default();
+        let clients: Vec<Arc<Client>> = (0..10_000)
+            .map(|i| Arc::new(Client::new(i, herald_proto::Encoding::Json, 1024, 0)))
+            .collect();
+        for (i, c) in clients.iter().enumerate() {
+            d.add(if i < 9_000 { 5 } else { 7 }, c);
+        }
+        assert!(d.capacity() >= 10_000);
+        // 1,000 left of 16,384: shrunk to twice what is left.
+        assert_eq!(d.overdue(5).len(), 9_000);
+        assert!((2_000..4_096).contains(&d.capacity()), "{}", d.capacity());
+        // Drained: down to the small floor.
+        assert_eq!(d.overdue(7).len(), 1_000);
+        assert!(d.capacity() <= 2 * DEADLINES_KEPT, "{}", d.capacity());
+        // Still a working queue.
+        d.add(9, &clients[0]);
+        assert_eq!(d.overdue(9).len(), 1);
     }
 }
