@@ -10,10 +10,6 @@
 #                                        Redis included, asks the kernel for a
 #                                        100 µs EEVDF slice, Linux >= 6.12;
 #                                        bench/slice.py; files get -sSLICE)
-#   HERALD_YIELD_WRITES=32 bench/cluster.sh
-#                                       (an experiment: every server thread
-#                                        gives its core up after each 32
-#                                        socket writes; files get -y32)
 #
 # Needs target/release/herald (cargo build --release; or H=PATH to another
 # build) and redis-server.
@@ -49,7 +45,7 @@ node() { # node PORT [broker]
 bench() { # bench NAME URLS RATE [more args]
   local name=$1 urls=$2 rate=$3; shift 3
   taskset -c 1 $H bench fanout "$urls" -p $P -n $N -C $C -r "$rate" -s $S --duration $D --verify \
-    "$@" --out "bench/results/cluster-$name-$rate${REP:+-r$REP}${SLICE:+-s$SLICE}${HERALD_YIELD_WRITES:+-y$HERALD_YIELD_WRITES}.json"
+    "$@" --out "bench/results/cluster-$name-$rate${REP:+-r$REP}${SLICE:+-s$SLICE}.json"
 }
 
 for r in "${RATES[@]}"; do

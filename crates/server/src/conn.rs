@@ -238,7 +238,17 @@ struct Conn<H: Handler, W: Wire, S: Io> {
     parker: Option<Arc<Parker>>,
     /// Something was read or written since the idle timer was armed.
     active: bool,
+    /// A heartbeat answer (pong) was read: the exchange that woke a parked
+    /// connection is over, so it parks again after [`HEARTBEAT_REST`] of
+    /// quiet rather than a whole `parker.after()`.
+    rest_soon: bool,
 }
+
+/// How long a connection stays awake after a heartbeat answer if nothing
+/// else happens (decision 0010, "Heartbeats and hibernation"): every client
+/// is pinged once per `ping_interval`, and waking it for `--hibernate-after`
+/// (2 s) each time kept about a sixth of idle connections awake.
+const HEARTBEAT_REST: Duration = Duration::from_millis(100);
 
 /// What one poll of the driver ends with.
 enum Drive {
@@ -286,6 +296,7 @@ impl<H: Handler, W: Wire, S: Io> Connection<H, W, S> {
             _slot: None,
             parker: None,
             active: false,
+            rest_soon: false,
         };
         if !leftover.is_empty() {
             conn.absorb(&mut leftover.to_vec());
@@ -356,7 +367,7 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
                                 .outbox
                                 .push(Frame::Pong(Bytes::copy_from_slice(p)));
                         }
-                        Some(Incoming::Heartbeat) => {}
+                        Some(Incoming::Heartbeat) => self.rest_soon = true,
                         Some(Incoming::Close(code)) => {
                             // Echo the peer's code (RFC 6455 §5.5.1).
                             let echo = code.unwrap_or(1000);
@@ -495,61 +506,6 @@ enum Step {
     Failed,
 }
 
-/// Yielding the core during long bursts of writes (issue 15 goal 5,
-/// bench/RESULTS.md "Cluster overhead, counted"), off unless
-/// `HERALD_YIELD_WRITES=N` (N > 0) is set: after every N socket writes of a
-/// worker thread, the thread gives its core up once (`sched_yield`).
-///
-/// Why: several processes time-sharing one core (three nodes and Redis in
-/// `bench/cluster.sh`) are woken together by one Redis write, and the
-/// scheduler lets the one running finish its burst of fan-out (its tick is
-/// 4 ms here) while the others wait; the waits are what three nodes add to
-/// one node's p99. Yielding every N writes lets them take turns. Off by
-/// default: with a core per node there is nothing to take turns with, and
-/// what it does to p99 needs a quiet machine to judge.
-mod yield_point {
-    use std::cell::Cell;
-    use std::sync::OnceLock;
-
-    fn every() -> u32 {
-        static EVERY: OnceLock<u32> = OnceLock::new();
-        *EVERY.get_or_init(|| {
-            std::env::var("HERALD_YIELD_WRITES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        })
-    }
-
-    thread_local! {
-        static WRITES: Cell<u32> = const { Cell::new(0) };
-    }
-
-    /// Counts one write in `writes`; true when this is the `every`-th since
-    /// the last yield (never when `every` is 0).
-    pub(super) fn due(writes: &Cell<u32>, every: u32) -> bool {
-        if every == 0 {
-            return false;
-        }
-        let n = writes.get() + 1;
-        if n >= every {
-            writes.set(0);
-            true
-        } else {
-            writes.set(n);
-            false
-        }
-    }
-
-    /// Counts one write of this thread and yields its core at every N-th.
-    pub(super) fn wrote() {
-        let every = every();
-        if every != 0 && WRITES.with(|w| due(w, every)) {
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// Writes as many queued frames as one vectored write takes and advances the
 /// queue past what was written.
 fn write_batch(
@@ -629,7 +585,6 @@ fn write_batch(
             }
             q.advance_retiring(done, head as u32, retired);
             metrics.messages_out.add(done as u64);
-            yield_point::wrote();
             Step::Progress
         }
         Poll::Pending => Step::Pending,
@@ -681,6 +636,14 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
             let timer = self
                 .timer
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep(after)));
+            if std::mem::take(&mut self.rest_soon) {
+                // The heartbeat's own read and write are not activity; what
+                // comes after it is (a message, a push) and keeps it awake.
+                self.active = false;
+                timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + after.min(HEARTBEAT_REST));
+            }
             while timer.as_mut().poll(cx).is_ready() {
                 let idle = !self.active
                     && self.partial.is_none()
@@ -762,13 +725,11 @@ impl Handler for Session {
 
 #[cfg(test)]
 mod tests {
-    use super::yield_point::due;
     use super::*;
     use crate::ws::WsWire;
     use herald_core::metrics::Metrics;
     use herald_core::outbox::{Outbox, Spliced};
     use herald_ws::OpCode;
-    use std::cell::Cell;
 
     /// A socket that takes at most `max` bytes per write and keeps them,
     /// noting each slice it was handed.
@@ -887,22 +848,5 @@ mod tests {
         }
         assert_eq!(writes, 2);
         assert!(io.out == frame_bytes(OpCode::Text, &spliced().payload()).repeat(WRITE_BATCH));
-    }
-
-    #[test]
-    fn yields_at_every_nth_write_and_never_when_off() {
-        let writes = Cell::new(0);
-        let at: Vec<usize> = (1..=10).filter(|_| due(&writes, 4)).collect();
-        assert_eq!(at.len(), 2, "10 writes, one yield per 4: {at:?}");
-        let pattern: Vec<bool> = (0..8).map(|_| due(&writes, 4)).collect();
-        // Two writes were already counted after the 8th: the next yield is the 2nd.
-        assert_eq!(
-            pattern,
-            [false, true, false, false, false, true, false, false]
-        );
-        let off = Cell::new(0);
-        assert!((0..1000).all(|_| !due(&off, 0)));
-        let one = Cell::new(0);
-        assert!((0..5).all(|_| due(&one, 1)));
     }
 }

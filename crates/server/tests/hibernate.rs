@@ -286,3 +286,25 @@ async fn a_parked_tcp_client_resumes_on_publication_and_command() {
         assert!(matches!(t.recv().await, ServerMsg::Reply { id, .. } if id == 3 + round));
     }
 }
+
+/// A connection woken by a heartbeat parks again soon after the client's
+/// pong, not a whole `--hibernate-after` later: with 60 s of
+/// `--hibernate-after` and a ping every 0.5–1 s, the client (which answers
+/// pings and sends nothing else) is parked well within `WAIT`; without the
+/// short rest it would stay awake for a minute.
+#[tokio::test]
+async fn a_heartbeat_answer_lets_the_connection_park_again_soon() {
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(60_000)
+    })
+    .await;
+    let mut ws = json_client(srv.addr).await;
+    // Keep reading, so that the client library answers every ping.
+    let reader = tokio::spawn(async move {
+        use futures_util::StreamExt;
+        while let Some(Ok(_)) = ws.next().await {}
+    });
+    parked(srv.addr, 1).await;
+    reader.abort();
+}
