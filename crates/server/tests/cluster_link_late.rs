@@ -39,16 +39,22 @@ async fn gate(redis: &RedisServer) -> (String, Arc<AtomicBool>) {
     (format!("redis://{addr}"), open)
 }
 
+/// A node whose Redis is behind a closed [`gate`].
+async fn gated_node(redis: &RedisServer) -> (NodeHandle, Arc<AtomicBool>) {
+    let (url, open) = gate(redis).await;
+    let node = NodeHandle::start(ServeArgs {
+        broker: Some(url),
+        ..ServeArgs::default()
+    });
+    (node, open)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscribe_sent_before_the_redis_link_is_up_waits_for_it() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let (url, open) = gate(&redis).await;
-    let node = NodeHandle::start(ServeArgs {
-        broker: Some(url),
-        ..ServeArgs::default()
-    });
+    let (node, open) = gated_node(&redis).await;
     let mut ws = json_client(node.addr).await;
     send_json(&mut ws, json!({"id": 2, "subscribe": {"channel": "late"}})).await;
     // Redis becomes reachable a moment later (the node's link retries).
@@ -89,11 +95,7 @@ async fn a_starting_node_accepts_once_its_redis_link_is_up() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
-    let (url, open) = gate(&redis).await;
-    let node = NodeHandle::start(ServeArgs {
-        broker: Some(url),
-        ..ServeArgs::default()
-    });
+    let (node, open) = gated_node(&redis).await;
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(500)).await;
         open.store(true, Ordering::SeqCst);
