@@ -69,20 +69,12 @@ fn accepted(n: &NodeHandle) -> u64 {
         .map_or(0, |v| v as u64)
 }
 
-#[test]
-fn bots_spread_over_an_edge_and_a_game_node_all_play() {
-    let Some(redis) = RedisServer::start() else {
-        return;
-    };
-    let game = node(&redis, "game");
-    let edge = node(&redis, "edge");
-    // The game node claims the tables and the edge's lobby lists them.
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let out = temp_path("holdem-cluster.json");
-    let urls = format!("{},{}", game.ws_url(), edge.ws_url());
+/// `bots --game holdem URLS`: 12 ws-json bots in one step of `step`, quick
+/// thinkers, no timeouts or chat, the report in `out`.
+fn twelve_bots(urls: &str, step: &str, out: &std::path::Path) -> herald_bench::bots::BotsArgs {
     let Scenario::Bots(a) = parse(&[
         "bots",
-        &urls,
+        urls,
         "--game",
         "holdem",
         "--transport",
@@ -92,7 +84,7 @@ fn bots_spread_over_an_edge_and_a_game_node_all_play() {
         "--step-size",
         "12",
         "--step-duration",
-        "2s",
+        step,
         "--think",
         "50ms",
         "--timeout-share",
@@ -104,6 +96,21 @@ fn bots_spread_over_an_edge_and_a_game_node_all_play() {
     ]) else {
         panic!("not bots")
     };
+    a
+}
+
+#[test]
+fn bots_spread_over_an_edge_and_a_game_node_all_play() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    // The game node claims the tables and the edge's lobby lists them.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let out = temp_path("holdem-cluster.json");
+    let urls = format!("{},{}", game.ws_url(), edge.ws_url());
+    let a = twelve_bots(&urls, "2s", &out);
     let steps = herald_bench::holdem::run(&a).unwrap();
     let s = &steps[0];
     assert_eq!(s.players, 12, "{s:?}");
@@ -151,30 +158,7 @@ fn actions_into_a_fail_over_gap_are_counted_by_code() {
     let edge = node_with_lease(&redis, "edge", Some(600));
     std::thread::sleep(std::time::Duration::from_secs(2));
     let out = temp_path("holdem-failover.json");
-    let Scenario::Bots(a) = parse(&[
-        "bots",
-        &edge.ws_url(),
-        "--game",
-        "holdem",
-        "--transport",
-        "ws-json",
-        "-n",
-        "12",
-        "--step-size",
-        "12",
-        "--step-duration",
-        "10s",
-        "--think",
-        "50ms",
-        "--timeout-share",
-        "0",
-        "--chat-rate",
-        "0",
-        "--out",
-        out.to_str().unwrap(),
-    ]) else {
-        panic!("not bots")
-    };
+    let a = twelve_bots(&edge.ws_url(), "10s", &out);
     let bench = std::thread::spawn(move || herald_bench::holdem::run(&a));
     // Every bot seated (the lobby counts them), then some play: the kill
     // falls in the measured window (3 s after the last sit) or before it;
