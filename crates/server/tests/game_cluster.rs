@@ -9,7 +9,7 @@ mod common;
 mod game_common;
 
 use common::*;
-use game_common::Player;
+use game_common::{chips, owner, Player};
 use herald_redis::testing::RedisServer;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
@@ -53,30 +53,6 @@ async fn tables(n: &NodeHandle) -> Vec<Value> {
     let v: Value = serde_json::from_str(&body).expect("JSON");
     let all = v["tables"].as_array().cloned().unwrap_or_default();
     all.into_iter().filter(|t| t["owner"].is_object()).collect()
-}
-
-/// Which node runs table 1, waiting until one does.
-async fn owner(nodes: &[&NodeHandle]) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        for (i, n) in nodes.iter().enumerate() {
-            if tables(n).await.iter().any(|t| t["table"] == 1) {
-                return i;
-            }
-        }
-        assert!(Instant::now() < deadline, "nobody claimed table 1");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn chips(state: &Value) -> u64 {
-    state["seats"]
-        .as_array()
-        .expect("seats")
-        .iter()
-        .map(|s| s["stack"].as_u64().expect("stack"))
-        .sum::<u64>()
-        + state["pot"].as_u64().expect("pot")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ mod common;
 mod game_common;
 
 use common::*;
-use game_common::Player;
+use game_common::{chips, get, owner, runs, Player};
 use herald_redis::testing::RedisServer;
 use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
@@ -31,12 +31,18 @@ fn node(redis: &RedisServer, role: &str) -> NodeHandle {
 }
 
 fn node_at(url: &str, role: &str) -> NodeHandle {
+    NodeHandle::start(node_args(url, role))
+}
+
+/// A node on `url` in `role` running table 1 (three seats, seeded deck,
+/// 500 ms lease), its players with tokens.
+fn node_args(url: &str, role: &str) -> ServeArgs {
     let mut params = serde_json::Map::new();
     params.insert("seed".into(), json!(11));
     params.insert("action_ms".into(), json!(8_000));
     params.insert("hand_ms".into(), json!(1_000));
     params.insert("street_ms".into(), json!(50));
-    NodeHandle::start(ServeArgs {
+    ServeArgs {
         broker: Some(url.to_string()),
         role: Some(role.into()),
         token_hmac_secret: Some(SECRET.into()),
@@ -51,46 +57,7 @@ fn node_at(url: &str, role: &str) -> NodeHandle {
             params,
         }],
         ..ServeArgs::default()
-    })
-}
-
-async fn get(n: &NodeHandle, path: &str) -> Value {
-    let (status, _, body) = http(n.addr, "GET", path, &[], "").await;
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).expect("JSON")
-}
-
-/// Whether `n` runs table 1.
-async fn runs(n: &NodeHandle) -> bool {
-    get(n, "/api/tables").await["tables"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|t| t["table"] == 1 && t["owner"].is_object())
-}
-
-/// Which of `nodes` runs table 1, waiting until one does.
-async fn owner(nodes: &[&NodeHandle]) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        for (i, n) in nodes.iter().enumerate() {
-            if runs(n).await {
-                return i;
-            }
-        }
-        assert!(Instant::now() < deadline, "nobody claimed table 1");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn chips(state: &Value) -> u64 {
-    state["seats"]
-        .as_array()
-        .expect("seats")
-        .iter()
-        .map(|s| s["stack"].as_u64().expect("stack"))
-        .sum::<u64>()
-        + state["pot"].as_u64().expect("pot")
 }
 
 /// Three players connected to `edge` sit at table 1 (run elsewhere); the
@@ -225,26 +192,10 @@ async fn players_of_a_killed_edge_sit_back_through_another_edge() {
 
 /// Like `node`, with anonymous clients allowed.
 fn anonymous_node(redis: &RedisServer, role: &str) -> NodeHandle {
-    let mut params = serde_json::Map::new();
-    params.insert("seed".into(), json!(11));
-    params.insert("action_ms".into(), json!(8_000));
-    params.insert("hand_ms".into(), json!(1_000));
-    params.insert("street_ms".into(), json!(50));
     NodeHandle::start(ServeArgs {
-        broker: Some(redis.url()),
-        role: Some(role.into()),
         allow_anonymous: Some(true),
-        table_lease: Some(500),
-        game_grace: Some(30),
-        tables: vec![TableConfig {
-            game: "holdem".into(),
-            count: 1,
-            seats: 3,
-            timing: "super-express".into(),
-            path: None,
-            params,
-        }],
-        ..ServeArgs::default()
+        token_hmac_secret: None,
+        ..node_args(&redis.url(), role)
     })
 }
 

@@ -1,8 +1,10 @@
 //! A poker player over WebSocket JSON at table 1, shared by the cluster game
-//! tests (`game_cluster.rs`, `game_routes.rs`).
+//! tests (`game_cluster.rs`, `game_routes.rs`), and how to find which node
+//! runs table 1 and count its chips.
 #![allow(dead_code)]
 
 use crate::common::*;
+use herald_server::testing::NodeHandle;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -54,4 +56,44 @@ impl Player {
         let r = self.wait("act reply", |m| m["id"] == id).await;
         assert!(r["act"].is_object(), "{r}");
     }
+}
+
+/// `GET path` on `n`: 200 and its JSON.
+pub async fn get(n: &NodeHandle, path: &str) -> Value {
+    let (status, _, body) = http(n.addr, "GET", path, &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("JSON")
+}
+
+/// Whether `n` runs table 1 (its `/api/tables` entry has an owner).
+pub async fn runs(n: &NodeHandle) -> bool {
+    get(n, "/api/tables").await["tables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["table"] == 1 && t["owner"].is_object())
+}
+
+/// Which of `nodes` runs table 1, waiting until one does.
+pub async fn owner(nodes: &[&NodeHandle]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        for (i, n) in nodes.iter().enumerate() {
+            if runs(n).await {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "nobody claimed table 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn chips(state: &Value) -> u64 {
+    state["seats"]
+        .as_array()
+        .expect("seats")
+        .iter()
+        .map(|s| s["stack"].as_u64().expect("stack"))
+        .sum::<u64>()
+        + state["pot"].as_u64().expect("pot")
 }
