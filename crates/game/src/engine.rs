@@ -8,7 +8,7 @@
 //! the client's outbox. The engine remembers which tables each client
 //! touched, so that when its connection ends only those tables hear of it.
 
-use crate::durable::{Claimed, Durability, Lease, StoreError};
+use crate::durable::{Claimed, Durability, Lease, Saver, StoreError};
 use crate::lobby::Lobby;
 use crate::table::{error, DurableTable, Table, TableInfo, TableMsg};
 use crate::{GameFactory, TableParams};
@@ -164,6 +164,8 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// In a cluster: where tables save (decision 0009).
     durable: Option<Durability>,
+    /// In a cluster: the node's save queue (group commit across tables).
+    saver: Option<Saver>,
     /// The highest fencing token seen per table: the floor of the next
     /// claim, so tokens grow even if the store lost its counter.
     tokens: Mutex<HashMap<u64, u64>>,
@@ -244,8 +246,10 @@ impl Engine {
         factories: Vec<Arc<dyn GameFactory>>,
         durable: Option<Durability>,
     ) -> Arc<Engine> {
+        let saver = durable.as_ref().map(|d| Saver::start(d.store.clone()));
         let shared = Arc::new(Shared {
             durable,
+            saver,
             tokens: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashMap::new()),
             router: std::sync::OnceLock::new(),
@@ -388,8 +392,10 @@ impl Engine {
             let seen = tokens.entry(id).or_default();
             *seen = (*seen).max(lease.token);
         }
+        let saver = self.shared.saver.clone().ok_or(EngineError::NotDurable)?;
         let durable = DurableTable {
             store: d.store.clone(),
+            saver,
             lease,
             lease_time: d.lease,
             confirmed: claimed_at,
