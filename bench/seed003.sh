@@ -59,6 +59,7 @@ run() { # label urls server-pid
   local label=$1 urls=$2 spid=$3
   echo "== $label: load $(cat /proc/loadavg)"
   redis-cli -p $RP config resetstat >/dev/null 2>&1 || true
+  saves >$OUT/$label-saves-before.txt
   taskset -c 1 python3 $PY sample $OUT/$label-cpu.jsonl "${NAMES[@]}" & S=$!
   taskset -c 1 $H bench bots "$urls" --game holdem --transport ws-json \
     -n "$MAX" --step-size $STEP --step-duration ${STEP_S}s --think 1s --chat-rate 2 \
@@ -66,8 +67,16 @@ run() { # label urls server-pid
     || echo "run failed: $label" >&2
   kill "$S"; wait "$S" 2>/dev/null || true; S=""
   redis-cli -p $RP info commandstats >$OUT/$label-redis.txt 2>/dev/null || true
+  saves >$OUT/$label-saves-after.txt
   python3 $PY report $OUT/$label.json $OUT/$label-cpu.jsonl $OUT/$label-report.json
   grep -E 'evalsha|publish' $OUT/$label-redis.txt || true
+  paste $OUT/$label-saves-before.txt $OUT/$label-saves-after.txt | awk '{print "  " $1, $2, $4 - $2}' || true
+}
+GAME_PORTS=""
+saves() { # the durable tables' save counters of the nodes running tables
+  for port in $GAME_PORTS; do
+    curl -s 127.0.0.1:$port/metrics | grep -E '^herald_game_(saves|save_batches|grouped_messages|actions)_total' | sed "s/^/:$port-/" || true
+  done
 }
 
 four() {
@@ -77,6 +86,7 @@ four() {
   start edge1 $(P 22) --broker $BROKER --role edge
   start edge2 $(P 23) --broker $BROKER --role edge
   sleep 8; check; owners $(P 20) $(P 21)
+  GAME_PORTS="$(P 20) $(P 21)"
 }
 if [ "$WHAT" != failover ]; then
 if [ "$WHAT" != clustered ]; then
@@ -92,6 +102,7 @@ redis
 start all1 $(P 10) --broker $BROKER --role all
 start all2 $(P 11) --broker $BROKER --role all
 sleep 8; check; owners $(P 10) $(P 11)
+GAME_PORTS="$(P 10) $(P 11)"
 run dual ws://127.0.0.1:$(P 10)/ws,ws://127.0.0.1:$(P 11)/ws "$(pid_of all1)"
 stop
 

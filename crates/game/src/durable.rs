@@ -174,9 +174,13 @@ impl Saver {
     /// dropped. The queue is unbounded in type only: each table has at most
     /// one save queued (it waits for the result), so it holds at most one
     /// save per table of the node.
-    pub(crate) fn start(store: Arc<dyn TableStore>) -> Saver {
+    /// `sent(n)` is called for every batch of `n` saves (metrics).
+    pub(crate) fn start(
+        store: Arc<dyn TableStore>,
+        sent: impl Fn(usize) + Send + 'static,
+    ) -> Saver {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_saver(store, rx));
+        tokio::spawn(run_saver(store, rx, sent));
         Saver { tx }
     }
 
@@ -195,7 +199,11 @@ impl Saver {
     }
 }
 
-async fn run_saver(store: Arc<dyn TableStore>, mut rx: mpsc::UnboundedReceiver<SaveRequest>) {
+async fn run_saver(
+    store: Arc<dyn TableStore>,
+    mut rx: mpsc::UnboundedReceiver<SaveRequest>,
+    sent: impl Fn(usize),
+) {
     let mut next: Option<SaveRequest> = None;
     loop {
         let first = match next.take() {
@@ -221,6 +229,7 @@ async fn run_saver(store: Arc<dyn TableStore>, mut rx: mpsc::UnboundedReceiver<S
             .map(|r| ((r.lease, r.record), r.done))
             .unzip();
         let n = saves.len();
+        sent(n);
         match store.save_all(saves).await {
             Ok(results) if results.len() == n => {
                 for (done, r) in waiting.into_iter().zip(results) {

@@ -510,6 +510,9 @@ impl Table {
                     }
                 };
             }
+            if handled > 1 && self.durable.is_some() {
+                self.shared.metrics.grouped.add(handled as u64 - 1);
+            }
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
                 self.flush();
