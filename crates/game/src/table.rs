@@ -20,7 +20,8 @@
 //! save is handled as one group after it (up to [`GROUP`] messages, each in
 //! order, as if one by one), saved once, and only then is everything the
 //! group produced sent, in the order produced (group commit). There is no
-//! added wait: an idle table saves each message alone.
+//! added wait: an idle table saves each message alone. A table in memory
+//! (no cluster) has nothing to wait for and handles one message at a time.
 //!
 //! A game that panics closes its own table (everyone gets `unseat` with code
 //! 100); other tables go on.
@@ -492,8 +493,10 @@ impl Table {
             // Group commit: what else is already queued (it arrived while
             // the last save was in flight) is handled now and saved with
             // this message, in one save; its output waits for that save.
+            // A table in memory (no save) handles one message at a time.
+            let group = if self.durable.is_some() { GROUP } else { 1 };
             let mut handled = 1;
-            while flow == Flow::Continue && !self.failed && handled < GROUP {
+            while flow == Flow::Continue && !self.failed && handled < group {
                 let Ok(m) = rx.try_recv() else { break };
                 handled += 1;
                 flow = match m {
@@ -510,7 +513,7 @@ impl Table {
                     }
                 };
             }
-            if handled > 1 && self.durable.is_some() {
+            if handled > 1 {
                 self.shared.metrics.grouped.add(handled as u64 - 1);
             }
             if self.failed {
