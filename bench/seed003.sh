@@ -11,8 +11,11 @@
 # core 1 (2 cores here: read ratios between topologies, not capacity; on
 # real machines each node, Redis and the bots would have their own machine).
 # Every process's CPU is sampled from /proc (bench/seed003.py sample).
-# Results: bench/results/seed003/.
-# Usage: bench/seed003.sh [max bots] [step s] [all|topologies|failover]
+# Results: bench/results/seed003/ (OUT=...), with Redis's `info commandstats`
+# of each clustered run (counted from the start of the load).
+# Usage: bench/seed003.sh [max bots] [step s] [all|topologies|clustered|failover]
+# (clustered: (b) and (c) only). PORT_BASE (default 18700) moves every port
+# (nodes +0..+23, Redis +79) so that two copies can run side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 H=${HERALD_BIN:-./target/release/herald}
@@ -20,18 +23,22 @@ MAX="${1:-3000}"
 STEP_S="${2:-15}"
 STEP=1000
 WHAT="${3:-all}"
-OUT=bench/results/seed003
+OUT=${OUT:-bench/results/seed003}
+PB=${PORT_BASE:-18700}
+RP=$((PB + 79))
+BROKER=redis://127.0.0.1:$RP
+P() { echo $((PB + $1)); }
 PY=bench/seed003.py
 CFG=bench/game/seed003.toml
 mkdir -p "$OUT"
 PIDS=(); NAMES=(); S=""
 start() { # name port args...
   local n=$1 port=$2; shift 2
-  taskset -c 0 $H serve --listen 127.0.0.1:$port --config $CFG "$@" >/tmp/herald-seed003-$n.log 2>&1 &
+  taskset -c 0 $H serve --listen 127.0.0.1:$port --config $CFG "$@" >/tmp/herald-seed003-$PB-$n.log 2>&1 &
   PIDS+=($!); NAMES+=("$n=$!")
 }
 redis() {
-  taskset -c 0 redis-server --port 18779 --save "" --appendonly no >/tmp/herald-seed003-redis.log 2>&1 &
+  taskset -c 0 redis-server --port $RP --save "" --appendonly no >/tmp/herald-seed003-$PB-redis.log 2>&1 &
   PIDS+=($!); NAMES+=("redis=$!")
   sleep 1
 }
@@ -51,45 +58,61 @@ owners() { # how many tables each game-running node owns
 run() { # label urls server-pid
   local label=$1 urls=$2 spid=$3
   echo "== $label: load $(cat /proc/loadavg)"
+  redis-cli -p $RP config resetstat >/dev/null 2>&1 || true
+  saves >$OUT/$label-saves-before.txt
   taskset -c 1 python3 $PY sample $OUT/$label-cpu.jsonl "${NAMES[@]}" & S=$!
   taskset -c 1 $H bench bots "$urls" --game holdem --transport ws-json \
     -n "$MAX" --step-size $STEP --step-duration ${STEP_S}s --think 1s --chat-rate 2 \
     --server-pid "$spid" --label "seed003 $label" --out $OUT/$label.json >$OUT/$label.log 2>&1 \
     || echo "run failed: $label" >&2
   kill "$S"; wait "$S" 2>/dev/null || true; S=""
+  redis-cli -p $RP info commandstats >$OUT/$label-redis.txt 2>/dev/null || true
+  saves >$OUT/$label-saves-after.txt
   python3 $PY report $OUT/$label.json $OUT/$label-cpu.jsonl $OUT/$label-report.json
+  grep -E 'evalsha|publish' $OUT/$label-redis.txt || true
+  paste $OUT/$label-saves-before.txt $OUT/$label-saves-after.txt | awk '{print "  " $1, $2, $4 - $2}' || true
+}
+GAME_PORTS=""
+saves() { # the durable tables' save counters of the nodes running tables
+  for port in $GAME_PORTS; do
+    curl -s 127.0.0.1:$port/metrics | grep -E '^herald_game_(saves|save_batches|grouped_messages|actions)_total' | sed "s/^/:$port-/" || true
+  done
 }
 
 four() {
   redis
-  start game1 18720 --broker redis://127.0.0.1:18779 --role game
-  start game2 18721 --broker redis://127.0.0.1:18779 --role game
-  start edge1 18722 --broker redis://127.0.0.1:18779 --role edge
-  start edge2 18723 --broker redis://127.0.0.1:18779 --role edge
-  sleep 8; check; owners 18720 18721
+  start game1 $(P 20) --broker $BROKER --role game
+  start game2 $(P 21) --broker $BROKER --role game
+  start edge1 $(P 22) --broker $BROKER --role edge
+  start edge2 $(P 23) --broker $BROKER --role edge
+  sleep 8; check; owners $(P 20) $(P 21)
+  GAME_PORTS="$(P 20) $(P 21)"
 }
 if [ "$WHAT" != failover ]; then
+if [ "$WHAT" != clustered ]; then
 # (a) singleton, tables in memory.
-start a 18700; sleep 3; check
-run singleton ws://127.0.0.1:18700/ws "$(pid_of a)"
+start a $(P 0); sleep 3; check
+run singleton ws://127.0.0.1:$(P 0)/ws "$(pid_of a)"
 stop
+fi
 
 # (b) two `all` nodes, durable tables; both started at once so that they
 # split the 2,000 configured tables between them (each claims what is free).
 redis
-start all1 18710 --broker redis://127.0.0.1:18779 --role all
-start all2 18711 --broker redis://127.0.0.1:18779 --role all
-sleep 8; check; owners 18710 18711
-run dual ws://127.0.0.1:18710/ws,ws://127.0.0.1:18711/ws "$(pid_of all1)"
+start all1 $(P 10) --broker $BROKER --role all
+start all2 $(P 11) --broker $BROKER --role all
+sleep 8; check; owners $(P 10) $(P 11)
+GAME_PORTS="$(P 10) $(P 11)"
+run dual ws://127.0.0.1:$(P 10)/ws,ws://127.0.0.1:$(P 11)/ws "$(pid_of all1)"
 stop
 
 # (c) two edges (the bots' only entry) and two game nodes.
 # (c) two edges (the bots' only entry) and two game nodes.
 four
-run four ws://127.0.0.1:18722/ws,ws://127.0.0.1:18723/ws "$(pid_of game1)"
+run four ws://127.0.0.1:$(P 22)/ws,ws://127.0.0.1:$(P 23)/ws "$(pid_of game1)"
 stop
 fi
-[ "$WHAT" = topologies ] && exit 0
+[ "$WHAT" = topologies ] || [ "$WHAT" = clustered ] && exit 0
 
 # Fail-over on (c): 2,000 bots through the edges for 60 s; 20 s in, the
 # game node that owns more of the tables in play is SIGKILLed (default lease
@@ -97,14 +120,16 @@ fi
 four
 echo "== failover: load $(cat /proc/loadavg)"
 taskset -c 1 python3 $PY sample $OUT/failover-cpu.jsonl "${NAMES[@]}" & S=$!
-taskset -c 1 $H bench bots ws://127.0.0.1:18722/ws,ws://127.0.0.1:18723/ws --game holdem \
+redis-cli -p $RP config resetstat >/dev/null 2>&1 || true
+taskset -c 1 $H bench bots ws://127.0.0.1:$(P 22)/ws,ws://127.0.0.1:$(P 23)/ws --game holdem \
   --transport ws-json -n 2000 --step-size 2000 --step-duration 60s --think 1s --chat-rate 2 \
   --server-pid "$(pid_of edge1)" --label "seed003 failover" --out $OUT/failover.json >$OUT/failover.log 2>&1 &
 B=$!
 sleep 20
-taskset -c 1 python3 $PY failover http://127.0.0.1:18720 "$(pid_of game1)" http://127.0.0.1:18721 "$(pid_of game2)" $OUT/failover-tables.json
+taskset -c 1 python3 $PY failover http://127.0.0.1:$(P 20) "$(pid_of game1)" http://127.0.0.1:$(P 21) "$(pid_of game2)" $OUT/failover-tables.json
 wait $B || echo "run failed: failover" >&2
 kill "$S"; wait "$S" 2>/dev/null || true; S=""
+redis-cli -p $RP info commandstats >$OUT/failover-redis.txt 2>/dev/null || true
 python3 $PY report $OUT/failover.json $OUT/failover-cpu.jsonl $OUT/failover-report.json
-grep -ciE 'error|warn' /tmp/herald-seed003-edge*.log /tmp/herald-seed003-game2.log || true
+grep -ciE 'error|warn' /tmp/herald-seed003-$PB-edge*.log /tmp/herald-seed003-$PB-game2.log || true
 stop

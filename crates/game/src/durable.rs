@@ -22,6 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// A boxed future, as the store's methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -90,6 +91,29 @@ pub trait TableStore: Send + Sync + 'static {
     /// Saves `record` if `lease` is still the table's lease; returns the
     /// store's time of the write (ms).
     fn save(&self, lease: Lease, record: Bytes) -> BoxFuture<'_, Result<u64, StoreError>>;
+    /// Saves several tables' records at once (group commit, decision 0009:
+    /// the engine sends every save queued while the previous batch was in
+    /// flight), each under its own lease: one table found fenced fails
+    /// alone. Returns one result per save, in the order given; `Err` for
+    /// the whole batch when the store could not be reached (nothing is
+    /// known to be written). Default: one [`TableStore::save`] each.
+    fn save_all(
+        &self,
+        saves: Vec<(Lease, Bytes)>,
+    ) -> BoxFuture<'_, Result<Vec<Result<u64, StoreError>>, StoreError>> {
+        Box::pin(async move {
+            let mut results = Vec::with_capacity(saves.len());
+            for (lease, record) in saves {
+                match self.save(lease, record).await {
+                    Err(StoreError::Unavailable(e)) if results.is_empty() => {
+                        return Err(StoreError::Unavailable(e))
+                    }
+                    r => results.push(r),
+                }
+            }
+            Ok(results)
+        })
+    }
     /// Extends `lease` by `time`; false if it is no longer held.
     fn renew(&self, lease: Lease, time: Duration) -> BoxFuture<'_, Result<bool, StoreError>>;
     /// Extends every lease of `leases` by `time`, in as few calls as the
@@ -118,6 +142,112 @@ pub trait TableStore: Send + Sync + 'static {
     /// (a store without a shared lobby).
     fn publish_entry(&self, lease: Lease, entry: Bytes) {
         let _ = (lease, entry);
+    }
+}
+
+/// Saves sent to the store in one [`TableStore::save_all`] at most.
+pub const SAVE_BATCH: usize = 256;
+/// Bytes of records in one batch at most (a batch holds one save even if
+/// that is larger).
+pub const SAVE_BATCH_BYTES: usize = 1 << 20;
+
+/// One table's save waiting for the node's next batch.
+struct SaveRequest {
+    lease: Lease,
+    record: Bytes,
+    done: oneshot::Sender<Result<u64, StoreError>>,
+}
+
+/// The node's save queue (group commit across tables, decision 0009): each
+/// table hands its save here and waits for the result; one task sends
+/// everything queued as one [`TableStore::save_all`], one batch in flight
+/// at a time, and whatever queued meanwhile forms the next batch. No added
+/// delay: an idle node's save goes out at once, alone; a busy node's saves
+/// share the store's round trips and script calls.
+#[derive(Clone)]
+pub(crate) struct Saver {
+    tx: mpsc::UnboundedSender<SaveRequest>,
+}
+
+impl Saver {
+    /// Starts the queue's task for `store`; it ends when every `Saver` is
+    /// dropped. The queue is unbounded in type only: each table has at most
+    /// one save queued (it waits for the result), so it holds at most one
+    /// save per table of the node.
+    /// `sent(n)` is called for every batch of `n` saves (metrics).
+    pub(crate) fn start(
+        store: Arc<dyn TableStore>,
+        sent: impl Fn(usize) + Send + 'static,
+    ) -> Saver {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_saver(store, rx, sent));
+        Saver { tx }
+    }
+
+    /// Saves `record` under `lease` in the node's next batch.
+    pub(crate) async fn save(&self, lease: Lease, record: Bytes) -> Result<u64, StoreError> {
+        let (done, rx) = oneshot::channel();
+        self.tx
+            .send(SaveRequest {
+                lease,
+                record,
+                done,
+            })
+            .map_err(|_| StoreError::Unavailable("the save queue stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Unavailable("the save queue dropped the save".into()))?
+    }
+}
+
+async fn run_saver(
+    store: Arc<dyn TableStore>,
+    mut rx: mpsc::UnboundedReceiver<SaveRequest>,
+    sent: impl Fn(usize),
+) {
+    let mut next: Option<SaveRequest> = None;
+    loop {
+        let first = match next.take() {
+            Some(r) => r,
+            None => match rx.recv().await {
+                Some(r) => r,
+                None => return,
+            },
+        };
+        let mut bytes = first.record.len();
+        let mut batch = vec![first];
+        while batch.len() < SAVE_BATCH {
+            let Ok(r) = rx.try_recv() else { break };
+            if bytes + r.record.len() > SAVE_BATCH_BYTES {
+                next = Some(r);
+                break;
+            }
+            bytes += r.record.len();
+            batch.push(r);
+        }
+        let (saves, waiting): (Vec<(Lease, Bytes)>, Vec<_>) = batch
+            .into_iter()
+            .map(|r| ((r.lease, r.record), r.done))
+            .unzip();
+        let n = saves.len();
+        sent(n);
+        match store.save_all(saves).await {
+            Ok(results) if results.len() == n => {
+                for (done, r) in waiting.into_iter().zip(results) {
+                    let _ = done.send(r);
+                }
+            }
+            Ok(results) => {
+                let e = format!("the store answered {} results for {n} saves", results.len());
+                for done in waiting {
+                    let _ = done.send(Err(StoreError::Unavailable(e.clone())));
+                }
+            }
+            Err(e) => {
+                for done in waiting {
+                    let _ = done.send(Err(e.clone()));
+                }
+            }
+        }
     }
 }
 

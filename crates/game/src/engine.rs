@@ -8,7 +8,7 @@
 //! the client's outbox. The engine remembers which tables each client
 //! touched, so that when its connection ends only those tables hear of it.
 
-use crate::durable::{Claimed, Durability, Lease, StoreError};
+use crate::durable::{Claimed, Durability, Lease, Saver, StoreError};
 use crate::lobby::Lobby;
 use crate::table::{error, DurableTable, Table, TableInfo, TableMsg};
 use crate::{GameFactory, TableParams};
@@ -78,6 +78,14 @@ pub struct GameMetrics {
     pub lobby_updates: Counter,
     /// From an `act` reaching its table to its reply being queued.
     pub action_latency: Histogram,
+    /// Durable tables' saves sent to the store (one per table and group of
+    /// messages).
+    pub saves: Counter,
+    /// Store calls those saves went in (group commit across tables).
+    pub save_batches: Counter,
+    /// Messages a durable table handled in a group after the first, i.e.
+    /// saved by another message's save (group commit per table).
+    pub grouped: Counter,
 }
 
 /// What a table is created from (the TOML file's `[[tables]]` or
@@ -164,6 +172,8 @@ pub(crate) struct Shared {
     next_id: AtomicU64,
     /// In a cluster: where tables save (decision 0009).
     durable: Option<Durability>,
+    /// In a cluster: the node's save queue (group commit across tables).
+    saver: Option<Saver>,
     /// The highest fencing token seen per table: the floor of the next
     /// claim, so tokens grow even if the store lost its counter.
     tokens: Mutex<HashMap<u64, u64>>,
@@ -244,18 +254,30 @@ impl Engine {
         factories: Vec<Arc<dyn GameFactory>>,
         durable: Option<Durability>,
     ) -> Arc<Engine> {
-        let shared = Arc::new(Shared {
-            durable,
-            tokens: Mutex::new(HashMap::new()),
-            owned: Mutex::new(HashMap::new()),
-            router: std::sync::OnceLock::new(),
-            lobby: Lobby::default(),
-            metrics: GameMetrics::default(),
-            factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
-            tables: RwLock::new(HashMap::new()),
-            visits: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            config,
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+            let weak = weak.clone();
+            let saver = durable.as_ref().map(|d| {
+                Saver::start(d.store.clone(), move |saves| {
+                    if let Some(s) = weak.upgrade() {
+                        s.metrics.saves.add(saves as u64);
+                        s.metrics.save_batches.inc();
+                    }
+                })
+            });
+            Shared {
+                durable,
+                saver,
+                tokens: Mutex::new(HashMap::new()),
+                owned: Mutex::new(HashMap::new()),
+                router: std::sync::OnceLock::new(),
+                lobby: Lobby::default(),
+                metrics: GameMetrics::default(),
+                factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
+                tables: RwLock::new(HashMap::new()),
+                visits: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                config,
+            }
         });
         tokio::spawn(flush_lobby(Arc::downgrade(&shared)));
         if shared.durable.is_some() {
@@ -388,8 +410,10 @@ impl Engine {
             let seen = tokens.entry(id).or_default();
             *seen = (*seen).max(lease.token);
         }
+        let saver = self.shared.saver.clone().ok_or(EngineError::NotDurable)?;
         let durable = DurableTable {
             store: d.store.clone(),
+            saver,
             lease,
             lease_time: d.lease,
             confirmed: claimed_at,

@@ -15,10 +15,20 @@
 //! effects of the action are sent, so a player's reply always precedes the
 //! broadcast of what it did.
 //!
+//! A durable table (decision 0009) saves before it sends anything. Saving
+//! is a round trip to the store, so what reaches the mailbox during one
+//! save is handled as one group after it (up to [`GROUP`] messages, each in
+//! order, as if one by one), saved once, and only then is everything the
+//! group produced sent, in the order produced (group commit). There is no
+//! added wait: an idle table saves each message alone. A table in memory
+//! (no cluster) has nothing to wait for and handles one message at a time.
+//!
 //! A game that panics closes its own table (everyone gets `unseat` with code
 //! 100); other tables go on.
 
-use crate::durable::{Claimed, Head, Lease, SavedTimer, StoreError, TableStore, RECORD_VERSION};
+use crate::durable::{
+    Claimed, Head, Lease, SavedTimer, Saver, StoreError, TableStore, RECORD_VERSION,
+};
 use crate::engine::Shared;
 use crate::{Ctx, Effect, Game, Seat, TableParams};
 use bytes::Bytes;
@@ -116,8 +126,8 @@ pub(crate) struct Table {
     dirty: bool,
     /// The game panicked: close at the end of this message.
     failed: bool,
-    /// What the current message produced for clients, sent once it is
-    /// handled (and, on a durable table, saved).
+    /// What the current message (or group of messages) produced for
+    /// clients, sent once it is handled (and, on a durable table, saved).
     out: Vec<(Arc<Client>, Bytes)>,
     /// The parameters it was created with (saved in its record).
     params: TableParams,
@@ -133,6 +143,9 @@ pub(crate) struct Table {
 /// A durable table's lease and store.
 pub(crate) struct DurableTable {
     pub(crate) store: Arc<dyn TableStore>,
+    /// The node's save queue: this table's saves go out in the node's
+    /// batches.
+    pub(crate) saver: Saver,
     pub(crate) lease: Lease,
     pub(crate) lease_time: Duration,
     /// When the last renewal (or save, or claim) that succeeded was sent.
@@ -141,6 +154,11 @@ pub(crate) struct DurableTable {
 
 /// Time between two attempts to save while the store is unreachable.
 const SAVE_RETRY: Duration = Duration::from_millis(100);
+
+/// Messages handled before one save at most (group commit): what queued in
+/// the mailbox while the table was saving is handled together, saved once,
+/// then everything it produced is sent, in order.
+pub(crate) const GROUP: usize = 64;
 
 /// The user id a seat belongs to: the token's subject, or for anonymous
 /// clients (when allowed) one made from the connection, which therefore
@@ -300,7 +318,7 @@ impl Table {
                 return true;
             };
             let sent = Instant::now();
-            match d.store.save(d.lease, record.clone()).await {
+            match d.saver.save(d.lease, record.clone()).await {
                 Ok(_) => {
                     d.confirmed = sent;
                     return true;
@@ -375,6 +393,16 @@ impl Table {
         }
     }
 
+    /// The engine's renewal found the lease with `token` lost: false if
+    /// the table must stop (another node may hold it).
+    async fn lease_lost(&mut self, token: u64) -> bool {
+        let current = self
+            .durable
+            .as_ref()
+            .is_some_and(|d| d.lease.token == token);
+        !current || self.renew().await
+    }
+
     /// Renews the lease; false if it is lost.
     async fn renew(&mut self) -> bool {
         let Some(d) = self.durable.as_mut() else {
@@ -439,15 +467,14 @@ impl Table {
         self.after_message();
         // The lease is renewed by the engine, for all of the node's tables
         // in one call; this table hears only of a lost one (`LeaseLost`).
-        loop {
+        'run: loop {
             let next = self.timers.values().min().copied();
-            let flow = tokio::select! {
+            let mut flow = tokio::select! {
                 msg = rx.recv() => match msg {
                     Some(TableMsg::LeaseLost { token }) => {
-                        let current = self.durable.as_ref().is_some_and(|d| d.lease.token == token);
-                        if current && !self.renew().await {
+                        if !self.lease_lost(token).await {
                             self.lost();
-                            break;
+                            break 'run;
                         }
                         Flow::Continue
                     }
@@ -463,6 +490,32 @@ impl Table {
                     Flow::Continue
                 }
             };
+            // Group commit: what else is already queued (it arrived while
+            // the last save was in flight) is handled now and saved with
+            // this message, in one save; its output waits for that save.
+            // A table in memory (no save) handles one message at a time.
+            let group = if self.durable.is_some() { GROUP } else { 1 };
+            let mut handled = 1;
+            while flow == Flow::Continue && !self.failed && handled < group {
+                let Ok(m) = rx.try_recv() else { break };
+                handled += 1;
+                flow = match m {
+                    TableMsg::LeaseLost { token } => {
+                        if !self.lease_lost(token).await {
+                            self.lost();
+                            break 'run;
+                        }
+                        Flow::Continue
+                    }
+                    m => {
+                        self.touched |= !matches!(m, TableMsg::Info { .. });
+                        self.handle(m)
+                    }
+                };
+            }
+            if handled > 1 {
+                self.shared.metrics.grouped.add(handled as u64 - 1);
+            }
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
                 self.flush();

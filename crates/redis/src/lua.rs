@@ -49,6 +49,8 @@ pub static TABLE_CLAIM: Script = Script::new(include_str!("lua/table_claim.lua")
 pub static TABLE_RENEW: Script = Script::new(include_str!("lua/table_renew.lua"));
 /// A table's state saved, fenced by its token.
 pub static TABLE_SAVE: Script = Script::new(include_str!("lua/table_save.lua"));
+/// Several tables' saves, each fenced on its own (group commit).
+pub static TABLE_SAVE_ALL: Script = Script::new(include_str!("lua/table_save_all.lua"));
 /// A table's lease given up.
 pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.lua"));
 
@@ -56,7 +58,7 @@ pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.l
 pub static TABLE_LOBBY: Script = Script::new(include_str!("lua/table_lobby.lua"));
 
 /// Every script.
-pub fn all() -> [&'static Script; 10] {
+pub fn all() -> [&'static Script; 11] {
     [
         &PUBLISH,
         &READ,
@@ -66,6 +68,7 @@ pub fn all() -> [&'static Script; 10] {
         &TABLE_CLAIM,
         &TABLE_RENEW,
         &TABLE_SAVE,
+        &TABLE_SAVE_ALL,
         &TABLE_RELEASE,
         &TABLE_LOBBY,
     ]

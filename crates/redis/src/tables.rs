@@ -253,6 +253,58 @@ impl TableStore {
         }
     }
 
+    /// Saves several tables' states in one script call (group commit), each
+    /// only if its lease is still the table's: one result per save, in
+    /// order, `Fenced` for a table whose lease is gone and `Ok(Redis time of
+    /// the write)` for the others. `Err` for the whole call when Redis could
+    /// not be reached (nothing is known to be written).
+    pub async fn save_all(
+        &self,
+        saves: &[(Lease, Bytes)],
+    ) -> Result<Vec<Result<u64, TableStoreError>>, TableStoreError> {
+        if saves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut args: Vec<Bytes> = Vec::with_capacity(3 + 5 * saves.len());
+        args.push(Bytes::from_static(b"EVALSHA"));
+        args.push(Bytes::copy_from_slice(lua::TABLE_SAVE_ALL.sha().as_bytes()));
+        args.push(Bytes::from((2 * saves.len()).to_string()));
+        for (lease, _) in saves {
+            args.push(Bytes::from(self.key(lease.table, "lease")));
+            args.push(Bytes::from(self.key(lease.table, "state")));
+        }
+        for (lease, data) in saves {
+            args.push(Bytes::from(self.holder(lease)));
+            args.push(Bytes::from(lease.token.to_string()));
+            args.push(data.clone());
+        }
+        let reply = self.link.call(&args).await?;
+        let items = reply.items();
+        let bad = || TableStoreError::Protocol {
+            table: saves[0].0.table,
+            reply: format!("{reply:?}"),
+        };
+        if items.len() != saves.len() + 1 {
+            return Err(bad());
+        }
+        let now = uint(items.first()).ok_or_else(bad)?;
+        Ok(saves
+            .iter()
+            .zip(&items[1..])
+            .map(|((lease, _), r)| match r {
+                Value::Int(1) => Ok(now),
+                Value::Int(_) => Err(TableStoreError::Protocol {
+                    table: lease.table,
+                    reply: format!("{r:?}"),
+                }),
+                _ => Err(TableStoreError::Fenced {
+                    table: lease.table,
+                    holder: text(Some(r)),
+                }),
+            })
+            .collect())
+    }
+
     /// Gives `lease` up (clean shutdown), so another node may claim the
     /// table at once. False if it was no longer held.
     pub async fn release(&self, lease: &Lease) -> Result<bool, TableStoreError> {
@@ -352,6 +404,9 @@ fn parse_lease(table: u64, v: Option<String>) -> Result<Option<(String, u64)>, T
 
 /// Leases renewed per script call by `renew_all`.
 const RENEW_CHUNK: usize = 512;
+/// Saves per script call by `save_all` (the engine's batches are at most
+/// `herald_game::durable::SAVE_BATCH` already).
+const SAVE_CHUNK: usize = 256;
 
 /// The lobby's sequence counter, hash of entries, and topic.
 pub fn lobby_keys(prefix: &str) -> (String, String, String) {
@@ -439,6 +494,43 @@ impl herald_game::durable::TableStore for TableStore {
             TableStore::save(self, &lease, &record)
                 .await
                 .map_err(to_game)
+        })
+    }
+
+    fn save_all(
+        &self,
+        saves: Vec<(game::Lease, Bytes)>,
+    ) -> herald_game::durable::BoxFuture<
+        '_,
+        Result<Vec<Result<u64, game::StoreError>>, game::StoreError>,
+    > {
+        Box::pin(async move {
+            let mut results = Vec::with_capacity(saves.len());
+            for chunk in saves.chunks(SAVE_CHUNK) {
+                let ours: Vec<(Lease, Bytes)> = chunk
+                    .iter()
+                    .map(|(l, data)| {
+                        (
+                            Lease {
+                                table: l.table,
+                                token: l.token,
+                            },
+                            data.clone(),
+                        )
+                    })
+                    .collect();
+                match TableStore::save_all(self, &ours).await {
+                    Ok(rs) => results.extend(rs.into_iter().map(|r| r.map_err(to_game))),
+                    // The first chunk failed: nothing is known written.
+                    Err(e) if results.is_empty() => return Err(to_game(e)),
+                    // A later one: the earlier chunks' results stand.
+                    Err(e) => {
+                        let e = to_game(e);
+                        results.extend(chunk.iter().map(|_| Err(e.clone())));
+                    }
+                }
+            }
+            Ok(results)
         })
     }
 

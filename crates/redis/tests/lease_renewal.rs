@@ -38,6 +38,12 @@ impl herald_game::durable::TableStore for Counting {
     fn save(&self, lease: Lease, record: Bytes) -> BoxFuture<'_, Result<u64, StoreError>> {
         herald_game::durable::TableStore::save(&self.inner, lease, record)
     }
+    fn save_all(
+        &self,
+        saves: Vec<(Lease, Bytes)>,
+    ) -> BoxFuture<'_, Result<Vec<Result<u64, StoreError>>, StoreError>> {
+        herald_game::durable::TableStore::save_all(&self.inner, saves)
+    }
     fn renew(&self, lease: Lease, time: Duration) -> BoxFuture<'_, Result<bool, StoreError>> {
         self.single.fetch_add(1, Ordering::Relaxed);
         herald_game::durable::TableStore::renew(&self.inner, lease, time)

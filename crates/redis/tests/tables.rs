@@ -203,6 +203,80 @@ async fn a_renewal_reports_exactly_the_leases_lost() {
     assert_eq!(a.owner(3).await.unwrap(), None, "b's short lease expired");
 }
 
+/// Saves of many tables go in one script call (group commit), each fenced
+/// on its own: the table taken by another node, and the one whose lease
+/// expired with nobody holding it, fail alone; the others are written.
+#[tokio::test]
+async fn a_batch_of_saves_fences_each_table_on_its_own() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (store(&redis, "a").await, store(&redis, "b").await);
+    let mut leases = Vec::new();
+    for t in 0..5 {
+        leases.push(won(a.claim(t, 0, Duration::from_secs(30)).await.unwrap()));
+    }
+    b.save(&won(b.claim(9, 0, LEASE).await.unwrap()), b"b's table 9")
+        .await
+        .unwrap();
+    // Table 1 is taken by b; table 3's lease vanished (expired), nobody
+    // holds it.
+    redis.command(&["DEL", "herald:t:{1}:lease"]).unwrap();
+    let lb = won(b.claim(1, 0, LEASE).await.unwrap());
+    b.save(&lb, b"b's table 1").await.unwrap();
+    redis.command(&["DEL", "herald:t:{3}:lease"]).unwrap();
+    let saves: Vec<(Lease, bytes::Bytes)> = leases
+        .iter()
+        .map(|l| (l.clone(), format!("a's table {}", l.table).into()))
+        .collect();
+    let calls = |redis: &RedisServer| -> u64 {
+        let info = redis.command(&["INFO", "commandstats"]).unwrap();
+        let text = String::from_utf8_lossy(info.bytes().unwrap()).to_string();
+        text.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|l| l.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = calls(&redis);
+    let results = a.save_all(&saves).await.unwrap();
+    assert_eq!(calls(&redis) - before, 1, "one script call for five tables");
+    assert_eq!(results.len(), 5);
+    for (t, r) in results.iter().enumerate() {
+        match t {
+            1 => assert!(
+                matches!(r, Err(TableStoreError::Fenced { table: 1, holder: Some(h) }) if h == "b:2"),
+                "{r:?}"
+            ),
+            3 => assert!(
+                matches!(
+                    r,
+                    Err(TableStoreError::Fenced {
+                        table: 3,
+                        holder: None
+                    })
+                ),
+                "{r:?}"
+            ),
+            _ => assert!(matches!(r, Ok(ms) if *ms > 1_600_000_000_000), "{r:?}"),
+        }
+    }
+    let state = |t: u64| {
+        redis
+            .command(&["HGET", &format!("herald:t:{{{t}}}:state"), "v"])
+            .unwrap()
+            .bytes()
+            .map(|b| String::from_utf8_lossy(b).to_string())
+    };
+    for t in [0, 2, 4] {
+        assert_eq!(state(t), Some(format!("a's table {t}")));
+    }
+    assert_eq!(state(1), Some("b's table 1".into()), "b's state untouched");
+    assert_eq!(state(3), None, "no write without the lease");
+    assert_eq!(state(9), Some("b's table 9".into()));
+    assert_eq!(a.save_all(&[]).await.unwrap().len(), 0);
+}
+
 /// Redis restarted without persistence: the table's state is gone (the
 /// claim says so: nothing saved), and a claim with the highest token the
 /// node has seen as floor keeps tokens growing, so an owner from before the

@@ -303,6 +303,21 @@ fn games(out: &mut String, shared: &Shared) {
             m.events.get(),
         ),
         (
+            "herald_game_saves_total",
+            "Durable tables' saves sent to the store (a cluster node).",
+            m.saves.get(),
+        ),
+        (
+            "herald_game_save_batches_total",
+            "Store calls carrying those saves (group commit across tables).",
+            m.save_batches.get(),
+        ),
+        (
+            "herald_game_grouped_messages_total",
+            "Messages a durable table saved with an earlier one's save (group commit).",
+            m.grouped.get(),
+        ),
+        (
             "herald_game_lobby_updates_total",
             "Lobby deltas queued to clients, one per recipient.",
             m.lobby_updates.get(),
