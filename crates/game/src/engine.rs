@@ -537,6 +537,15 @@ impl Engine {
         read(&self.shared.tables).contains_key(&id)
     }
 
+    /// Another node was seen holding `id`'s lease with `token` (a keeper
+    /// that reads leases before claiming): this node's next claim of the
+    /// table passes at least that token, as after a refused claim.
+    pub fn saw_token(&self, id: u64, token: u64) {
+        let mut tokens = lock(&self.shared.tokens);
+        let seen = tokens.entry(id).or_default();
+        *seen = (*seen).max(token);
+    }
+
     /// A table's state: its entry, seats and public snapshot.
     pub async fn table(&self, id: u64) -> Result<TableInfo, EngineError> {
         let (reply, rx) = oneshot::channel();

@@ -4,9 +4,15 @@
 //! At start-up the first node claims them; when a node dies, its tables'
 //! leases expire and the surviving nodes' keepers take them over, restored
 //! from their last save, within the lease plus one scan.
+//!
+//! A scan first reads the leases of the tables it does not run (one `MGET`
+//! per 512) and claims only the free ones: claiming every table blindly
+//! was a script call per table per node per second, most of Redis's load
+//! in seed 003's clustered runs (bench/RESULTS.md), whatever the play.
 
 use crate::config::TableConfig;
 use herald_game::{Engine, EngineError, TableSpec};
+use herald_redis::tables::TableStore;
 use std::collections::HashSet;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -14,6 +20,7 @@ use std::time::Duration;
 /// Checks the tables and starts the keeper (it ends with the engine).
 pub fn start(
     engine: &Arc<Engine>,
+    store: TableStore,
     tables: &[TableConfig],
     lease: Duration,
 ) -> Result<(), EngineError> {
@@ -33,11 +40,16 @@ pub fn start(
         lease_ms = lease.as_millis() as u64,
         "cluster tables: claimed by whichever node finds them free"
     );
-    tokio::spawn(keep(Arc::downgrade(engine), specs, every));
+    tokio::spawn(keep(Arc::downgrade(engine), store, specs, every));
     Ok(())
 }
 
-async fn keep(engine: Weak<Engine>, specs: Vec<(u64, TableSpec)>, every: Duration) {
+async fn keep(
+    engine: Weak<Engine>,
+    store: TableStore,
+    specs: Vec<(u64, TableSpec)>,
+    every: Duration,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Tables whose save cannot be restored: reported once, left closed.
@@ -47,9 +59,25 @@ async fn keep(engine: Weak<Engine>, specs: Vec<(u64, TableSpec)>, every: Duratio
         let Some(e) = engine.upgrade() else {
             return;
         };
-        for (id, spec) in &specs {
-            if broken.contains(id) || e.runs_here(*id) {
+        let candidates: Vec<&(u64, TableSpec)> = specs
+            .iter()
+            .filter(|(id, _)| !broken.contains(id) && !e.runs_here(*id))
+            .collect();
+        if candidates.is_empty() {
+            continue;
+        }
+        let ids: Vec<u64> = candidates.iter().map(|(id, _)| *id).collect();
+        let leases = match store.owners(&ids).await {
+            Ok(l) => l,
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the tables' leases now");
                 continue;
+            }
+        };
+        for ((id, spec), lease) in candidates.into_iter().zip(leases) {
+            if let Some((_, token)) = lease {
+                e.saw_token(*id, token);
+                continue; // held: its owner renews it
             }
             match e.claim_table(*id, spec).await {
                 Ok(o) => tracing::info!(

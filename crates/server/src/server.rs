@@ -158,7 +158,12 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             }));
             if !config.tables.is_empty() {
                 if config.role.runs_tables() {
-                    crate::cluster_tables::start(&games, &config.tables, config.table_lease)?;
+                    crate::cluster_tables::start(
+                        &games,
+                        broker.table_store(),
+                        &config.tables,
+                        config.table_lease,
+                    )?;
                 }
                 crate::cluster_lobby::start(broker, &games);
                 // Every node may serve players of any table (decision 0009).

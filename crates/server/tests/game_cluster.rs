@@ -3,7 +3,8 @@
 //! `/api/tables` and `/api/nodes`); when that node is killed mid-hand, the
 //! other takes the table over once the lease expires, and the players, back
 //! on the surviving node, find their seats, their cards and every chip of
-//! the same hand.
+//! the same hand. And a keeper reads the leases before it claims: it does
+//! not run a claim script per table another node holds, every scan.
 mod common;
 #[path = "common/game.rs"]
 mod game_common;
@@ -24,6 +25,10 @@ fn token(user: &str) -> String {
 }
 
 fn node(redis: &RedisServer) -> NodeHandle {
+    node_with(redis, 1, 500)
+}
+
+fn node_with(redis: &RedisServer, count: u32, lease_ms: u64) -> NodeHandle {
     let mut params = serde_json::Map::new();
     params.insert("seed".into(), json!(11));
     params.insert("action_ms".into(), json!(4_000));
@@ -32,10 +37,10 @@ fn node(redis: &RedisServer) -> NodeHandle {
     NodeHandle::start(ServeArgs {
         broker: Some(redis.url()),
         token_hmac_secret: Some(SECRET.into()),
-        table_lease: Some(500),
+        table_lease: Some(lease_ms),
         tables: vec![TableConfig {
             game: "holdem".into(),
-            count: 1,
+            count,
             seats: 3,
             timing: "super-express".into(),
             path: None,
@@ -153,4 +158,52 @@ async fn a_node_killed_mid_hand_its_table_resumes_on_the_other_with_every_chip()
     let (_, _, body) = http(nodes[other].addr, "GET", "/api/tables/1", &[], "").await;
     let after: Value = serde_json::from_str::<Value>(&body).expect("JSON")["state"].clone();
     assert_eq!(chips(&after), total, "{after}");
+}
+
+/// `cmdstat_evalsha`'s call count in Redis's `INFO commandstats`.
+fn script_calls(redis: &RedisServer) -> u64 {
+    let Some(herald_redis::resp::Value::Bulk(Some(info))) =
+        redis.command(&["INFO", "commandstats"])
+    else {
+        panic!("INFO commandstats");
+    };
+    let info = String::from_utf8_lossy(&info);
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepers_do_not_run_a_claim_per_held_table_every_scan() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // 40 tables, a 300 ms lease: each keeper scans every 100 ms.
+    let nodes = [node_with(&redis, 40, 300), node_with(&redis, 40, 300)];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let owned = tables(&nodes[0]).await.len() + tables(&nodes[1]).await.len();
+        if owned == 40 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "40 tables owned, got {owned}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Up to twenty scans per node with every table held: a claim per table
+    // not run here would be 40 script calls per pair of scans (up to 800);
+    // what is left is each node's batched renewal every 100 ms (up to 40)
+    // and the odd lobby entry. A slow machine scans less, which only
+    // lowers both counts.
+    let before = script_calls(&redis);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls = script_calls(&redis) - before;
+    assert!(
+        calls < 150,
+        "{calls} script calls in 2 s with every table held"
+    );
+    // Still one owner per table, nothing moved.
+    let owned = tables(&nodes[0]).await.len() + tables(&nodes[1]).await.len();
+    assert_eq!(owned, 40);
 }
