@@ -66,6 +66,7 @@ pub mod conn;
 pub mod lua;
 pub mod member;
 pub mod pubsub;
+pub mod registry;
 pub mod resp;
 pub mod tables;
 pub mod testing;
@@ -351,6 +352,16 @@ impl RedisBroker {
     /// This node's id in the cluster.
     pub fn node_id(&self) -> &str {
         &self.inner.node_id
+    }
+
+    /// Which tables exist in the cluster (created over HTTP, deleted), on
+    /// the broker's link (decision 0009).
+    pub fn table_registry(&self) -> registry::TableRegistry {
+        registry::TableRegistry::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
     }
 
     /// Game tables' leases and saves for this node, on the broker's link
