@@ -7,7 +7,9 @@
 //! HTTP API took it), `P:tables:next` (the last id handed out; raised to N
 //! first, so a created table never gets a configured table's id), and
 //! `P:tables:deleted` (set of deleted ids, configured or created: no keeper
-//! claims them). A deleted table's lease key holds [`DELETED`], which never
+//! claims them), and `P:tables:version` (bumped by every create and delete:
+//! a node's scan reads the registry only when it changed, so an idle
+//! cluster pays one `GET` per node per scan for it). A deleted table's lease key holds [`DELETED`], which never
 //! expires: the claim script sees a holder and refuses, atomically, so a
 //! table cannot come back even when a keeper's view of the deleted set is
 //! a scan old, or after every node restarted.
@@ -71,6 +73,18 @@ impl TableRegistry {
         )
     }
 
+    fn version_key(&self) -> String {
+        format!("{}:tables:version", self.prefix)
+    }
+
+    /// The registry's version: changes with every create and delete, so a
+    /// node re-reads the registry only when it changed (one `GET` a scan
+    /// otherwise).
+    pub async fn version(&self) -> Result<u64, TableStoreError> {
+        let reply = self.link.call(&["GET", &self.version_key()]).await?;
+        Ok(reply.int().and_then(|i| u64::try_from(i).ok()).unwrap_or(0))
+    }
+
     fn lease_key(&self, table: u64) -> String {
         format!("{}:t:{{{table}}}:lease", self.prefix)
     }
@@ -84,15 +98,17 @@ impl TableRegistry {
         spec: &[u8],
     ) -> Result<u64, TableStoreError> {
         let (hash, next, _) = self.keys();
+        let version = self.version_key();
         let (n, c) = (configured.to_string(), count.to_string());
         let reply = self
             .link
             .call(&[
                 "EVALSHA".as_bytes(),
                 lua::TABLE_CREATE.sha().as_bytes(),
-                b"2",
+                b"3",
                 hash.as_bytes(),
                 next.as_bytes(),
+                version.as_bytes(),
                 n.as_bytes(),
                 c.as_bytes(),
                 spec,
@@ -114,17 +130,19 @@ impl TableRegistry {
         let (seq, lobby, topic) = lobby_keys(&self.prefix);
         let (id, n) = (table.to_string(), configured.to_string());
         let lease = self.lease_key(table);
+        let version = self.version_key();
         let reply = self
             .link
             .call(&[
                 "EVALSHA",
                 lua::TABLE_DELETE.sha(),
-                "5",
+                "6",
                 &hash,
                 &deleted,
                 &lease,
                 &seq,
                 &lobby,
+                &version,
                 &id,
                 &n,
                 DELETED,

@@ -179,8 +179,13 @@ impl ClusterTables {
         Some(info)
     }
 
-    /// Reads the registry (created and deleted tables).
-    async fn refresh(&self) -> Result<(), TableStoreError> {
+    /// Reads the registry (created and deleted tables) if its version is
+    /// not `seen`; returns the version read.
+    async fn refresh(&self, seen: Option<u64>) -> Result<u64, TableStoreError> {
+        let version = self.registry.version().await?;
+        if seen == Some(version) {
+            return Ok(version);
+        }
         let (listed, gone) = self.registry.list().await?;
         let mut created = HashMap::with_capacity(listed.len());
         for (id, raw) in listed {
@@ -195,7 +200,7 @@ impl ClusterTables {
         }
         *write(&self.created) = created;
         write(&self.deleted).extend(gone);
-        Ok(())
+        Ok(version)
     }
 }
 
@@ -219,6 +224,7 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Tables whose save cannot be restored: reported once, left closed.
     let mut broken = HashSet::new();
+    let mut seen = None;
     loop {
         let Some(notify) = ct.upgrade() else {
             return;
@@ -234,9 +240,14 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
         let Some(e) = ct.engine.upgrade() else {
             return;
         };
-        if let Err(err) = ct.refresh().await {
-            tracing::debug!(%err, "cannot read the table registry now");
-            continue;
+        // Read in full again when it changed (a version read before the
+        // list: a change between the two is read again next time).
+        match ct.refresh(seen).await {
+            Ok(v) => seen = Some(v),
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the table registry now");
+                continue;
+            }
         }
         if !keep {
             continue;

@@ -135,7 +135,10 @@ async fn a_table_created_on_an_edge_is_played_anywhere_and_survives_its_owner() 
     let first = owner_of(&[&games[0], &games[1]], 2).await;
     // In every node's lobby.
     for n in edges.iter().chain(games.iter()) {
-        until("table 2 in the lobby", async || tables(n).await.0.contains(&2)).await;
+        until("table 2 in the lobby", async || {
+            tables(n).await.0.contains(&2)
+        })
+        .await;
     }
     let entry = get(&edges[1], "/api/tables").await;
     assert!(
@@ -160,7 +163,10 @@ async fn a_table_created_on_an_edge_is_played_anywhere_and_survives_its_owner() 
     // The owner dies: the other game node takes the table over.
     games[first].kill();
     let other = 1 - first;
-    until("take-over", async || tables(&games[other]).await.1.contains(&2)).await;
+    until("take-over", async || {
+        tables(&games[other]).await.1.contains(&2)
+    })
+    .await;
     let m = players[0].wait("moved", |m| m["unseat"].is_object()).await;
     assert_eq!(m["unseat"]["table"], 2, "{m}");
     let r = sit(&mut players[0], 6, 2).await;
@@ -178,7 +184,10 @@ async fn delete_on_an_edge_closes_a_created_table_everywhere_for_good() {
     assert_eq!(status, 201, "{v}");
     let id = v["tables"][0].as_u64().expect("id");
     owner_of(&[&game], id).await;
-    until("in the edge's lobby", async || tables(&edge).await.0.contains(&id)).await;
+    until("in the edge's lobby", async || {
+        tables(&edge).await.0.contains(&id)
+    })
+    .await;
     // One player through the edge, one on the owner itself.
     let mut far = Player::connect(edge.addr, &user_token(SECRET, "ann")).await;
     assert_eq!(sit(&mut far, 5, id).await["sit"]["seat"], 0);
@@ -227,7 +236,10 @@ async fn delete_of_a_configured_table_and_of_one_whose_owner_died() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["seats"][0]["user"], "ann", "{v}");
     told_closed(&mut p, 1).await;
-    until("lobby removal", async || !tables(&edge).await.0.contains(&1)).await;
+    until("lobby removal", async || {
+        !tables(&edge).await.0.contains(&1)
+    })
+    .await;
     never_claimed(&[&edge, &game], 1).await;
 
     // A created table whose owner is dead: deleted all the same (202), and

@@ -8,7 +8,7 @@
 -- table (its players told) and then turns its lease into the sentinel
 -- (table_retire.lua).
 -- KEYS[1] registry, KEYS[2] deleted set, KEYS[3] lease, KEYS[4] lobby
--- sequence, KEYS[5] lobby hash
+-- sequence, KEYS[5] lobby hash, KEYS[6] the registry's version
 -- ARGV[1] table id, ARGV[2] configured tables N, ARGV[3] sentinel,
 -- ARGV[4] lobby topic
 -- Returns {0} for an unknown (or already deleted) table, else {1, holder}
@@ -19,6 +19,7 @@ local listed = redis.call('HDEL', KEYS[1], id) == 1
 local n = tonumber(id)
 if not listed and not (n and n >= 1 and n <= tonumber(ARGV[2])) then return {0} end
 redis.call('SADD', KEYS[2], id)
+redis.call('INCR', KEYS[6])
 local holder = redis.call('GET', KEYS[3])
 if not holder then redis.call('SET', KEYS[3], ARGV[3]) end
 local seq = redis.call('INCR', KEYS[4])
