@@ -193,6 +193,15 @@ async fn delete_on_an_edge_closes_a_created_table_everywhere_for_good() {
     assert_eq!(sit(&mut far, 5, id).await["sit"]["seat"], 0);
     let mut near = Player::connect(game.addr, &user_token(SECRET, "bob")).await;
     assert_eq!(sit(&mut near, 5, id).await["sit"]["seat"], 1);
+    // A lobby subscriber on each node.
+    let mut lobbies = Vec::new();
+    for n in [&edge, &game] {
+        let mut w = Player::connect(n.addr, &user_token(SECRET, "lobby")).await;
+        send_json(&mut w.ws, json!({"id": 1, "lobby": {"path": ""}})).await;
+        let r = w.wait("lobby snapshot", |m| m["id"] == 1).await;
+        assert!(r["lobby"]["tables"].is_array(), "{r}");
+        lobbies.push(w);
+    }
 
     let (status, v) = delete(&edge, id).await;
     // The owner's last state, as a single node answers.
@@ -208,6 +217,14 @@ async fn delete_on_an_edge_closes_a_created_table_everywhere_for_good() {
     assert!(v["state"]["seats"].is_array(), "{v}");
     told_closed(&mut far, id).await;
     told_closed(&mut near, id).await;
+    for w in &mut lobbies {
+        let removed = |m: &Value| {
+            m["lobby_update"]["removed"]
+                .as_array()
+                .is_some_and(|r| r.contains(&json!(id)))
+        };
+        w.wait("lobby removal", removed).await;
+    }
     for n in [&edge, &game] {
         until("lobby removal", async || !tables(n).await.0.contains(&id)).await;
     }
