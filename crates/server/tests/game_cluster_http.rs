@@ -2,9 +2,10 @@
 //! created over HTTP on any node go into Redis's registry, get an owner
 //! among the game nodes, enter every node's lobby, are playable from any
 //! edge and are taken over from the registry when their owner dies;
-//! `DELETE` on any node closes a table everywhere (its players told as on
-//! a single node) and no node ever claims it again, configured tables
-//! included. Real nodes, real `redis-server`, 500 ms leases.
+//! `DELETE` on any node (an edge, or the owner itself) closes a table
+//! everywhere (its players told as on a single node, subscribers' lobbies
+//! updated) and no node ever claims it again, configured tables included,
+//! nor a node started later; with its owner dead it answers 202. Real nodes, real `redis-server`, 500 ms leases.
 mod common;
 #[path = "common/game.rs"]
 mod game_common;
@@ -171,6 +172,12 @@ async fn a_table_created_on_an_edge_is_played_anywhere_and_survives_its_owner() 
     assert_eq!(m["unseat"]["table"], 2, "{m}");
     let r = sit(&mut players[0], 6, 2).await;
     assert_eq!(r["sit"]["seat"], 0, "{r}");
+    // Deleted on its owner itself: closed there, its players told.
+    let (status, v) = delete(&games[other], 2).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["seats"][0]["user"], "ann", "{v}");
+    told_closed(&mut players[0], 2).await;
+    never_claimed(&[&edges[0], &edges[1], &games[other]], 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
