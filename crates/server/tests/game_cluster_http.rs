@@ -272,7 +272,13 @@ async fn delete_of_a_configured_table_and_of_one_whose_owner_died() {
     assert_eq!(status, 201, "{v}");
     let id = v["tables"][0].as_u64().expect("id");
     owner_of(&[&game], id).await;
+    let addr = game.addr;
     game.kill();
+    // Dead once its listener is gone (the kill stops its runtime).
+    until("the game node dead", async || {
+        tokio::net::TcpStream::connect(addr).await.is_err()
+    })
+    .await;
     let (status, v) = delete(&edge, id).await;
     assert_eq!(status, 202, "{v}");
     assert_eq!(v["deleted"], true, "{v}");
