@@ -9,6 +9,7 @@ Usage:
   seed003.py sample OUT NAME=PID ...   # every 0.5 s until killed
   seed003.py report BENCH.json SAMPLES OUT.json
   seed003.py failover URL1 PID1 URL2 PID2 OUT.json   # kills the busier one
+  seed003.py capacity REPORT.json QUOTA_PCT   # bench/seed003-capacity.sh
 """
 import json, os, signal, sys, time, urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -182,7 +183,54 @@ def failover(url1, pid1, url2, pid2, out):
     print(json.dumps({k: v for k, v in res.items() if k != "per_table"}))
 
 
+def role(name):
+    """A process's role from its name in seed003-capacity.sh."""
+    return {"a": "all", "all": "all", "game": "game", "edge": "edge"}.get(name.rstrip("0123456789"), name)
+
+
+def crossing(rows, names, quota, limit=90.0):
+    """Players where the busiest of `names` first uses `limit` % of its quota
+    (linear between steps), or None if no step reached it."""
+    prev = None
+    for r in rows:
+        pct = max((100.0 * r["cpu"]["cpu_pct"].get(n, 0) / quota for n in names), default=0)
+        if pct >= limit:
+            if prev is None:
+                return r["players"]
+            (p0, c0) = prev
+            return round(p0 + (r["players"] - p0) * (limit - c0) / (pct - c0))
+        prev = (r["players"], pct)
+    return None
+
+
+def capacity(report_path, quota):
+    quota = float(quota)
+    rows = [r for r in json.load(open(report_path))["steps"] if r.get("cpu")]
+    if not rows:
+        print("no step with CPU samples")
+        return
+    names = sorted(rows[0]["cpu"]["cpu_pct"])
+    nodes = [n for n in names if role(n) in ("all", "game", "edge")]
+    print(f"  {'players':>7} {'hands/min':>9} {'events/s':>8} {'p50':>6} {'p99':>6} err  "
+          + "  ".join(f"{n:>6}" for n in names) + "   (% of the node's quota; Redis: % of a quota)")
+    for r in rows:
+        c = r["cpu"]["cpu_pct"]
+        print(f"  {r['players']:>7} {r['hands_per_min']:>9.0f} {r['game_events_per_s']:>8.0f}"
+              f" {r['p50_ms']:>6.2f} {r['p99_ms']:>6.1f} {r['errors']:>3}  "
+              + "  ".join(f"{100.0 * c.get(n, 0) / quota:>6.1f}" for n in names))
+    res = {"quota_pct": quota}
+    for what, sel in (("game", [n for n in nodes if role(n) in ("all", "game")]),
+                      ("any node", nodes)):
+        x = crossing(rows, sel, quota)
+        res[what] = x
+        busiest = max(100.0 * rows[-1]["cpu"]["cpu_pct"].get(n, 0) / quota for n in sel)
+        print(f"  {what} cores under 10 % idle at: "
+              + (f"{x} players" if x is not None else
+                 f"not reached by {rows[-1]['players']} players (busiest at {busiest:.0f} % of its quota)"))
+    json.dump(res, open(report_path.replace("-report.json", "-capacity.json"), "w"))
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"sample": lambda: sample(args[0], args[1:]), "report": lambda: report(*args),
-     "failover": lambda: failover(*args)}[cmd]()
+     "failover": lambda: failover(*args), "capacity": lambda: capacity(*args)}[cmd]()

@@ -304,16 +304,49 @@ impl TableStore {
     /// Who holds `table`'s lease: `(node, token)`, or `None`.
     pub async fn owner(&self, table: u64) -> Result<Option<(String, u64)>, TableStoreError> {
         let reply = self.link.call(&["GET", &self.key(table, "lease")]).await?;
-        let Some(v) = text(Some(&reply)) else {
-            return Ok(None);
-        };
-        let parsed = v
-            .rsplit_once(':')
-            .and_then(|(node, tok)| Some((node.to_string(), tok.parse().ok()?)));
-        match parsed {
-            Some(p) => Ok(Some(p)),
-            None => Err(TableStoreError::Protocol { table, reply: v }),
+        parse_lease(table, text(Some(&reply)))
+    }
+
+    /// Who holds each of `tables`' leases, in the same order: one `MGET`
+    /// per [`OWNERS_CHUNK`] tables instead of a round trip per table (an
+    /// edge looks up every table its players are at, every lease/3).
+    pub async fn owners(
+        &self,
+        tables: &[u64],
+    ) -> Result<Vec<Option<(String, u64)>>, TableStoreError> {
+        let mut out = Vec::with_capacity(tables.len());
+        for chunk in tables.chunks(OWNERS_CHUNK) {
+            let mut args = Vec::with_capacity(chunk.len() + 1);
+            args.push("MGET".to_string());
+            args.extend(chunk.iter().map(|t| self.key(*t, "lease")));
+            let reply = self.link.call(&args).await?;
+            let items = reply.items();
+            if items.len() != chunk.len() {
+                return Err(TableStoreError::Protocol {
+                    table: chunk[0],
+                    reply: format!("MGET answered {} of {} keys", items.len(), chunk.len()),
+                });
+            }
+            for (t, v) in chunk.iter().zip(items) {
+                out.push(parse_lease(*t, text(Some(v)))?);
+            }
         }
+        Ok(out)
+    }
+}
+
+/// Lease keys read per `MGET` by [`TableStore::owners`].
+const OWNERS_CHUNK: usize = 512;
+
+/// A lease value `NODE:TOKEN` (`None`: no lease).
+fn parse_lease(table: u64, v: Option<String>) -> Result<Option<(String, u64)>, TableStoreError> {
+    let Some(v) = v else { return Ok(None) };
+    let parsed = v
+        .rsplit_once(':')
+        .and_then(|(node, tok)| Some((node.to_string(), tok.parse().ok()?)));
+    match parsed {
+        Some(p) => Ok(Some(p)),
+        None => Err(TableStoreError::Protocol { table, reply: v }),
     }
 }
 

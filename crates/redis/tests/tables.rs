@@ -1,7 +1,7 @@
 //! Game tables' leases and fenced saves against a real `redis-server`
 //! (decision 0009): one winner when nodes claim a table at once, a stale
 //! owner (paused past its lease, or cut off from Redis) cannot write over
-//! its successor, tokens keep growing after Redis lost its data, and an
+//! its successor, an edge's batched owner lookup agrees with the single one, tokens keep growing after Redis lost its data, and an
 //! unreachable Redis is an error, not a hang.
 
 #![allow(clippy::unwrap_used, missing_docs)]
@@ -89,6 +89,15 @@ async fn nodes_claiming_tables_at_once_get_one_owner_each() {
         assert_eq!(held[table], vec![w.clone(), w], "table {table}");
         let owner = stores[0].owner(table as u64).await.unwrap();
         assert_eq!(owner, Some((winners[table][0].clone(), 1)));
+    }
+    // The batched lookup (an edge's) agrees, in order, across its 512-key
+    // chunks, with a table nobody claimed in the middle.
+    let ids: Vec<u64> = (0..200u64).chain([999]).chain(0..400u64).collect();
+    let owners = stores[1].owners(&ids).await.unwrap();
+    assert_eq!(owners.len(), ids.len());
+    for (t, o) in ids.iter().zip(&owners) {
+        let want = (*t < 200).then(|| (winners[*t as usize][0].clone(), 1));
+        assert_eq!(o, &want, "table {t}");
     }
 }
 
