@@ -562,6 +562,70 @@ impl Engine {
         rx.await.map_err(|_| EngineError::UnknownTable(id))
     }
 
+    /// Closes a table as [`Engine::close_table`] does and returns once its
+    /// task has ended (its last save written, nothing more to come from
+    /// it): a cluster deleting the table may then retire its lease
+    /// (decision 0009) without fencing the table's last save.
+    pub async fn close_table_and_wait(&self, id: u64) -> Result<TableInfo, EngineError> {
+        let tx = read(&self.shared.tables)
+            .get(&id)
+            .cloned()
+            .ok_or(EngineError::UnknownTable(id))?;
+        let (reply, rx) = oneshot::channel();
+        tx.send(TableMsg::Close { reply })
+            .await
+            .map_err(|_| EngineError::UnknownTable(id))?;
+        let info = rx.await.map_err(|_| EngineError::UnknownTable(id))?;
+        tx.closed().await;
+        Ok(info)
+    }
+
+    /// Whether a table could be created from `spec` exactly as
+    /// [`Engine::create_table`] checks it (game, seats, path, the game's
+    /// parameters) and, on a durable engine, saved (a cluster runs only
+    /// games that can be restored). Creates nothing.
+    pub fn check_new_table(&self, spec: &TableSpec) -> Result<(), EngineError> {
+        let factory = self
+            .shared
+            .factories
+            .get(spec.game.as_str())
+            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
+        if spec.seats == 0 || spec.seats > 64 {
+            return Err(EngineError::BadParams(format!(
+                "seats must be 1 to 64, not {}",
+                spec.seats
+            )));
+        }
+        if spec
+            .path
+            .as_ref()
+            .is_some_and(|p| p.is_empty() || p.len() > 255)
+        {
+            return Err(EngineError::BadParams("path must be 1 to 255 bytes".into()));
+        }
+        let params = TableParams {
+            id: 0,
+            seats: spec.seats,
+            timing: spec.timing.clone(),
+            params: spec.params.clone(),
+        };
+        let game = factory.create(&params).map_err(EngineError::BadParams)?;
+        if self.shared.durable.is_some() && game.save().is_none() {
+            return Err(EngineError::BadParams(format!(
+                "{} tables cannot be saved, so not run in a cluster",
+                spec.game
+            )));
+        }
+        Ok(())
+    }
+
+    /// A cluster lobby removal (a deleted table, decision 0009) published
+    /// with sequence number `seq`: the table leaves this node's lobby
+    /// unless the lobby has a newer entry for it. False if older.
+    pub fn remove_lobby(&self, seq: u64, table: u64) -> bool {
+        self.shared.lobby.remove_seq(table, seq)
+    }
+
     async fn deliver(&self, id: u64, msg: TableMsg) -> Result<(), EngineError> {
         let tx = read(&self.shared.tables)
             .get(&id)

@@ -90,6 +90,22 @@ impl Lobby {
         true
     }
 
+    /// Removes a table as the cluster published with sequence number
+    /// `seq` (a deleted table); ignored (false) if the entry held is newer.
+    pub fn remove_seq(&self, table: u64, seq: u64) -> bool {
+        let mut s = self.state();
+        let known = s.cluster_seq.entry(table).or_default();
+        if *known >= seq {
+            return false;
+        }
+        *known = seq;
+        if s.entries.remove(&table).is_some() {
+            s.changed.remove(&table);
+            s.removed.push(table);
+        }
+        true
+    }
+
     /// Removes a table; sent at the next flush.
     pub fn remove(&self, table: u64) {
         let mut s = self.state();

@@ -66,6 +66,7 @@ pub mod conn;
 pub mod lua;
 pub mod member;
 pub mod pubsub;
+pub mod registry;
 pub mod resp;
 pub mod tables;
 pub mod testing;
@@ -353,6 +354,16 @@ impl RedisBroker {
         &self.inner.node_id
     }
 
+    /// Which tables exist in the cluster (created over HTTP, deleted), on
+    /// the broker's link (decision 0009).
+    pub fn table_registry(&self) -> registry::TableRegistry {
+        registry::TableRegistry::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
+    }
+
     /// Game tables' leases and saves for this node, on the broker's link
     /// (decision 0009).
     pub fn table_store(&self) -> tables::TableStore {
@@ -379,11 +390,14 @@ impl RedisBroker {
     /// Hands every message of the cluster lobby's topic (`P:lobby`, written
     /// by `TableStore::publish_entry`) to `f`, on the subscriber link's
     /// task; `f(None)` after the link (re)connected, when messages may have
-    /// been missed (read `TableStore::lobby_entries` then). Set once.
+    /// been missed (read `TableStore::lobby_entries` then), called once
+    /// Redis confirmed the subscription, so that a read then misses nothing
+    /// published before it and the topic brings everything after. Set once.
     pub fn on_lobby(&self, f: LobbyFn) {
         if self.inner.lobby_msgs.set(f).is_ok() {
             if let Some(ps) = self.inner.pubsub() {
-                drop(ps.subscribe(self.inner.lobby_topic.clone())); // confirmation not awaited
+                let confirmed = ps.subscribe(self.inner.lobby_topic.clone());
+                self.inner.lobby_subscribed(confirmed);
             }
         }
     }
@@ -447,6 +461,21 @@ impl RedisBroker {
 impl Inner {
     fn me(&self) -> Option<Arc<Inner>> {
         self.me.upgrade()
+    }
+
+    /// Tells the lobby's handler to read what it missed once the lobby's
+    /// subscription is confirmed (or failed: a reconnect follows, and
+    /// reads again). Read before the subscription holds, an entry published
+    /// in between would be missed with no gap in the numbers to show it
+    /// (the first message a node receives has no predecessor to compare).
+    fn lobby_subscribed(&self, confirmed: tokio::sync::oneshot::Receiver<()>) {
+        let Some(me) = self.me() else { return };
+        tokio::spawn(async move {
+            let _ = confirmed.await;
+            if let Some(f) = me.lobby_msgs.get() {
+                f(None);
+            }
+        });
     }
 
     fn pubsub(&self) -> Option<&Arc<PubSub>> {
@@ -1084,9 +1113,9 @@ impl Sink for Inner {
             if self.node_msgs.get().is_some() {
                 drop(ps.subscribe(self.own_topic.clone())); // confirmation not awaited
             }
-            if let Some(f) = self.lobby_msgs.get() {
-                drop(ps.subscribe(self.lobby_topic.clone())); // confirmation not awaited
-                f(None);
+            if self.lobby_msgs.get().is_some() {
+                let confirmed = ps.subscribe(self.lobby_topic.clone());
+                self.lobby_subscribed(confirmed);
             }
             for glob in lock(&self.patterns).keys() {
                 ps.psubscribe(glob.clone());

@@ -57,8 +57,15 @@ pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.l
 /// A table's lobby entry published, fenced, with a cluster sequence number.
 pub static TABLE_LOBBY: Script = Script::new(include_str!("lua/table_lobby.lua"));
 
+/// Tables created over HTTP in a cluster: ids and registry entries.
+pub static TABLE_CREATE: Script = Script::new(include_str!("lua/table_create.lua"));
+/// A table deleted in a cluster.
+pub static TABLE_DELETE: Script = Script::new(include_str!("lua/table_delete.lua"));
+/// A deleted table's owner gives its lease up for good.
+pub static TABLE_RETIRE: Script = Script::new(include_str!("lua/table_retire.lua"));
+
 /// Every script.
-pub fn all() -> [&'static Script; 11] {
+pub fn all() -> [&'static Script; 14] {
     [
         &PUBLISH,
         &READ,
@@ -71,6 +78,9 @@ pub fn all() -> [&'static Script; 11] {
         &TABLE_SAVE_ALL,
         &TABLE_RELEASE,
         &TABLE_LOBBY,
+        &TABLE_CREATE,
+        &TABLE_DELETE,
+        &TABLE_RETIRE,
     ]
 }
 

@@ -11,7 +11,10 @@
 //! gap in the sequence) is made up by reading the hash again; an entry
 //! older than the one a node has is ignored, so the reload and the live
 //! messages may interleave. When a table changes owner its entry stays
-//! until the new owner publishes one, with a higher number.
+//! until the new owner publishes one, with a higher number. A deleted
+//! table's removal is a message with an empty entry, numbered and kept in
+//! the hash like an entry, so a node that missed it still removes the table
+//! when it reads the hash again.
 
 use herald_game::Engine;
 use herald_redis::tables::{parse_lobby, TableStore};
@@ -30,7 +33,7 @@ pub fn start(broker: &Arc<RedisBroker>, engine: &Arc<Engine>) {
             // (Re)connected: what was published meanwhile is in the hash.
             return reload(e.clone(), s.clone());
         };
-        let Some((seq, _table, entry)) = parse_lobby(&msg) else {
+        let Some((seq, table, entry)) = parse_lobby(&msg) else {
             tracing::debug!("malformed lobby message");
             return;
         };
@@ -40,29 +43,52 @@ pub fn start(broker: &Arc<RedisBroker>, engine: &Arc<Engine>) {
             reload(e.clone(), s.clone());
         }
         if let Some(engine) = e.upgrade() {
-            engine.apply_lobby(seq, &entry);
+            apply(&engine, seq, table, &entry);
         }
     }));
     reload(engine, store);
 }
 
-/// Applies every entry in Redis's lobby hash (newer ones only).
+/// How often a failed read of the lobby's hash is tried again.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Applies every entry in Redis's lobby hash (newer ones only), trying
+/// again until the read succeeds: a node's subscriber link may come up
+/// before its command link, and a read given up then lost every entry
+/// published before it for good (the live messages after it show no gap:
+/// the first one has nothing to compare with). Measured: an edge started
+/// with a game node of 100 tables listed 47–95 of them in about one start
+/// in ten (bench/RESULTS.md, 2026-11-26 session 2).
 fn reload(engine: Weak<Engine>, store: TableStore) {
     tokio::spawn(async move {
-        let entries = match store.lobby_entries().await {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot read the cluster lobby now");
-                return;
+        let entries = loop {
+            match store.lobby_entries().await {
+                Ok(e) => break e,
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot read the cluster lobby now; retrying");
+                    if engine.strong_count() == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(RETRY).await;
+                }
             }
         };
         let Some(engine) = engine.upgrade() else {
             return;
         };
         for msg in entries {
-            if let Some((seq, _, entry)) = parse_lobby(&msg) {
-                engine.apply_lobby(seq, &entry);
+            if let Some((seq, table, entry)) = parse_lobby(&msg) {
+                apply(&engine, seq, table, &entry);
             }
         }
     });
+}
+
+/// One lobby message: an entry, or (empty) a deleted table's removal.
+fn apply(engine: &Engine, seq: u64, table: u64, entry: &[u8]) {
+    if entry.is_empty() {
+        engine.remove_lobby(seq, table);
+    } else {
+        engine.apply_lobby(seq, entry);
+    }
 }

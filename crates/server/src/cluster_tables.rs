@@ -1,64 +1,283 @@
-//! The `[[tables]]` of a cluster (decision 0009): every node given the same
-//! configuration knows the same tables, numbered 1.. in the order of the
-//! file, and a keeper task on each node claims every one that nobody holds.
-//! At start-up the first node claims them; when a node dies, its tables'
-//! leases expire and the surviving nodes' keepers take them over, restored
-//! from their last save, within the lease plus one scan.
+//! Which tables a cluster has, and who runs them (decision 0009).
 //!
-//! A scan first reads the leases of the tables it does not run (one `MGET`
-//! per 512) and claims only the free ones: claiming every table blindly
-//! was a script call per table per node per second, most of Redis's load
-//! in seed 003's clustered runs (bench/RESULTS.md), whatever the play.
+//! A cluster's tables are its configured `[[tables]]` (the same file on
+//! every node, numbered 1..N in the order of the file) plus those created
+//! over HTTP on any node, kept in Redis's registry
+//! (`herald_redis::registry`: spec per id, ids from a cluster counter above
+//! N), minus the deleted ones (a set in Redis, and a lease sentinel that no
+//! claim can win). Every node reads the registry every scan, for its
+//! routes (which ids exist) and, on a node that runs tables (`all`,
+//! `game`), for its keeper, which claims every table nobody holds. At
+//! start-up the first node claims them; when a node dies, its tables'
+//! leases expire and the surviving nodes' keepers take them over, restored
+//! from their last save, within the lease plus one scan. A table created
+//! over HTTP is claimed at the next scan of any game node (at once on the
+//! node that created it, if it runs tables); with no game node in the
+//! cluster it waits, listed in the registry, and commands for it get 114,
+//! as for a configured table nobody runs.
+//!
+//! Deleting (`DELETE /api/tables/{id}`, any node): the delete script marks
+//! the table deleted and publishes its lobby removal; its owner, told over
+//! its node topic ([`crate::table_routes::Routes::close_remote`]) or by its
+//! own keeper's next scan (the message may be lost), closes it as a single
+//! node does (players get `unseat` 115 "the table was closed") and turns
+//! its lease into the sentinel ([`ClusterTables::close_here`]). A keeper
+//! that claimed a table just before it was deleted (its scan was a little
+//! old) closes it the same way at its next scan.
+//!
+//! A keeper's scan first reads the leases of the tables it does not run
+//! (one `MGET` per 512) and claims only the free ones: claiming every table
+//! blindly was a script call per table per node per scan, most of Redis's
+//! load in seed 003's clustered runs (bench/RESULTS.md), whatever the play.
 
 use crate::config::TableConfig;
-use herald_game::{Engine, EngineError, TableSpec};
-use herald_redis::tables::TableStore;
-use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use herald_game::{Engine, EngineError, TableInfo, TableSpec};
+use herald_redis::registry::{Deletion, TableRegistry};
+use herald_redis::tables::{TableStore, TableStoreError};
+use herald_redis::RedisBroker;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
+use tokio::sync::Notify;
 
-/// Checks the tables and starts the keeper (it ends with the engine).
-pub fn start(
-    engine: &Arc<Engine>,
+/// The cluster's tables as this node knows them.
+pub struct ClusterTables {
+    registry: TableRegistry,
+    /// Leases, read before claiming.
     store: TableStore,
-    tables: &[TableConfig],
-    lease: Duration,
-) -> Result<(), EngineError> {
-    let mut specs = Vec::new();
-    let mut id = 1u64;
-    for t in tables {
-        let spec = t.spec();
-        engine.check_spec(&spec)?;
-        for _ in 0..t.count {
-            specs.push((id, spec.clone()));
-            id += 1;
-        }
-    }
-    let every = (lease / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
-    tracing::info!(
-        tables = specs.len(),
-        lease_ms = lease.as_millis() as u64,
-        "cluster tables: claimed by whichever node finds them free"
-    );
-    tokio::spawn(keep(Arc::downgrade(engine), store, specs, every));
-    Ok(())
+    engine: Weak<Engine>,
+    /// The configured tables, ids 1..=N.
+    configured: Vec<(u64, TableSpec)>,
+    /// Tables created over HTTP (the registry at the last scan).
+    created: RwLock<HashMap<u64, TableSpec>>,
+    /// Deleted ids (at the last scan, plus those deleted here since).
+    deleted: RwLock<HashSet<u64>>,
+    /// Wakes the keeper before its next tick (a table created here).
+    scan_now: Notify,
 }
 
-async fn keep(
-    engine: Weak<Engine>,
-    store: TableStore,
-    specs: Vec<(u64, TableSpec)>,
-    every: Duration,
-) {
+impl std::fmt::Debug for ClusterTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterTables")
+            .field("configured", &self.configured.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClusterTables {
+    /// Checks the configured tables and starts reading the registry; when
+    /// `keep` (the node runs tables), the keeper claims tables too. Both
+    /// end with the engine.
+    pub fn start(
+        broker: &Arc<RedisBroker>,
+        engine: &Arc<Engine>,
+        tables: &[TableConfig],
+        lease: Duration,
+        keep: bool,
+    ) -> Result<Arc<ClusterTables>, EngineError> {
+        let mut configured = Vec::new();
+        let mut id = 1u64;
+        for t in tables {
+            let spec = t.spec();
+            engine.check_spec(&spec)?;
+            for _ in 0..t.count {
+                configured.push((id, spec.clone()));
+                id += 1;
+            }
+        }
+        let every = (lease / 3).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        tracing::info!(
+            tables = configured.len(),
+            lease_ms = lease.as_millis() as u64,
+            keep,
+            "cluster tables: claimed by whichever game node finds them free"
+        );
+        let ct = Arc::new(ClusterTables {
+            registry: broker.table_registry(),
+            store: broker.table_store(),
+            engine: Arc::downgrade(engine),
+            configured,
+            created: RwLock::new(HashMap::new()),
+            deleted: RwLock::new(HashSet::new()),
+            scan_now: Notify::new(),
+        });
+        tokio::spawn(scan(Arc::downgrade(&ct), every, keep));
+        Ok(ct)
+    }
+
+    /// How many tables are configured (ids 1..=N).
+    pub fn configured(&self) -> u64 {
+        self.configured.len() as u64
+    }
+
+    /// Whether `table` is known deleted.
+    pub fn is_deleted(&self, table: u64) -> bool {
+        read(&self.deleted).contains(&table)
+    }
+
+    /// Whether `table` is a table of the cluster as of the last scan.
+    pub fn knows(&self, table: u64) -> bool {
+        !self.is_deleted(table)
+            && ((1..=self.configured()).contains(&table)
+                || read(&self.created).contains_key(&table))
+    }
+
+    /// Whether `table` is in Redis's registry now (a table created since
+    /// the last scan).
+    pub async fn is_listed(&self, table: u64) -> Result<bool, TableStoreError> {
+        self.registry.is_listed(table).await
+    }
+
+    /// Creates `count` tables of `spec` (checked by the caller) in the
+    /// registry; returns their ids. A game node claims them at its next
+    /// scan (this node's keeper at once).
+    pub async fn create(
+        &self,
+        spec: &TableConfig,
+        count: u32,
+    ) -> Result<Vec<u64>, TableStoreError> {
+        let stored = spec_json(spec);
+        let first = self
+            .registry
+            .create(self.configured(), count, stored.as_bytes())
+            .await?;
+        let ids: Vec<u64> = (first..first + u64::from(count)).collect();
+        {
+            let mut created = write(&self.created);
+            let spec = spec.spec();
+            for id in &ids {
+                created.insert(*id, spec.clone());
+            }
+        }
+        self.scan_now.notify_one();
+        Ok(ids)
+    }
+
+    /// Deletes `table` in Redis (see `table_delete.lua`).
+    pub async fn delete(&self, table: u64) -> Result<Deletion, TableStoreError> {
+        let d = self.registry.delete(table, self.configured()).await?;
+        if matches!(d, Deletion::Deleted { .. }) {
+            write(&self.deleted).insert(table);
+            write(&self.created).remove(&table);
+        }
+        Ok(d)
+    }
+
+    /// Owner side of a delete: closes `table` if it runs here (its players
+    /// are told as on a single node), waits for its task to end, then
+    /// retires its lease (the sentinel: never claimed again). Its last
+    /// state, or `None` when it does not run here.
+    pub async fn close_here(&self, table: u64) -> Option<TableInfo> {
+        let engine = self.engine.upgrade()?;
+        let token = engine.leases().get(&table)?.token;
+        let info = engine.close_table_and_wait(table).await.ok()?;
+        match self.registry.retire(table, token).await {
+            Ok(true) => tracing::info!(table, token, "deleted table closed"),
+            Ok(false) => tracing::warn!(table, "deleted table closed; its lease moved meanwhile"),
+            Err(err) => tracing::warn!(table, %err, "deleted table closed; lease not retired"),
+        }
+        Some(info)
+    }
+
+    /// Reads the registry (created and deleted tables) if its version is
+    /// not `seen`; returns the version read.
+    async fn refresh(&self, seen: Option<u64>) -> Result<u64, TableStoreError> {
+        let version = self.registry.version().await?;
+        if seen == Some(version) {
+            return Ok(version);
+        }
+        let (listed, gone) = self.registry.list().await?;
+        let mut created = HashMap::with_capacity(listed.len());
+        for (id, raw) in listed {
+            match serde_json::from_slice::<TableConfig>(&raw) {
+                Ok(c) => {
+                    created.insert(id, c.spec());
+                }
+                Err(err) => {
+                    tracing::error!(table = id, %err, "unreadable table spec in the registry")
+                }
+            }
+        }
+        *write(&self.created) = created;
+        write(&self.deleted).extend(gone);
+        Ok(version)
+    }
+}
+
+/// A spec as the registry keeps it: the `POST` body's shape, one table.
+fn spec_json(spec: &TableConfig) -> String {
+    let mut v = serde_json::Map::new();
+    for (k, x) in &spec.params {
+        v.insert(k.clone(), x.clone());
+    }
+    v.insert("game".into(), spec.game.clone().into());
+    v.insert("seats".into(), spec.seats.into());
+    v.insert("timing".into(), spec.timing.clone().into());
+    if let Some(p) = &spec.path {
+        v.insert("path".into(), p.clone().into());
+    }
+    serde_json::Value::Object(v).to_string()
+}
+
+async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Tables whose save cannot be restored: reported once, left closed.
     let mut broken = HashSet::new();
+    let mut seen = None;
     loop {
-        tick.tick().await;
-        let Some(e) = engine.upgrade() else {
+        let Some(notify) = ct.upgrade() else {
             return;
         };
+        let woken = async move { notify.scan_now.notified().await };
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = woken => {}
+        }
+        let Some(ct) = ct.upgrade() else {
+            return;
+        };
+        let Some(e) = ct.engine.upgrade() else {
+            return;
+        };
+        // Read in full again when it changed (a version read before the
+        // list: a change between the two is read again next time).
+        match ct.refresh(seen).await {
+            Ok(v) => seen = Some(v),
+            Err(err) => {
+                tracing::debug!(%err, "cannot read the table registry now");
+                continue;
+            }
+        }
+        if !keep {
+            continue;
+        }
+        // Deleted tables still running here (the owner's message lost, or
+        // claimed just before the delete): closed now.
+        let stale: Vec<u64> = e
+            .leases()
+            .keys()
+            .copied()
+            .filter(|t| ct.is_deleted(*t))
+            .collect();
+        for t in stale {
+            ct.close_here(t).await;
+        }
+        let specs: Vec<(u64, TableSpec)> = ct
+            .configured
+            .iter()
+            .cloned()
+            .chain(read(&ct.created).iter().map(|(id, s)| (*id, s.clone())))
+            .filter(|(id, _)| !ct.is_deleted(*id))
+            .collect();
         let candidates: Vec<&(u64, TableSpec)> = specs
             .iter()
             .filter(|(id, _)| !broken.contains(id) && !e.runs_here(*id))
@@ -67,7 +286,7 @@ async fn keep(
             continue;
         }
         let ids: Vec<u64> = candidates.iter().map(|(id, _)| *id).collect();
-        let leases = match store.owners(&ids).await {
+        let leases = match ct.store.owners(&ids).await {
             Ok(l) => l,
             Err(err) => {
                 tracing::debug!(%err, "cannot read the tables' leases now");
@@ -77,7 +296,7 @@ async fn keep(
         for ((id, spec), lease) in candidates.into_iter().zip(leases) {
             if let Some((_, token)) = lease {
                 e.saw_token(*id, token);
-                continue; // held: its owner renews it
+                continue; // held (or a deleted table's marker)
             }
             match e.claim_table(*id, spec).await {
                 Ok(o) => tracing::info!(

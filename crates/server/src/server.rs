@@ -53,6 +53,12 @@ pub struct Shared {
     pub cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// The game engine: tables, seats, lobby (`/api/tables`).
     pub games: Arc<herald_game::Engine>,
+    /// In a cluster: which tables exist (configured, created over HTTP,
+    /// deleted) and the routes to their owners (`/api/tables`).
+    pub cluster_tables: Option<(
+        Arc<crate::cluster_tables::ClusterTables>,
+        Arc<crate::table_routes::Routes>,
+    )>,
     /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
     pub pusher: Arc<crate::pusher::Apps>,
     /// Where idle plain-TCP connections hibernate (`None`: they never do).
@@ -125,9 +131,10 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         }
     };
     let games = match &cluster {
-        // In a cluster, configured tables are durable and owned by one node
-        // at a time (decision 0009): the keeper claims them.
-        Some(broker) if !config.tables.is_empty() => herald_game::Engine::with_durability(
+        // In a cluster, tables (configured, or created over HTTP on any
+        // node) are durable and owned by one node at a time (decision
+        // 0009): the keeper claims them.
+        Some(broker) => herald_game::Engine::with_durability(
             config.games.clone(),
             game_factories(),
             herald_game::durable::Durability {
@@ -135,8 +142,9 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                 lease: config.table_lease,
             },
         ),
-        _ => herald_game::Engine::new(config.games.clone(), game_factories()),
+        None => herald_game::Engine::new(config.games.clone(), game_factories()),
     };
+    let mut cluster_tables = None;
     match &cluster {
         Some(broker) => {
             let weak = Arc::downgrade(&node);
@@ -156,26 +164,23 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
                 }),
                 None => serde_json::Value::Null,
             }));
-            if !config.tables.is_empty() {
-                if config.role.runs_tables() {
-                    crate::cluster_tables::start(
-                        &games,
-                        broker.table_store(),
-                        &config.tables,
-                        config.table_lease,
-                    )?;
-                }
-                crate::cluster_lobby::start(broker, &games);
-                // Every node may serve players of any table (decision 0009).
-                let count = config.tables.iter().map(|t| u64::from(t.count)).sum();
-                crate::table_routes::Routes::start(
-                    broker,
-                    &games,
-                    count,
-                    config.table_lease,
-                    config.node.client_queue_bytes,
-                );
-            }
+            let known = crate::cluster_tables::ClusterTables::start(
+                broker,
+                &games,
+                &config.tables,
+                config.table_lease,
+                config.role.runs_tables(),
+            )?;
+            crate::cluster_lobby::start(broker, &games);
+            // Every node may serve players of any table (decision 0009).
+            let routes = crate::table_routes::Routes::start(
+                broker,
+                &games,
+                known.clone(),
+                config.table_lease,
+                config.node.client_queue_bytes,
+            );
+            cluster_tables = Some((known, routes));
         }
         None => {
             for t in &config.tables {
@@ -217,6 +222,7 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
         parker,
         pusher,
         games,
+        cluster_tables,
         cluster,
         per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),
         deadlines: crate::limits::ConnectDeadlines::default(),

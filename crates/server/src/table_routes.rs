@@ -39,6 +39,7 @@
 //!   runs); the players reconnect to any node and `sit` back into their
 //!   seats.
 
+use crate::cluster_tables::ClusterTables;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use herald_core::auth::Identity;
 use herald_core::games::Games;
@@ -46,6 +47,7 @@ use herald_core::outbox::Frame;
 use herald_core::Client;
 use herald_game::{Engine, Router};
 use herald_proto::{Command, Encoding, ErrorCode, Push, Request, ServerMsg};
+use herald_redis::registry::DELETED_NODE;
 use herald_redis::tables::TableStore;
 use herald_redis::RedisBroker;
 use std::collections::{HashMap, HashSet};
@@ -53,12 +55,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::Poll;
 use std::time::Duration;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// Message kinds on a node topic.
 const CMD: u8 = 1;
 const DELIVER: u8 = 2;
 const GONE: u8 = 3;
+/// A deleted table's owner is asked to close it (decision 0009).
+const CLOSE: u8 = 4;
+/// The owner's answer to [`CLOSE`]: the table's last state, or "not here".
+const CLOSED: u8 = 5;
 
 /// Ids of proxies on an owner: the top bit set, apart from the node's own
 /// client ids (random high bits below it).
@@ -106,8 +113,11 @@ pub struct Routes {
     store: TableStore,
     engine: Weak<Engine>,
     node: Arc<str>,
-    /// The cluster's tables are 1..=tables.
-    tables: u64,
+    /// Which tables the cluster has.
+    known: Arc<ClusterTables>,
+    /// `DELETE`s waiting for the owner's [`CLOSED`], by request number.
+    closes: Mutex<HashMap<u64, oneshot::Sender<Option<Bytes>>>>,
+    next_close: AtomicU64,
     /// How long an edge waits for the owner's answer to a command.
     timeout: Duration,
     /// A proxy's outbox bound (the node's client queue).
@@ -133,12 +143,12 @@ impl std::fmt::Debug for Routes {
 
 impl Routes {
     /// Starts routing for `engine` over `broker`'s node topics, for the
-    /// cluster's tables `1..=tables`; `lease` is the tables' lease (the
+    /// cluster's tables (`known`); `lease` is the tables' lease (the
     /// owner watch runs every third of it).
     pub fn start(
         broker: &Arc<RedisBroker>,
         engine: &Arc<Engine>,
-        tables: u64,
+        known: Arc<ClusterTables>,
         lease: Duration,
         queue_bytes: usize,
     ) -> Arc<Routes> {
@@ -148,7 +158,9 @@ impl Routes {
             store: broker.table_store(),
             engine: Arc::downgrade(engine),
             node: broker.node_id().into(),
-            tables,
+            known,
+            closes: Mutex::new(HashMap::new()),
+            next_close: AtomicU64::new(1),
             timeout: (lease * 2).max(Duration::from_secs(2)),
             queue_bytes,
             owners: Mutex::new(HashMap::new()),
@@ -242,6 +254,8 @@ impl Routes {
             CMD => self.on_cmd(&mut payload),
             DELIVER => self.on_deliver(&mut payload),
             GONE => self.on_gone(&mut payload),
+            CLOSE => self.on_close(&mut payload),
+            CLOSED => self.on_closed(&mut payload),
             _ => None,
         };
         if parsed.is_none() {
@@ -324,6 +338,65 @@ impl Routes {
         let proxy = lock(&self.proxies).remove(&(edge, client));
         if let Some(proxy) = proxy {
             self.drop_proxy(&proxy.client);
+        }
+        Some(())
+    }
+
+    /// Asks `owner` to close deleted `table` (`DELETE /api/tables/{id}` on
+    /// this node) and waits for its answer: `Some(Some(state))`, the
+    /// table's last state as JSON (what a single node's `DELETE` answers);
+    /// `Some(None)`, the table does not run there; `None`, no answer in
+    /// [`Routes::timeout`] (the owner died, or the message was lost: its
+    /// keeper closes the table at its next scan if it is alive).
+    pub async fn close_remote(&self, owner: &str, table: u64) -> Option<Option<Bytes>> {
+        let req = self.next_close.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.closes).insert(req, tx);
+        let mut payload = BytesMut::with_capacity(48);
+        payload.put_u8(CLOSE);
+        put_str(&mut payload, &self.node);
+        payload.put_u64(req);
+        payload.put_u64(table);
+        let answer = match self.broker.send_to_node(owner, &payload) {
+            Ok(()) => tokio::time::timeout(self.timeout, rx)
+                .await
+                .ok()
+                .and_then(Result::ok),
+            Err(_) => None,
+        };
+        lock(&self.closes).remove(&req);
+        answer
+    }
+
+    /// Owner side: another node deleted a table this node runs.
+    fn on_close(&self, p: &mut Bytes) -> Option<()> {
+        let from: Arc<str> = get_str(p)?.into();
+        let req = get_u64(p)?;
+        let table = get_u64(p)?;
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let Some(routes) = me.upgrade() else { return };
+            let info = routes.known.close_here(table).await;
+            let mut payload = BytesMut::with_capacity(256);
+            payload.put_u8(CLOSED);
+            payload.put_u64(req);
+            if let Some(info) = info {
+                payload.put_u8(1);
+                payload.put_slice(crate::tables::info_json(&info).to_string().as_bytes());
+            } else {
+                payload.put_u8(0);
+            }
+            let _ = routes.broker.send_to_node(&from, &payload);
+        });
+        Some(())
+    }
+
+    /// Edge side: the owner's answer to a [`CLOSE`].
+    fn on_closed(&self, p: &mut Bytes) -> Option<()> {
+        let req = get_u64(p)?;
+        let closed = get_u8(p)? == 1;
+        if let Some(tx) = lock(&self.closes).remove(&req) {
+            let _ = tx.send(closed.then(|| p.split_to(p.remaining())));
         }
         Some(())
     }
@@ -418,6 +491,7 @@ impl Routes {
             return; // Redis unreachable: nothing to learn now
         };
         let mut now: HashMap<u64, Arc<str>> = HashMap::with_capacity(tables.len());
+        let mut deleted = HashSet::new();
         {
             let mut owners = lock(&self.owners);
             for (table, owner) in tables.into_iter().zip(found) {
@@ -425,6 +499,14 @@ impl Routes {
                     // Being taken over: the next look tells.
                     None => {
                         owners.remove(&table);
+                    }
+                    // Deleted: its owner told its players (`unseat` 115,
+                    // "the table was closed"); a player of a table deleted
+                    // while between owners learns it from its next command
+                    // (115).
+                    Some((node, _)) if node == DELETED_NODE => {
+                        owners.remove(&table);
+                        deleted.insert(table);
                     }
                     Some((node, token)) => {
                         let node: Arc<str> = node.into();
@@ -438,6 +520,7 @@ impl Routes {
         for r in lock(&self.remotes).values_mut() {
             let client = &r.client;
             r.tables.retain(|table, routed| match now.get(table) {
+                _ if deleted.contains(table) => false,
                 Some(node) if node != routed => {
                     if let Some(c) = client.upgrade() {
                         moved.push((c, *table));
@@ -521,7 +604,7 @@ impl Routes {
 
 impl Router for Routes {
     fn forward(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Command) -> bool {
-        if table == 0 || table > self.tables {
+        if table == 0 || self.known.is_deleted(table) {
             return false;
         }
         let owner = lock(&self.owners).get(&table).cloned();
@@ -534,17 +617,31 @@ impl Router for Routes {
                 let client = client.clone();
                 tokio::spawn(async move {
                     match me.store.owner(table).await {
+                        Ok(Some((node, _))) if node == DELETED_NODE => {
+                            error(&client, id, ErrorCode::UnknownTable, "unknown table")
+                        }
                         Ok(Some((node, token))) if *node != *me.node => {
                             let node: Arc<str> = node.into();
                             lock(&me.owners).insert(table, (node.clone(), token));
                             me.send_cmd(&client, id, table, node, cmd);
                         }
-                        Ok(_) => error(
-                            &client,
-                            id,
-                            ErrorCode::BrokerUnavailable,
-                            "the table is between owners (a take-over): retry",
-                        ),
+                        // Nobody runs it: a table of the cluster waiting for
+                        // an owner (a take-over, or no game node yet), or
+                        // no table at all.
+                        Ok(_) => {
+                            let exists = me.known.knows(table)
+                                || me.known.is_listed(table).await.unwrap_or(true);
+                            if exists {
+                                error(
+                                    &client,
+                                    id,
+                                    ErrorCode::BrokerUnavailable,
+                                    "the table is between owners (a take-over): retry",
+                                )
+                            } else {
+                                error(&client, id, ErrorCode::UnknownTable, "unknown table")
+                            }
+                        }
                         Err(e) => error(
                             &client,
                             id,

@@ -4,32 +4,44 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /api/tables` | `{"tables":[entry, ...]}`: every table's lobby entry; in a cluster each table this node owns also has `"owner":{"node","token"}` (its lease and fencing token, decision 0009) |
-//! | `POST /api/tables` | body `{"game":"holdem","seats":6,"timing"?:"express","path"?:"…","count"?:1, ...game params}`; 201 `{"tables":[id, ...]}`; 400 (code 103) for bad parameters; 409 (code 111) in a cluster |
-//! | `GET /api/tables/{id}` | `{"table":entry,"seats":[{"seat":0,"user":"u1","away":false}],"state":…}`; 404 (code 115) |
-//! | `DELETE /api/tables/{id}` | closes it (players get `unseat` 115); answers its last state like `GET` |
+//! | `POST /api/tables` | body `{"game":"holdem","seats":6,"timing"?:"express","path"?:"…","count"?:1, ...game params}`; 201 `{"tables":[id, ...]}`; 400 (code 103) for bad parameters; in a cluster 503 (code 114) when Redis cannot be reached |
+//! | `GET /api/tables/{id}` | `{"table":entry,"seats":[{"seat":0,"user":"u1","away":false}],"state":…}`; 404 (code 115); in a cluster, tables this node runs only |
+//! | `DELETE /api/tables/{id}` | closes it (players get `unseat` 115); answers its last state like `GET`; 404 (code 115); in a cluster 202 `{"table":id,"deleted":true,"closed":false,"reason":…}` when no owner answered, 503 (code 114) when Redis cannot be reached |
 //!
 //! An entry is `{"table","path","seats","players","watchers","attrs"}` as in
 //! the protocol's lobby; `state` is the game's public snapshot, embedded as
 //! JSON when it is JSON text (Hold'em's is), else as `{"b64":"…"}`.
 //!
-//! Why `POST` is refused in a cluster (`--broker redis://…`): a table made
-//! here would live in this node's memory only (not durable, not leased,
-//! unknown to the other nodes' routes and lobbies), and its id would come
-//! from this node's counter, which can hand out the id of a configured
-//! `[[tables]]` table that another node runs (the counter only skips ids
-//! this node claimed), so two tables would answer to one id. Making them
-//! cluster tables needs a registry in Redis that every node's keeper and
-//! routes read, and a cluster-wide `DELETE` (decision 0009, "Not built");
-//! until then a cluster's tables are its configured ones, and the refusal
-//! says so rather than creating a table that breaks the cluster's.
+//! In a cluster (`--broker redis://…`, any role), `POST` writes the tables
+//! into Redis's registry (ids from a cluster counter above the configured
+//! tables, `crate::cluster_tables`) and answers once they are written: a
+//! game node's keeper claims them within a scan, and every node's lobby and
+//! routes serve them. Not in this node's memory: a table made here alone
+//! would be unknown to the other nodes and die with this one. With no game
+//! node in the cluster the tables wait in the registry, and commands for
+//! them get 114 ("retry"), as for a configured table nobody runs.
+//!
+//! `DELETE` in a cluster marks the table deleted in Redis (never claimed
+//! again, even after a restart), publishes its lobby removal to every node
+//! and asks its owner to close it: the owner's players get the same
+//! `unseat` 115 "the table was closed" as on a single node, and the answer
+//! is the state the owner closed it with (its chips), as on a single node.
+//! When nobody owns the table (its owner died and no node took it over
+//! yet) or the owner does not answer in time, the table is deleted all the
+//! same and the answer is 202 with `"closed": false`: its last save stays
+//! in Redis (`P:t:{T}:state`) for whoever must account for its chips, and
+//! an owner that is alive closes it at its keeper's next scan.
 
 use crate::api::{error, json, Body};
+use crate::cluster_tables::ClusterTables;
 use crate::config::TableConfig;
 use crate::server::Shared;
+use crate::table_routes::Routes;
 use base64::Engine as _;
 use bytes::Bytes;
 use herald_game::{EngineError, TableInfo};
 use herald_proto::{ErrorCode, TableEntry};
+use herald_redis::registry::Deletion;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
@@ -63,6 +75,11 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
             let Ok(id) = id[1..].parse::<u64>() else {
                 return not_found();
             };
+            if method == Method::DELETE {
+                if let Some((known, routes)) = &shared.cluster_tables {
+                    return delete_in_cluster(id, shared, known, routes).await;
+                }
+            }
             let result = match method {
                 Method::GET => shared.games.table(id).await,
                 Method::DELETE => shared.games.close_table(id).await,
@@ -100,14 +117,6 @@ fn not_found() -> Response<Body> {
 }
 
 async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
-    if shared.cluster.is_some() {
-        return error(
-            StatusCode::CONFLICT,
-            ErrorCode::NotAvailable,
-            "tables cannot be created over HTTP in a cluster: configure them as [[tables]], \
-             the same on every node (docs/protocol.md §5e, decision 0009)",
-        );
-    }
     let body = match crate::api::read_body(req.into_body(), 64 * 1024, shared).await {
         Ok(b) => b,
         Err(e) => return e.response(),
@@ -130,6 +139,22 @@ async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         );
     }
     let engine_spec = spec.spec();
+    if let Some((known, _)) = &shared.cluster_tables {
+        return match shared.games.check_new_table(&engine_spec) {
+            Err(e) => error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, &e.to_string()),
+            Ok(()) => match known.create(&spec, spec.count).await {
+                Ok(ids) => json(
+                    StatusCode::CREATED,
+                    json!({ "tables": ids }).to_string().into_bytes(),
+                ),
+                Err(e) => error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorCode::BrokerUnavailable,
+                    &format!("cannot reach Redis: {e}; retry (no table was created if this answer came at once; after a timeout one may have been)"),
+                ),
+            },
+        };
+    }
     let mut ids = Vec::with_capacity(spec.count as usize);
     for _ in 0..spec.count {
         match shared.games.create_table(&engine_spec) {
@@ -174,7 +199,57 @@ fn payload_json(b: &Bytes) -> Value {
         .unwrap_or_else(|_| json!({ "b64": base64::engine::general_purpose::STANDARD.encode(b) }))
 }
 
-fn info_json(info: &TableInfo) -> Value {
+/// `DELETE /api/tables/{id}` in a cluster (see the module's docs).
+async fn delete_in_cluster(
+    id: u64,
+    shared: &Shared,
+    known: &ClusterTables,
+    routes: &Routes,
+) -> Response<Body> {
+    let holder = match known.delete(id).await {
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::BrokerUnavailable,
+                &format!(
+                    "cannot reach Redis: {e}; retry (a DELETE that went through answers 404 \
+                     the second time)"
+                ),
+            )
+        }
+        Ok(Deletion::Unknown) => return not_found(),
+        Ok(Deletion::Deleted { holder }) => holder,
+    };
+    let closed = match holder {
+        None => None,
+        Some((node, _)) if Some(node.as_str()) == shared.games.node_id() => {
+            known.close_here(id).await.map(|i| info_json(&i))
+        }
+        Some((node, _)) => routes
+            .close_remote(&node, id)
+            .await
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
+    };
+    match closed {
+        Some(state) => ok(state),
+        None => json(
+            StatusCode::ACCEPTED,
+            json!({
+                "table": id,
+                "deleted": true,
+                "closed": false,
+                "reason": "no node ran the table or its owner did not answer: it is deleted and \
+                           never runs again; its last save stays in Redis",
+            })
+            .to_string()
+            .into_bytes(),
+        ),
+    }
+}
+
+/// A table's state as `GET /api/tables/{id}` (and `DELETE`) answer it.
+pub(crate) fn info_json(info: &TableInfo) -> Value {
     let seats: Vec<Value> = info
         .seats
         .iter()

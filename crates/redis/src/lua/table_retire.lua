@@ -1,0 +1,16 @@
+-- The owner of a deleted table closed it: its lease becomes the sentinel
+-- (never expires, so no keeper claims the table again, even after a
+-- restart), and the lobby removal is published again (the owner may have
+-- published an entry after table_delete.lua's removal).
+-- KEYS[1] lease, KEYS[2] lobby sequence, KEYS[3] lobby hash
+-- ARGV[1] 'NODE:TOKEN', ARGV[2] sentinel, ARGV[3] table id, ARGV[4] topic
+-- Returns 1, or 0 when another node holds the lease (it claimed the table
+-- after the caller's lease expired; its keeper closes it in turn).
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] and holder ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+local seq = redis.call('INCR', KEYS[2])
+local msg = seq .. ':' .. ARGV[3] .. ':'
+redis.call('HSET', KEYS[3], ARGV[3], msg)
+redis.call('PUBLISH', ARGV[4], msg)
+return 1
