@@ -339,31 +339,9 @@ impl Engine {
     /// Creates a table and starts its task; returns its id. Its lobby entry
     /// is visible at once.
     pub fn create_table(&self, spec: &TableSpec) -> Result<u64, EngineError> {
-        let factory = self
-            .shared
-            .factories
-            .get(spec.game.as_str())
-            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
-        if spec.seats == 0 || spec.seats > 64 {
-            return Err(EngineError::BadParams(format!(
-                "seats must be 1 to 64, not {}",
-                spec.seats
-            )));
-        }
-        let path = match &spec.path {
-            Some(p) if p.is_empty() || p.len() > 255 => {
-                return Err(EngineError::BadParams("path must be 1 to 255 bytes".into()))
-            }
-            Some(p) => p.clone(),
-            None => format!("{}/{}-seat/{}", spec.game, spec.seats, spec.timing),
-        };
+        let (factory, path) = self.vet(spec)?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let params = TableParams {
-            id,
-            seats: spec.seats,
-            timing: spec.timing.clone(),
-            params: spec.params.clone(),
-        };
+        let params = table_params(spec, id);
         let game = factory.create(&params).map_err(EngineError::BadParams)?;
         let table = Table::new(&params, path, game, factory.name(), self.shared.clone());
         self.shared.lobby.put(table.entry());
@@ -461,17 +439,8 @@ impl Engine {
                 ));
             }
             None => {
-                let factory = self
-                    .shared
-                    .factories
-                    .get(spec.game.as_str())
-                    .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
-                let params = TableParams {
-                    id,
-                    seats: spec.seats,
-                    timing: spec.timing.clone(),
-                    params: spec.params.clone(),
-                };
+                let factory = self.factory(spec)?;
+                let params = table_params(spec, id);
                 let game = factory.create(&params).map_err(EngineError::BadParams)?;
                 if game.save().is_none() {
                     return Err(EngineError::BadParams(format!(
@@ -512,22 +481,39 @@ impl Engine {
         lock(&self.shared.owned).clone()
     }
 
+    /// `spec`'s game.
+    fn factory(&self, spec: &TableSpec) -> Result<&Arc<dyn GameFactory>, EngineError> {
+        self.shared
+            .factories
+            .get(spec.game.as_str())
+            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))
+    }
+
+    /// What every new table is checked for first (its game, seats and
+    /// path): its factory and the path it gets in the lobby.
+    fn vet(&self, spec: &TableSpec) -> Result<(&Arc<dyn GameFactory>, String), EngineError> {
+        let factory = self.factory(spec)?;
+        if spec.seats == 0 || spec.seats > 64 {
+            return Err(EngineError::BadParams(format!(
+                "seats must be 1 to 64, not {}",
+                spec.seats
+            )));
+        }
+        let path = match &spec.path {
+            Some(p) if p.is_empty() || p.len() > 255 => {
+                return Err(EngineError::BadParams("path must be 1 to 255 bytes".into()))
+            }
+            Some(p) => p.clone(),
+            None => format!("{}/{}-seat/{}", spec.game, spec.seats, spec.timing),
+        };
+        Ok((factory, path))
+    }
+
     /// Whether a table could be created from `spec` (the game exists and
     /// takes its parameters), without creating it.
     pub fn check_spec(&self, spec: &TableSpec) -> Result<(), EngineError> {
-        let factory = self
-            .shared
-            .factories
-            .get(spec.game.as_str())
-            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
-        let params = TableParams {
-            id: 0,
-            seats: spec.seats,
-            timing: spec.timing.clone(),
-            params: spec.params.clone(),
-        };
-        factory
-            .create(&params)
+        self.factory(spec)?
+            .create(&table_params(spec, 0))
             .map(|_| ())
             .map_err(EngineError::BadParams)
     }
@@ -585,31 +571,10 @@ impl Engine {
     /// parameters) and, on a durable engine, saved (a cluster runs only
     /// games that can be restored). Creates nothing.
     pub fn check_new_table(&self, spec: &TableSpec) -> Result<(), EngineError> {
-        let factory = self
-            .shared
-            .factories
-            .get(spec.game.as_str())
-            .ok_or_else(|| EngineError::UnknownGame(spec.game.clone()))?;
-        if spec.seats == 0 || spec.seats > 64 {
-            return Err(EngineError::BadParams(format!(
-                "seats must be 1 to 64, not {}",
-                spec.seats
-            )));
-        }
-        if spec
-            .path
-            .as_ref()
-            .is_some_and(|p| p.is_empty() || p.len() > 255)
-        {
-            return Err(EngineError::BadParams("path must be 1 to 255 bytes".into()));
-        }
-        let params = TableParams {
-            id: 0,
-            seats: spec.seats,
-            timing: spec.timing.clone(),
-            params: spec.params.clone(),
-        };
-        let game = factory.create(&params).map_err(EngineError::BadParams)?;
+        let (factory, _) = self.vet(spec)?;
+        let game = factory
+            .create(&table_params(spec, 0))
+            .map_err(EngineError::BadParams)?;
         if self.shared.durable.is_some() && game.save().is_none() {
             return Err(EngineError::BadParams(format!(
                 "{} tables cannot be saved, so not run in a cluster",
@@ -850,5 +815,15 @@ async fn flush_lobby(shared: Weak<Shared>) {
         };
         let n = shared.lobby.flush();
         shared.metrics.lobby_updates.add(n as u64);
+    }
+}
+
+/// The parameters a table of `spec` is created with, as table `id`.
+fn table_params(spec: &TableSpec, id: u64) -> TableParams {
+    TableParams {
+        id,
+        seats: spec.seats,
+        timing: spec.timing.clone(),
+        params: spec.params.clone(),
     }
 }

@@ -5,11 +5,18 @@
 //! when the test calls [`Harness::advance`]: timers fire in deadline order
 //! (ties in the order they were set), each with the clock at its deadline.
 //! What the game sent is kept per recipient so tests can read it.
+//!
+//! [`client`] and [`drain`] are for tests of the engine itself: a signed-in
+//! connection without a socket, and what the engine queued to it, decoded.
 
 use crate::{ActionError, Ctx, Effect, Game, Seat};
 use bytes::Bytes;
+use herald_core::{Client, Identity};
+use herald_proto::{Encoding, ServerMsg};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Who a message went to.
@@ -236,4 +243,40 @@ impl Harness {
             }
         }
     }
+}
+
+/// A connection signed in as `user`, speaking `encoding`, with an id of its
+/// own and a 1 MiB outbox; nothing reads it but [`drain`].
+pub fn client(user: &str, encoding: Encoding) -> Arc<Client> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let c = Arc::new(Client::new(
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        encoding,
+        1 << 20,
+        0,
+    ));
+    c.set_identity(Arc::new(Identity {
+        user: user.into(),
+        expires_at: None,
+        grants: Vec::new(),
+        info: Bytes::new(),
+    }));
+    c
+}
+
+/// Everything queued to `c` so far, decoded; the queue is emptied.
+///
+/// # Panics
+/// On a frame that does not decode: the engine queued a malformed message.
+pub fn drain(c: &Client) -> Vec<ServerMsg> {
+    let frames: Vec<Vec<u8>> = c.outbox.with_queue(|q| {
+        let v = q.frames.iter().map(|f| f.payload().to_vec()).collect();
+        let n = q.frames.len();
+        q.advance(n, 0);
+        v
+    });
+    frames
+        .iter()
+        .map(|f| c.encoding.decode_server(f).expect("server message decodes"))
+        .collect()
 }

@@ -4,13 +4,13 @@
 
 use bytes::Bytes;
 use herald_core::games::Games;
-use herald_core::{Client, Identity};
+use herald_core::Client;
+use herald_game::testing::drain;
 use herald_game::{
     ActionError, Ctx, Engine, EngineConfig, Game, GameFactory, Seat, TableParams, TableSpec,
 };
 use herald_proto::{Encoding, Push, Reply, SeatStatus, ServerMsg, TableEntry};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,55 +81,15 @@ impl GameFactory for CountFactory {
     }
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(1);
-
+/// Lets every task run (the clock is paused, so nothing else moves).
 fn client(user: &str) -> Arc<Client> {
-    let c = Arc::new(Client::new(
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        Encoding::Json,
-        1 << 20,
-        0,
-    ));
-    c.set_identity(Arc::new(Identity {
-        user: user.into(),
-        expires_at: None,
-        grants: Vec::new(),
-        info: Bytes::new(),
-    }));
-    c
+    herald_game::testing::client(user, Encoding::Json)
 }
 
 fn binary_client(user: &str) -> Arc<Client> {
-    let c = Arc::new(Client::new(
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        Encoding::Binary,
-        1 << 20,
-        0,
-    ));
-    c.set_identity(Arc::new(Identity {
-        user: user.into(),
-        expires_at: None,
-        grants: Vec::new(),
-        info: Bytes::new(),
-    }));
-    c
+    herald_game::testing::client(user, Encoding::Binary)
 }
 
-/// Everything queued to `c` so far, decoded; the queue is emptied.
-fn drain(c: &Client) -> Vec<ServerMsg> {
-    let frames: Vec<Vec<u8>> = c.outbox.with_queue(|q| {
-        let v = q.frames.iter().map(|f| f.payload().to_vec()).collect();
-        let n = q.frames.len();
-        q.advance(n, 0);
-        v
-    });
-    frames
-        .iter()
-        .map(|f| c.encoding.decode_server(f).expect("server message decodes"))
-        .collect()
-}
-
-/// Lets every task run (the clock is paused, so nothing else moves).
 async fn settle() {
     for _ in 0..20 {
         tokio::task::yield_now().await;

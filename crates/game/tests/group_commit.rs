@@ -8,8 +8,9 @@
 
 use bytes::Bytes;
 use herald_core::games::Games;
-use herald_core::{Client, Identity};
+use herald_core::Client;
 use herald_game::durable::{BoxFuture, Claimed, Durability, Lease, StoreError, TableStore};
+use herald_game::testing::drain;
 use herald_game::{
     ActionError, Ctx, Engine, EngineConfig, Game, GameFactory, Seat, TableParams, TableSpec,
 };
@@ -163,39 +164,12 @@ impl TableStore for Store {
     }
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(1);
-
-fn client(user: &str) -> Arc<Client> {
-    let c = Arc::new(Client::new(
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        herald_proto::Encoding::Json,
-        1 << 20,
-        0,
-    ));
-    c.set_identity(Arc::new(Identity {
-        user: user.into(),
-        expires_at: None,
-        grants: Vec::new(),
-        info: Bytes::new(),
-    }));
-    c
-}
-
-fn drain(c: &Client) -> Vec<ServerMsg> {
-    let frames: Vec<Vec<u8>> = c.outbox.with_queue(|q| {
-        let v = q.frames.iter().map(|f| f.payload().to_vec()).collect();
-        let n = q.frames.len();
-        q.advance(n, 0);
-        v
-    });
-    frames
-        .iter()
-        .map(|f| c.encoding.decode_server(f).expect("server message decodes"))
-        .collect()
-}
-
 /// Lets every ready task run (one thread: when this returns, every task
 /// that could move has moved).
+fn client(user: &str) -> Arc<Client> {
+    herald_game::testing::client(user, herald_proto::Encoding::Json)
+}
+
 async fn settle() {
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use herald_core::games::Games;
-use herald_core::{Client, Identity};
+use herald_core::Client;
 use herald_game::durable::Durability;
 use herald_game::{Engine, EngineConfig, EngineError, TableSpec};
 use herald_proto::{Command, Encoding, Push, Reply, ServerMsg};
@@ -19,7 +19,6 @@ use herald_redis::lua;
 use herald_redis::tables::TableStore;
 use herald_redis::testing::RedisServer;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,24 +82,6 @@ impl Node {
     }
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(1);
-
-fn client(user: &str) -> Arc<Client> {
-    let c = Arc::new(Client::new(
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        Encoding::Json,
-        1 << 20,
-        0,
-    ));
-    c.set_identity(Arc::new(Identity {
-        user: user.into(),
-        expires_at: None,
-        grants: Vec::new(),
-        info: Bytes::new(),
-    }));
-    c
-}
-
 /// A player: a connection and everything it received, decoded.
 struct Player {
     c: Arc<Client>,
@@ -110,23 +91,13 @@ struct Player {
 impl Player {
     fn new(user: &str) -> Player {
         Player {
-            c: client(user),
+            c: herald_game::testing::client(user, Encoding::Json),
             got: Vec::new(),
         }
     }
 
     fn read(&mut self) {
-        let c = &self.c;
-        let frames: Vec<Vec<u8>> = c.outbox.with_queue(|q| {
-            let v = q.frames.iter().map(|f| f.payload().to_vec()).collect();
-            let n = q.frames.len();
-            q.advance(n, 0);
-            v
-        });
-        for f in frames {
-            self.got
-                .push(c.encoding.decode_server(&f).expect("server message"));
-        }
+        self.got.extend(herald_game::testing::drain(&self.c));
     }
 
     /// Waits for a message matching `pred`, returning it (and forgetting
