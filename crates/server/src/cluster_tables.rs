@@ -29,12 +29,24 @@
 //! (one `MGET` per 512) and claims only the free ones: claiming every table
 //! blindly was a script call per table per node per scan, most of Redis's
 //! load in seed 003's clustered runs (bench/RESULTS.md), whatever the play.
+//!
+//! Spreading tables over the game nodes: a free table is claimed at once
+//! only by its *preferred* node, the live table-running node (a heartbeat
+//! within two periods) that ranks first for it by rendezvous hashing of
+//! node id and table id; another node claims it once it has stayed free
+//! for [`GRACE_SCANS`] scans (the preferred node is slow, or gone but still
+//! listed). And a keeper claims nothing for its first [`SETTLE`], so nodes
+//! started together see each other before the first claims: without both,
+//! the node that started first took every table and ran every table in
+//! play while the other idled (seed 003's (b), bench/RESULTS.md). A node
+//! that joins a running cluster takes only tables that become free; nothing
+//! is moved to it.
 
 use crate::config::TableConfig;
 use herald_game::{Engine, EngineError, TableInfo, TableSpec};
 use herald_redis::registry::{Deletion, TableRegistry};
 use herald_redis::tables::{TableStore, TableStoreError};
-use herald_redis::RedisBroker;
+use herald_redis::{NodeInfo, RedisBroker};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
@@ -54,6 +66,58 @@ pub struct ClusterTables {
     deleted: RwLock<HashSet<u64>>,
     /// Wakes the keeper before its next tick (a table created here).
     scan_now: Notify,
+    /// The cluster's live nodes (heartbeats), for the preferred node.
+    broker: Weak<RedisBroker>,
+    /// This node's id.
+    me: String,
+}
+
+/// Scans a free table waits for its preferred node before another claims it.
+pub const GRACE_SCANS: u32 = 2;
+
+/// Time after start before a keeper claims anything.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// A node heartbeating within this many periods counts as live.
+const LIVE_BEATS: u64 = 2;
+
+/// The nodes' heartbeat period (`RedisConfig::heartbeat`'s default; the
+/// server does not change it).
+const BEAT_MS: u64 = 1000;
+
+/// Rendezvous weight of `table` on `node` (FNV-1a over both, then a
+/// finaliser): the same on every node of the same build.
+fn weight(node: &str, table: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in node.bytes().chain(table.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// The live nodes that run tables: those of `nodes` whose last heartbeat
+/// is recent and whose role is `all` or `game`, and `me`.
+fn live_keepers(nodes: &[NodeInfo], me: &str, beat_ms: u64) -> Vec<String> {
+    let mut live: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.last_seen_ms <= LIVE_BEATS * beat_ms)
+        .filter(|n| matches!(n.stats["role"].as_str(), Some("all" | "game")))
+        .map(|n| n.id.clone())
+        .collect();
+    if !live.iter().any(|n| n == me) {
+        live.push(me.to_string());
+    }
+    live
+}
+
+/// Whether `me` is `table`'s preferred node among `live`.
+fn preferred(table: u64, me: &str, live: &[String]) -> bool {
+    live.iter()
+        .max_by_key(|n| (weight(n, table), n.as_str()))
+        .is_some_and(|n| n == me)
 }
 
 impl std::fmt::Debug for ClusterTables {
@@ -108,6 +172,8 @@ impl ClusterTables {
             created: RwLock::new(HashMap::new()),
             deleted: RwLock::new(HashSet::new()),
             scan_now: Notify::new(),
+            broker: Arc::downgrade(broker),
+            me: broker.node_id().to_string(),
         });
         tokio::spawn(scan(Arc::downgrade(&ct), every, keep));
         Ok(ct)
@@ -233,6 +299,9 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
     // Tables whose save cannot be restored: reported once, left closed.
     let mut broken = HashSet::new();
     let mut seen = None;
+    // Consecutive scans each free table not preferred here was seen free.
+    let mut waited: HashMap<u64, u32> = HashMap::new();
+    let started = tokio::time::Instant::now();
     loop {
         let Some(notify) = ct.upgrade() else {
             return;
@@ -293,10 +362,25 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
                 continue;
             }
         };
+        if started.elapsed() < SETTLE {
+            continue; // let nodes started together see each other first
+        }
+        let live = match ct.broker.upgrade() {
+            Some(b) => live_keepers(&b.nodes(), &ct.me, BEAT_MS),
+            None => return,
+        };
+        let mut free_now = HashMap::new();
         for ((id, spec), lease) in candidates.into_iter().zip(leases) {
             if let Some((_, token)) = lease {
                 e.saw_token(*id, token);
                 continue; // held (or a deleted table's marker)
+            }
+            if !preferred(*id, &ct.me, &live) {
+                let n = waited.get(id).copied().unwrap_or(0) + 1;
+                free_now.insert(*id, n);
+                if n <= GRACE_SCANS {
+                    continue; // its preferred node claims it first
+                }
             }
             match e.claim_table(*id, spec).await {
                 Ok(o) => tracing::info!(
@@ -317,5 +401,60 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
                 }
             }
         }
+        waited = free_now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, role: &str, last_seen_ms: u64) -> NodeInfo {
+        NodeInfo {
+            id: id.into(),
+            last_seen_ms,
+            stats: serde_json::json!({ "role": role }),
+        }
+    }
+
+    #[test]
+    fn tables_spread_evenly_and_each_has_one_preferred_node() {
+        let live: Vec<String> = ["a1b2", "c3d4", "e5f6"].map(String::from).to_vec();
+        let mut per = HashMap::new();
+        for t in 1..=3000u64 {
+            let winners: Vec<&String> = live.iter().filter(|n| preferred(t, n, &live)).collect();
+            assert_eq!(winners.len(), 1, "table {t}");
+            *per.entry(winners[0].clone()).or_insert(0) += 1;
+        }
+        for (n, c) in &per {
+            assert!((800..=1200).contains(c), "{n} preferred for {c} of 3000");
+        }
+    }
+
+    #[test]
+    fn a_node_leaving_moves_only_its_own_tables() {
+        let three: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let two: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        for t in 1..=1000u64 {
+            for n in ["a", "b"] {
+                if preferred(t, n, &three) {
+                    assert!(preferred(t, n, &two), "table {t} left {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_recent_table_running_nodes_count_and_this_one_always() {
+        let nodes = [
+            node("g1", "game", 500),
+            node("e1", "edge", 100),
+            node("a1", "all", 100),
+            node("dead", "game", 5_000),
+        ];
+        let mut live = live_keepers(&nodes, "me", 1000);
+        live.sort();
+        assert_eq!(live, ["a1", "g1", "me"]);
+        assert_eq!(live_keepers(&nodes, "g1", 1000).len(), 2);
     }
 }

@@ -3,8 +3,9 @@
 //! `/api/tables` and `/api/nodes`); when that node is killed mid-hand, the
 //! other takes the table over once the lease expires, and the players, back
 //! on the surviving node, find their seats, their cards and every chip of
-//! the same hand. And a keeper reads the leases before it claims: it does
-//! not run a claim script per table another node holds, every scan.
+//! the same hand. And keepers started together split the tables, and read
+//! the leases before they claim: no claim script per table another node
+//! holds, every scan.
 mod common;
 #[path = "common/game.rs"]
 mod game_common;
@@ -176,7 +177,7 @@ fn script_calls(redis: &RedisServer) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keepers_do_not_run_a_claim_per_held_table_every_scan() {
+async fn keepers_started_together_split_the_tables_and_run_no_claim_per_held_table() {
     let Some(redis) = RedisServer::start() else {
         return;
     };
@@ -191,6 +192,10 @@ async fn keepers_do_not_run_a_claim_per_held_table_every_scan() {
         assert!(Instant::now() < deadline, "40 tables owned, got {owned}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Started together, they split the tables by rendezvous hashing (the
+    // first one started used to take all 40).
+    let (a, b) = (tables(&nodes[0]).await.len(), tables(&nodes[1]).await.len());
+    assert!(a >= 8 && b >= 8, "tables split {a} / {b}");
     // Up to twenty scans per node with every table held: a claim per table
     // not run here would be 40 script calls per pair of scans (up to 800);
     // what is left is each node's batched renewal every 100 ms (up to 40)
