@@ -11,9 +11,8 @@ mod common;
 mod game_common;
 
 use common::*;
-use game_common::{chips, owner, Player};
+use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::testing::RedisServer;
-use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
@@ -30,24 +29,9 @@ fn node(redis: &RedisServer) -> NodeHandle {
 }
 
 fn node_with(redis: &RedisServer, count: u32, lease_ms: u64) -> NodeHandle {
-    let mut params = serde_json::Map::new();
-    params.insert("seed".into(), json!(11));
-    params.insert("action_ms".into(), json!(4_000));
-    params.insert("hand_ms".into(), json!(1_000));
-    params.insert("street_ms".into(), json!(50));
     NodeHandle::start(ServeArgs {
-        broker: Some(redis.url()),
-        token_hmac_secret: Some(SECRET.into()),
         table_lease: Some(lease_ms),
-        tables: vec![TableConfig {
-            game: "holdem".into(),
-            count,
-            seats: 3,
-            timing: "super-express".into(),
-            path: None,
-            params,
-        }],
-        ..ServeArgs::default()
+        ..cluster_args(&redis.url(), "all", SECRET, count, seeded(4_000))
     })
 }
 

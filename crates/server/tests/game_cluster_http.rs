@@ -11,9 +11,8 @@ mod common;
 mod game_common;
 
 use common::*;
-use game_common::{get, Player};
+use game_common::{cluster_args, get, Player};
 use herald_redis::testing::RedisServer;
-use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
@@ -24,20 +23,8 @@ const SECRET: &str = "cluster-http-secret-cluster-http-secret";
 /// A node in `role` with one configured table (id 1).
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {
     NodeHandle::start(ServeArgs {
-        broker: Some(redis.url()),
-        role: Some(role.into()),
-        token_hmac_secret: Some(SECRET.into()),
-        table_lease: Some(500),
         game_grace: Some(30),
-        tables: vec![TableConfig {
-            game: "holdem".into(),
-            count: 1,
-            seats: 3,
-            timing: "super-express".into(),
-            path: None,
-            params: serde_json::Map::new(),
-        }],
-        ..ServeArgs::default()
+        ..cluster_args(&redis.url(), role, SECRET, 1, serde_json::Map::new())
     })
 }
 

@@ -4,10 +4,12 @@
 //! from what the owners publish; a take-over keeps the table in every
 //! lobby and the subscribers' updates go on.
 mod common;
+#[path = "common/game.rs"]
+mod game_common;
 
 use common::*;
+use game_common::cluster_args;
 use herald_redis::testing::RedisServer;
-use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
@@ -22,20 +24,8 @@ fn token(user: &str) -> String {
 
 fn node(redis: &RedisServer, role: &str) -> NodeHandle {
     NodeHandle::start(ServeArgs {
-        broker: Some(redis.url()),
-        role: Some(role.into()),
-        token_hmac_secret: Some(SECRET.into()),
-        table_lease: Some(500),
         lobby_interval: Some(20),
-        tables: vec![TableConfig {
-            game: "holdem".into(),
-            count: 2,
-            seats: 3,
-            timing: "super-express".into(),
-            path: None,
-            params: serde_json::Map::new(),
-        }],
-        ..ServeArgs::default()
+        ..cluster_args(&redis.url(), role, SECRET, 2, serde_json::Map::new())
     })
 }
 

@@ -12,9 +12,8 @@ mod common;
 mod game_common;
 
 use common::*;
-use game_common::{chips, get, owner, runs, Player};
+use game_common::{chips, cluster_args, get, owner, runs, seeded, Player};
 use herald_redis::testing::RedisServer;
-use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
@@ -37,26 +36,9 @@ fn node_at(url: &str, role: &str) -> NodeHandle {
 /// A node on `url` in `role` running table 1 (three seats, seeded deck,
 /// 500 ms lease), its players with tokens.
 fn node_args(url: &str, role: &str) -> ServeArgs {
-    let mut params = serde_json::Map::new();
-    params.insert("seed".into(), json!(11));
-    params.insert("action_ms".into(), json!(8_000));
-    params.insert("hand_ms".into(), json!(1_000));
-    params.insert("street_ms".into(), json!(50));
     ServeArgs {
-        broker: Some(url.to_string()),
-        role: Some(role.into()),
-        token_hmac_secret: Some(SECRET.into()),
-        table_lease: Some(500),
         game_grace: Some(30),
-        tables: vec![TableConfig {
-            game: "holdem".into(),
-            count: 1,
-            seats: 3,
-            timing: "super-express".into(),
-            path: None,
-            params,
-        }],
-        ..ServeArgs::default()
+        ..cluster_args(url, role, SECRET, 1, seeded(8_000))
     }
 }
 

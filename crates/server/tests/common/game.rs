@@ -1,13 +1,54 @@
 //! A poker player over WebSocket JSON at table 1, shared by the cluster game
-//! tests (`game_cluster.rs`, `game_routes.rs`), and how to find which node
-//! runs table 1 and count its chips.
+//! tests (`game_cluster.rs`, `game_routes.rs`, `game_cluster_http.rs`,
+//! `game_lobby.rs`), how to find which node runs table 1 and count its
+//! chips, and the arguments of a cluster node running Hold'em tables.
 #![allow(dead_code)]
 
 use crate::common::*;
+use herald_server::config::TableConfig;
 use herald_server::testing::NodeHandle;
-use serde_json::{json, Value};
+use herald_server::ServeArgs;
+use serde_json::{json, Map, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+/// A cluster node's arguments: Redis at `url`, `role`, tokens signed with
+/// `secret`, a 500 ms table lease, and `count` three-seat super-express
+/// Hold'em tables with the game parameters `params` (ids 1..=count).
+pub fn cluster_args(
+    url: &str,
+    role: &str,
+    secret: &str,
+    count: u32,
+    params: Map<String, Value>,
+) -> ServeArgs {
+    ServeArgs {
+        broker: Some(url.to_string()),
+        role: Some(role.into()),
+        token_hmac_secret: Some(secret.into()),
+        table_lease: Some(500),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count,
+            seats: 3,
+            timing: "super-express".into(),
+            path: None,
+            params,
+        }],
+        ..ServeArgs::default()
+    }
+}
+
+/// Hold'em parameters for a dealt-in-order test hand: a seeded deck,
+/// `action_ms` per turn, a 1 s pause between hands, 50 ms between streets.
+pub fn seeded(action_ms: u64) -> Map<String, Value> {
+    let mut params = Map::new();
+    params.insert("seed".into(), json!(11));
+    params.insert("action_ms".into(), json!(action_ms));
+    params.insert("hand_ms".into(), json!(1_000));
+    params.insert("street_ms".into(), json!(50));
+    params
+}
 
 /// A player's WebSocket (JSON).
 pub struct Player {
