@@ -340,16 +340,23 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
         for t in stale {
             ct.close_here(t).await;
         }
-        let specs: Vec<(u64, TableSpec)> = ct
+        if started.elapsed() < SETTLE {
+            continue; // let nodes started together see each other first
+        }
+        // The tables this node might claim (cloned: no lock across the
+        // claims' awaits).
+        let wanted = |id: &u64| !ct.is_deleted(*id) && !broken.contains(id) && !e.runs_here(*id);
+        let candidates: Vec<(u64, TableSpec)> = ct
             .configured
             .iter()
+            .filter(|(id, _)| wanted(id))
             .cloned()
-            .chain(read(&ct.created).iter().map(|(id, s)| (*id, s.clone())))
-            .filter(|(id, _)| !ct.is_deleted(*id))
-            .collect();
-        let candidates: Vec<&(u64, TableSpec)> = specs
-            .iter()
-            .filter(|(id, _)| !broken.contains(id) && !e.runs_here(*id))
+            .chain(
+                read(&ct.created)
+                    .iter()
+                    .filter(|(id, _)| wanted(id))
+                    .map(|(id, s)| (*id, s.clone())),
+            )
             .collect();
         if candidates.is_empty() {
             continue;
@@ -362,15 +369,12 @@ async fn scan(ct: Weak<ClusterTables>, every: Duration, keep: bool) {
                 continue;
             }
         };
-        if started.elapsed() < SETTLE {
-            continue; // let nodes started together see each other first
-        }
         let live = match ct.broker.upgrade() {
             Some(b) => live_keepers(&b.nodes(), &ct.me, BEAT_MS),
             None => return,
         };
         let mut free_now = HashMap::new();
-        for ((id, spec), lease) in candidates.into_iter().zip(leases) {
+        for ((id, spec), lease) in candidates.iter().zip(leases) {
             if let Some((_, token)) = lease {
                 e.saw_token(*id, token);
                 continue; // held (or a deleted table's marker)
