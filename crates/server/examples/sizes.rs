@@ -3,8 +3,12 @@ fn main() {
     use std::mem::size_of;
     println!(
         "Connection<Session> = {}",
-        size_of::<herald_server::conn::Connection<herald_core::Session, herald_server::ws::WsWire>>(
-        )
+        size_of::<
+            herald_server::conn::Connection<
+                herald_core::Session,
+                herald_server::transport::ws::WsWire,
+            >,
+        >()
     );
     println!("Session = {}", size_of::<herald_core::Session>());
     println!("Client = {}", size_of::<herald_core::Client>());
@@ -22,9 +26,9 @@ fn main() {
         let addr = listener.local_addr().expect("addr");
         let _c = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (s, _) = listener.accept().await.expect("accept");
-        let shared =
-            herald_server::server::shared(herald_server::ServerConfig::default()).expect("shared");
-        let fut = herald_server::http::serve_connection(s, shared, None);
+        let server =
+            herald_server::server::build(herald_server::ServerConfig::default()).expect("build");
+        let fut = herald_server::http::serve_connection(s, server.http.clone(), None);
         println!(
             "serve_connection future (handshake phase) = {}",
             std::mem::size_of_val(&fut)

@@ -42,7 +42,7 @@
 //! that joins a running cluster takes only tables that become free; nothing
 //! is moved to it.
 
-use crate::config::TableConfig;
+use crate::config::tables::TableConfig;
 use herald_game::{Engine, EngineError, TableInfo, TableSpec};
 use herald_redis::registry::{Deletion, TableRegistry};
 use herald_redis::tables::{TableStore, TableStoreError};

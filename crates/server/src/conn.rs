@@ -18,7 +18,7 @@
 //! reads our close frame instead of a reset. A close the peer starts is echoed
 //! and the connection ends.
 
-use crate::hibernate::{Parker, Sleeping};
+use crate::hibernate::{Dormant, Parker};
 use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame, Queue, Retired, RETIRED_SLOTS};
 use herald_core::{Client, Node, Session};
@@ -683,6 +683,27 @@ impl<H: Handler, W: Wire, S: Io> Conn<H, W, S> {
     }
 }
 
+/// The parked connection of a handler `H` with its wire `W` (see [`Connection`]).
+pub(crate) struct Sleeping<H, W> {
+    pub(crate) handler: H,
+    pub(crate) wire: W,
+    pub(crate) slot: Option<Box<crate::limits::IpSlot>>,
+}
+
+impl<H: Handler, W: Wire> Dormant for Sleeping<H, W> {
+    fn resume(self: Box<Self>, stream: TcpStream, parker: &Arc<Parker>) {
+        let s = *self;
+        let conn = Connection::new(stream, s.handler, s.wire, &[])
+            .holding(s.slot)
+            .hibernating(parker.clone());
+        parker.spawn(conn);
+    }
+
+    fn client(&self) -> &Arc<Client> {
+        self.handler.client()
+    }
+}
+
 impl<H: Handler, W: Wire, S: Io> Future for Connection<H, W, S> {
     type Output = ();
 
@@ -726,7 +747,20 @@ impl Handler for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ws::WsWire;
+    use crate::transport::ws::WsWire;
+
+    /// What a parked connection holds besides its client (decision 0010's
+    /// account): a 24-byte slab entry and the boxed handler, wire and
+    /// per-IP slot, 96 bytes (a jemalloc size class) for a WebSocket.
+    #[test]
+    fn a_parked_connection_is_small() {
+        use std::mem::size_of;
+        let ws = size_of::<Sleeping<Session, WsWire>>();
+        let tcp = size_of::<Sleeping<Session, crate::transport::tcp::TcpWire>>();
+        println!("Sleeping<Session, WsWire>: {ws} bytes (bound 96)");
+        println!("Sleeping<Session, TcpWire>: {tcp} bytes (bound 96)");
+        assert!(ws <= 96 && tcp <= 96, "{ws}, {tcp}");
+    }
     use herald_core::metrics::Metrics;
     use herald_core::outbox::{Outbox, Spliced};
     use herald_ws::OpCode;

@@ -16,7 +16,7 @@
 //! broker, exactly as `POST /api/publish` would: the car-sharing rows of seed
 //! 002 (a fleet of cars reporting position, speed and fuel), as JSON objects.
 
-use crate::api::{full, Body};
+use crate::respond::{full, Body};
 use herald_core::{Completion, Node};
 use http::{Response, StatusCode};
 use std::fmt::Write as _;

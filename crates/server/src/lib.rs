@@ -1,25 +1,31 @@
 //! Herald's server: transports, HTTP routing, configuration and `herald serve`.
 //!
-//! Transports only move frames: each adapts its socket to the transport-neutral
-//! [`herald_core::Session`] (or the shootout handler) and drains the client's
-//! outbox. Nothing here knows about channels.
+//! The crate is layered so that its file graph has no circle
+//! (`scripts/module-cycles.py` checks it): leaves at the bottom, handlers
+//! that take only their slice of state in the middle, the HTTP layer that
+//! routes between them above, and the composition root ([`server`]) on top,
+//! which alone builds the state and knows every piece.
 //!
+//! - [`server`]: the composition root; accept loop, connection cap,
+//!   heartbeats, graceful shutdown.
 //! - [`config`]: options, environment, TOML file, defaults.
-//! - [`server`]: accept loop, connection cap, heartbeats, graceful shutdown.
-//! - [`http`]: request head parsing; WebSocket upgrades here, the rest to hyper.
-//! - [`api`]: plain HTTP endpoints over HTTP/1.1 and h2c (`/healthz`, `/api/publish`).
+//! - [`http`]: request heads, the lean HTTP/1.1 path, hyper's path
+//!   ([`http::service`]).
+//! - [`routes`]: the one route table both HTTP paths consult.
+//! - [`transport`]: one folder per transport — WebSocket, raw TCP, SSE,
+//!   long-polling — each with its own state.
+//! - [`api`]: `/healthz`, `/readyz`, `/api/publish`, `/api/nodes`.
+//! - [`tables`]: `/api/tables` (list, open and close game tables).
+//! - [`metrics`]: `/metrics` in the Prometheus text format.
+//! - [`pusher`]: the Pusher Channels protocol (`/app/{key}`, `/apps/{id}/...`).
+//! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
 //! - [`conn`]: the connection driver every socket transport shares.
 //! - [`hibernate`]: idle plain-TCP connections parked off tokio, in one epoll set.
-//! - [`ws`]: WebSocket framing and the shootout protocol.
-//! - [`tcp`]: the raw TCP transport (length-prefixed binary frames).
-//! - [`poll`]: HTTP long-polling sessions.
-//! - [`sse`]: Server-Sent Events streams.
-//! - [`pusher`]: the Pusher Channels protocol (`/app/{key}`, `/apps/{id}/...`).
-//! - [`tls`]: loading certificates for HTTPS/WSS.
-//! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
+//! - [`respond`]: HTTP answers and bounded body reads (a leaf).
 //! - [`auth`]: JWT verification, namespace permission rules, the API key.
 //! - [`limits`]: connections per IP, the connect deadline, the Origin allowlist.
-//! - [`metrics`]: `/metrics` in the Prometheus text format.
+//! - [`tls`]: loading certificates for HTTPS/WSS.
+//! - [`rewind`]: replaying bytes already read to hyper.
 
 pub mod api;
 pub mod auth;
@@ -28,22 +34,21 @@ pub mod cluster_tables;
 pub mod config;
 pub mod conn;
 pub mod demo;
-pub mod h1;
 pub mod hibernate;
 pub mod http;
 pub mod limits;
 pub mod metrics;
-pub mod poll;
 pub mod pusher;
+pub mod respond;
 pub mod rewind;
+pub mod routes;
 pub mod server;
-pub mod sse;
 pub mod table_routes;
 pub mod tables;
-pub mod tcp;
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod tls;
-pub mod ws;
+pub mod transport;
 
 pub use config::{ConfigError, ServeArgs, ServerConfig};
 pub use server::{run, Listeners, ServerError};

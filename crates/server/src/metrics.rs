@@ -25,9 +25,13 @@
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total` | counter | — |
 //! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
 
-use crate::server::Shared;
+use crate::hibernate::Parker;
+use crate::respond::{full, Body};
 use herald_core::metrics::{Drop, Histogram, Transport, DISCONNECT_CODES, FANOUT_BUCKETS};
+use herald_core::Node;
+use http::Response;
 use std::fmt::Write;
+use std::sync::Arc;
 
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     head(out, name, "histogram", help);
@@ -46,9 +50,33 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+/// What `/metrics` reads: the node, the parking place, the cluster and the
+/// game engine.
+#[derive(Debug)]
+pub struct Scrape {
+    /// The node: its counters, hub and broker.
+    pub node: Arc<Node>,
+    /// Where idle connections hibernate, if they do.
+    pub parker: Option<Arc<Parker>>,
+    /// The Redis broker in cluster mode (the node list, repairs).
+    pub cluster: Option<Arc<herald_redis::RedisBroker>>,
+    /// The game engine.
+    pub games: Arc<herald_game::Engine>,
+}
+
+/// `GET /metrics`: every metric, as Prometheus's text format.
+pub fn response(scrape: &Scrape) -> Response<Body> {
+    let mut r = Response::new(full(render(scrape)));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
 /// Renders every metric.
-pub fn render(shared: &Shared) -> String {
-    let node = &shared.node;
+pub fn render(scrape: &Scrape) -> String {
+    let node = &scrape.node;
     let m = &node.metrics;
     let mut out = String::with_capacity(4096);
 
@@ -87,7 +115,7 @@ pub fn render(shared: &Shared) -> String {
         "Connections turned away before a session existed (connection caps, Origin, handshake timeout).",
     );
     let _ = writeln!(out, "herald_connections_refused_total {}", m.refused.get());
-    let (parked, parks) = shared
+    let (parked, parks) = scrape
         .parker
         .as_ref()
         .map_or((0, 0), |p| (p.parked(), p.parks()));
@@ -205,7 +233,7 @@ pub fn render(shared: &Shared) -> String {
         "1 when the broker is reachable (the in-memory broker always is).",
     );
     let _ = writeln!(out, "herald_broker_up {}", u8::from(node.broker.healthy()));
-    if let Some(c) = &shared.cluster {
+    if let Some(c) = &scrape.cluster {
         let nodes = c.nodes();
         head(
             &mut out,
@@ -258,12 +286,12 @@ pub fn render(shared: &Shared) -> String {
         );
         let _ = writeln!(out, "herald_cluster_gaps_filled_total {filled}");
     }
-    games(&mut out, shared);
+    games(&mut out, scrape);
     out
 }
 
-fn games(out: &mut String, shared: &Shared) {
-    let g = &shared.games;
+fn games(out: &mut String, scrape: &Scrape) {
+    let g = &scrape.games;
     let m = g.metrics();
     let gauges: [(&str, &str, i64); 3] = [
         (

@@ -1,4 +1,10 @@
-//! Accepting connections, heartbeats and graceful shutdown.
+//! The composition root: [`build`] makes every piece of state a server has
+//! once, and hands each handler only its slice (the HTTP layer its
+//! endpoints' states, each transport its own); then accepting connections,
+//! heartbeats and graceful shutdown.
+//!
+//! Nothing else in the crate imports this module: the handlers never see
+//! [`Server`], so the file graph has no circle (scripts/module-cycles.py).
 //!
 //! One [`run`] serves a listener until its [`CancellationToken`] fires; the
 //! binary and the integration tests both use it (tests on port 0). A counter
@@ -13,9 +19,19 @@
 //! `ping_interval` it pings clients that have been silent that long and closes
 //! (3000, no pong) those silent for `ping_interval + pong_timeout`.
 
+use crate::api::Api;
 use crate::config::ServerConfig;
-use crate::http::serve_connection;
-use crate::ws::shootout::ShootoutGroup;
+use crate::http::{serve_connection, Http};
+use crate::limits::{ConnectDeadlines, PerIp};
+use crate::metrics::Scrape;
+use crate::pusher::api::PusherApi;
+use crate::pusher::Apps;
+use crate::tables::TablesApi;
+use crate::transport::poll::Polls;
+use crate::transport::sse::Streams;
+use crate::transport::ws::shootout::ShootoutGroup;
+use crate::transport::ws::upgrade::Upgrades;
+use crate::transport::Drivers;
 use herald_core::outbox::Frame;
 use herald_core::{Node, Task};
 use herald_proto::DisconnectCode;
@@ -27,49 +43,31 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// State shared by every connection of one server.
-pub struct Shared {
-    /// Resolved configuration.
-    pub config: ServerConfig,
+/// One server's state, as the accept loop, heartbeats and shutdown see it.
+/// Handlers get their slices from it ([`Http`], [`Drivers`]), never it.
+pub struct Server {
+    /// The HTTP layer and every endpoint's state.
+    pub http: Arc<Http>,
+    /// Starting socket drivers (the raw TCP listener uses it directly).
+    drivers: Arc<Drivers>,
     /// The node: hub, broker, sessions.
-    pub node: Arc<Node>,
-    /// The `/shootout` broadcast group.
-    pub shootout: Arc<ShootoutGroup>,
-    /// Tracks connection drivers for shutdown.
-    pub tracker: TaskTracker,
-    /// Connections accepted but not yet registered as clients.
-    pub handshaking: AtomicUsize,
-    /// Long-poll sessions.
-    pub polls: crate::poll::Polls,
-    /// TLS for the HTTP listener, when configured.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    node: Arc<Node>,
+    /// Long-poll sessions (reaped by the heartbeat sweep).
+    polls: Arc<Polls>,
+    /// Pusher apps (their occupancy counts run beside the server).
+    pusher: Arc<Apps>,
+    /// The Redis broker in cluster mode.
+    cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// Connections per IP address.
-    pub per_ip: Arc<crate::limits::PerIp>,
-    /// Clients that must still send `connect` (closed with 3003 if late).
-    pub deadlines: crate::limits::ConnectDeadlines,
-    /// Cancelled when shutdown starts (`/readyz` answers 503 from then on).
-    pub stopping: CancellationToken,
-    /// The Redis broker in cluster mode (node list, repairs).
-    pub cluster: Option<Arc<herald_redis::RedisBroker>>,
-    /// The game engine: tables, seats, lobby (`/api/tables`).
-    pub games: Arc<herald_game::Engine>,
-    /// In a cluster: which tables exist (configured, created over HTTP,
-    /// deleted) and the routes to their owners (`/api/tables`).
-    pub cluster_tables: Option<(
-        Arc<crate::cluster_tables::ClusterTables>,
-        Arc<crate::table_routes::Routes>,
-    )>,
-    /// Pusher apps (`/app/{key}`, `/apps/{id}/...`).
-    pub pusher: Arc<crate::pusher::Apps>,
-    /// Where idle plain-TCP connections hibernate (`None`: they never do).
-    pub parker: Option<Arc<crate::hibernate::Parker>>,
+    per_ip: Arc<PerIp>,
+    /// The resolved configuration (caps, timeouts, heartbeats, demo).
+    config: ServerConfig,
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("Server")
             .field("config", &self.config)
-            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -96,8 +94,10 @@ pub fn game_factories() -> Vec<Arc<dyn herald_game::GameFactory>> {
     vec![herald_holdem::factory()]
 }
 
-/// Builds the shared state for `config` on the current tokio runtime.
-pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
+/// Builds every piece of a server's state for `config`, on the current tokio
+/// runtime: the node and its broker, the game engine and (in a cluster) its
+/// tables, the Pusher apps, the parking place, and each endpoint's slice.
+pub fn build(config: ServerConfig) -> Result<Arc<Server>, ServerError> {
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
         _ => None,
@@ -218,22 +218,80 @@ pub fn shared(config: ServerConfig) -> Result<Arc<Shared>, ServerError> {
             }
         }
     };
-    Ok(Arc::new(Shared {
-        parker,
-        pusher,
-        games,
-        cluster_tables,
-        cluster,
-        per_ip: Arc::new(crate::limits::PerIp::new(config.max_connections_per_ip)),
-        deadlines: crate::limits::ConnectDeadlines::default(),
-        stopping: CancellationToken::new(),
-        config,
-        node,
-        shootout: Arc::new(ShootoutGroup::default()),
-        tracker,
-        handshaking: AtomicUsize::new(0),
-        polls: crate::poll::Polls::default(),
+    let stopping = CancellationToken::new();
+    let drivers = Arc::new(Drivers {
+        node: node.clone(),
+        tracker: tracker.clone(),
+        parker: parker.clone(),
+        deadlines: ConnectDeadlines::default(),
+        max_message_size: config.max_message_size,
+        handshake_timeout: config.handshake_timeout,
+    });
+    let polls = Arc::new(Polls::new(
+        node.clone(),
+        config.poll_timeout,
+        config.max_message_size,
+        config.request_body_timeout,
+    ));
+    let http = Arc::new(Http {
+        node: node.clone(),
         tls,
+        handshake_timeout: config.handshake_timeout,
+        ping_interval: Duration::from_secs(u64::from(config.node.ping_interval)),
+        pong_timeout: config.pong_timeout,
+        allowed_origins: config.allowed_origins.clone(),
+        api_key: config.api_key.clone(),
+        stopping: stopping.clone(),
+        tracker: tracker.clone(),
+        handshaking: AtomicUsize::new(0),
+        upgrades: Upgrades {
+            drivers: drivers.clone(),
+            shootout: Arc::new(ShootoutGroup::default()),
+            pusher: pusher.clone(),
+            shootout_enabled: config.shootout,
+            echo_enabled: config.test_echo_route,
+        },
+        streams: Streams {
+            node: node.clone(),
+            max_subscriptions: config.node.max_subscriptions,
+            handshake_timeout: config.handshake_timeout,
+            tracker: tracker.clone(),
+        },
+        polls: polls.clone(),
+        api: Api {
+            node: node.clone(),
+            cluster: cluster.clone(),
+            listen: config.listen,
+            max_message_size: config.max_message_size,
+            request_body_timeout: config.request_body_timeout,
+            stopping,
+        },
+        metrics: Scrape {
+            node: node.clone(),
+            parker,
+            cluster: cluster.clone(),
+            games: games.clone(),
+        },
+        tables: TablesApi {
+            games,
+            cluster: cluster_tables,
+            request_body_timeout: config.request_body_timeout,
+        },
+        pusher: PusherApi {
+            apps: pusher.clone(),
+            node: node.clone(),
+            cluster: cluster.clone(),
+        },
+    });
+    Ok(Arc::new(Server {
+        http,
+        drivers,
+        node,
+        polls,
+        pusher,
+        cluster,
+        per_ip: Arc::new(PerIp::new(config.max_connections_per_ip)),
+        config,
     }))
 }
 
@@ -275,20 +333,20 @@ pub async fn run(
     if let Ok(addr) = listeners.http.local_addr() {
         config.listen = addr;
     }
-    let shared = shared(config)?;
-    let sweeper = tokio::spawn(heartbeats(shared.clone(), shutdown.clone()));
+    let server = build(config)?;
+    let sweeper = tokio::spawn(heartbeats(server.clone(), shutdown.clone()));
     let demo = tokio::spawn(crate::demo::stream(
-        shared.node.clone(),
-        shared.config.demo_rate,
+        server.node.clone(),
+        server.config.demo_rate,
         shutdown.clone(),
     ));
-    let deadlines = tokio::spawn(deadlines(shared.clone(), shutdown.clone()));
+    let deadlines = tokio::spawn(deadlines(server.clone(), shutdown.clone()));
     let counts = tokio::spawn(crate::pusher::count::run(
-        shared.pusher.clone(),
-        shared.node.clone(),
+        server.pusher.clone(),
+        server.node.clone(),
         shutdown.clone(),
     ));
-    if let Some(cluster) = &shared.cluster {
+    if let Some(cluster) = &server.cluster {
         // Accept once the Redis links are up (bounded): a client that
         // connects to a node that is just starting waits in the listen
         // backlog for a moment instead of having its first publishes and
@@ -309,8 +367,8 @@ pub async fn run(
     }
     let tcp = listeners
         .tcp
-        .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, shared.clone(), shutdown.clone())));
-    accept_loop(listeners.http, Kind::Http, shared.clone(), shutdown.clone()).await;
+        .map(|l| tokio::spawn(accept_loop(l, Kind::Tcp, server.clone(), shutdown.clone())));
+    accept_loop(listeners.http, Kind::Http, server.clone(), shutdown.clone()).await;
     if let Some(t) = tcp {
         let _ = t.await;
     }
@@ -318,9 +376,9 @@ pub async fn run(
     demo.abort();
     deadlines.abort();
     counts.abort();
-    shared.stopping.cancel();
-    drain(&shared).await;
-    if let Some(cluster) = &shared.cluster {
+    server.http.stopping.cancel();
+    drain(&server).await;
+    if let Some(cluster) = &server.cluster {
         // Leave at once rather than be found dead later: the node list and
         // presence are right again immediately.
         let left = tokio::time::timeout(Duration::from_secs(2), cluster.leave_cluster()).await;
@@ -337,7 +395,7 @@ pub async fn run(
 async fn accept_loop(
     listener: TcpListener,
     kind: Kind,
-    shared: Arc<Shared>,
+    server: Arc<Server>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(5);
@@ -365,27 +423,27 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         // The cap counts registered clients plus handshakes in progress: no
         // per-connection permit object, so it costs idle connections nothing.
-        let open = shared.node.client_count() + shared.handshaking.load(Ordering::Relaxed);
-        if open >= shared.config.max_connections {
+        let open = server.node.client_count() + server.http.handshaking.load(Ordering::Relaxed);
+        if open >= server.config.max_connections {
             tracing::debug!(%peer, open, "connection refused: connection limit");
-            refuse(stream, kind, &shared, "too many connections\n");
+            refuse(stream, kind, &server, "too many connections\n");
             continue;
         }
-        let Ok(slot) = shared.per_ip.acquire(peer.ip()) else {
+        let Ok(slot) = server.per_ip.acquire(peer.ip()) else {
             tracing::debug!(%peer, "connection refused: per-IP limit");
             refuse(
                 stream,
                 kind,
-                &shared,
+                &server,
                 "too many connections from your address\n",
             );
             continue;
         };
         match kind {
             Kind::Http => {
-                tokio::spawn(serve_connection(stream, shared.clone(), slot));
+                tokio::spawn(serve_connection(stream, server.http.clone(), slot));
             }
-            Kind::Tcp => crate::tcp::serve_tcp(stream, &shared, slot),
+            Kind::Tcp => crate::transport::tcp::serve_tcp(stream, &server.drivers, slot),
         }
     }
 }
@@ -393,9 +451,9 @@ async fn accept_loop(
 /// Turns a connection away at a connection limit: HTTP 503 (a plaintext
 /// answer means nothing to a TLS client, which is just closed), or a
 /// `disconnect` push with 3503 on raw TCP.
-fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, shared: &Shared, why: &'static str) {
-    shared.node.metrics.refused.inc();
-    if shared.tls.is_some() && matches!(kind, Kind::Http) {
+fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, server: &Server, why: &'static str) {
+    server.node.metrics.refused.inc();
+    if server.http.tls.is_some() && matches!(kind, Kind::Http) {
         return;
     }
     if matches!(kind, Kind::Tcp) {
@@ -410,7 +468,7 @@ fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, shared: &Shared, why: &
             );
             let _ = stream.write_all(&(msg.len() as u32).to_be_bytes()).await;
             let _ = stream.write_all(&msg).await;
-            linger(stream).await;
+            crate::http::h1::linger(stream).await;
         });
         return;
     }
@@ -420,7 +478,7 @@ fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, shared: &Shared, why: &
             why.len()
         );
         let _ = stream.write_all(head.as_bytes()).await;
-        linger(stream).await;
+        crate::http::h1::linger(stream).await;
     });
 }
 
@@ -428,7 +486,7 @@ fn refuse(mut stream: tokio::net::TcpStream, kind: Kind, shared: &Shared, why: &
 /// completed their handshake but did not `connect` within the handshake
 /// timeout (3003). Both are queues ordered by deadline: each tick looks at
 /// the due entries only, never at every connection.
-async fn deadlines(shared: Arc<Shared>, shutdown: CancellationToken) {
+async fn deadlines(server: Arc<Server>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -436,54 +494,41 @@ async fn deadlines(shared: Arc<Shared>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        for c in shared.node.expiries.due(herald_core::auth::unix_now()) {
+        for c in server.node.expiries.due(herald_core::auth::unix_now()) {
             c.outbox.close(DisconnectCode::TokenExpired.code(), false);
         }
-        for c in shared.deadlines.overdue(shared.node.now()) {
+        for c in server.drivers.deadlines.overdue(server.node.now()) {
             c.outbox.close(DisconnectCode::ConnectTimeout.code(), false);
         }
     }
 }
 
-/// Half-closes `stream` and reads whatever the peer still sends (bounded), so
-/// that closing does not reset the connection before the peer has read our answer.
-pub(crate) async fn linger<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut stream: S) {
-    use tokio::io::AsyncReadExt;
-    let _ = stream.shutdown().await;
-    let mut sink = [0u8; 1024];
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while let Ok(n) = stream.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
-}
-
 /// Asks every client to go away and waits, bounded, for their drivers.
-async fn drain(shared: &Shared) {
-    let clients = shared.node.client_count();
+async fn drain(server: &Server) {
+    let clients = server.node.client_count();
     tracing::info!(clients, "shutting down: closing connections with 1001");
-    shared
+    server
         .node
         .for_each_client(|c| c.outbox.close(DisconnectCode::GoingAway.code(), false));
     // Parked connections resume to send their close (and any not yet in the
     // registry see the shutdown as running drivers do).
-    if let Some(p) = &shared.parker {
+    if let Some(p) = &server.drivers.parker {
         p.resume_all();
     }
-    shared.tracker.close();
-    if tokio::time::timeout(shared.config.shutdown_timeout, shared.tracker.wait())
-        .await
-        .is_err()
+    server.drivers.tracker.close();
+    if tokio::time::timeout(
+        server.config.shutdown_timeout,
+        server.drivers.tracker.wait(),
+    )
+    .await
+    .is_err()
     {
         tracing::warn!(
-            left = shared.node.client_count(),
+            left = server.node.client_count(),
             "shutdown timeout: dropping remaining connections"
         );
     }
-    if let Some(p) = &shared.parker {
+    if let Some(p) = &server.drivers.parker {
         p.stop();
     }
 }
@@ -504,9 +549,9 @@ async fn drain(shared: &Shared) {
 /// clients that fell silent just after a sweep without ever pinging them.)
 /// A client that answers a ping is not pinged again before its share of
 /// the interval has passed in silence once more.
-async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
-    let interval = shared.config.node.ping_interval;
-    let timeout = shared.config.pong_timeout.as_secs() as u32;
+async fn heartbeats(server: Arc<Server>, shutdown: CancellationToken) {
+    let interval = server.config.node.ping_interval;
+    let timeout = server.config.pong_timeout.as_secs() as u32;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -514,8 +559,8 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let now = shared.node.now();
-        shared.node.for_each_client(|c| {
+        let now = server.node.now();
+        server.node.for_each_client(|c| {
             let silent = now.saturating_sub(c.last_seen());
             if silent >= interval + timeout {
                 c.outbox.close(DisconnectCode::NoPong.code(), true);
@@ -523,7 +568,7 @@ async fn heartbeats(shared: Arc<Shared>, shutdown: CancellationToken) {
                 c.outbox.push(Frame::Ping);
             }
         });
-        shared.polls.reap(now, timeout.max(1));
+        server.polls.reap(now, timeout.max(1));
     }
 }
 

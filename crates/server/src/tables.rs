@@ -32,10 +32,9 @@
 //! in Redis (`P:t:{T}:state`) for whoever must account for its chips, and
 //! an owner that is alive closes it at its keeper's next scan.
 
-use crate::api::{error, json, Body};
 use crate::cluster_tables::ClusterTables;
-use crate::config::TableConfig;
-use crate::server::Shared;
+use crate::config::tables::TableConfig;
+use crate::respond::{error, json, read_body, Body};
 use crate::table_routes::Routes;
 use base64::Engine as _;
 use bytes::Bytes;
@@ -45,18 +44,32 @@ use herald_redis::registry::Deletion;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What `/api/tables` takes: the engine, and in a cluster the table
+/// registry and the routes to the tables' owners.
+#[derive(Debug)]
+pub struct TablesApi {
+    /// The game engine: this node's tables and the lobby.
+    pub games: Arc<herald_game::Engine>,
+    /// In a cluster: which tables exist (configured, created over HTTP,
+    /// deleted) and the routes to their owners.
+    pub cluster: Option<(Arc<ClusterTables>, Arc<Routes>)>,
+    /// How long a request body may take (`request_body_timeout`).
+    pub request_body_timeout: std::time::Duration,
+}
 
 /// Most tables one `POST` may create.
 const MAX_COUNT: u32 = 10_000;
 
 /// Handles `/api/tables` and `/api/tables/{id}`.
-pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+pub async fn handle(req: Request<Incoming>, tables: &TablesApi) -> Response<Body> {
     let rest = req.uri().path()["/api/tables".len()..].to_string();
     match (req.method().clone(), rest.as_str()) {
         (Method::GET, "" | "/") => {
-            let leases = shared.games.leases();
-            let node = shared.games.node_id();
-            let tables: Vec<Value> = shared
+            let leases = tables.games.leases();
+            let node = tables.games.node_id();
+            let tables: Vec<Value> = tables
                 .games
                 .tables()
                 .iter()
@@ -70,19 +83,19 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
                 .collect();
             ok(json!({ "tables": tables }))
         }
-        (Method::POST, "" | "/") => create(req, shared).await,
+        (Method::POST, "" | "/") => create(req, tables).await,
         (method, id) if id.len() > 1 => {
             let Ok(id) = id[1..].parse::<u64>() else {
                 return not_found();
             };
             if method == Method::DELETE {
-                if let Some((known, routes)) = &shared.cluster_tables {
-                    return delete_in_cluster(id, shared, known, routes).await;
+                if let Some((known, routes)) = &tables.cluster {
+                    return delete_in_cluster(id, tables, known, routes).await;
                 }
             }
             let result = match method {
-                Method::GET => shared.games.table(id).await,
-                Method::DELETE => shared.games.close_table(id).await,
+                Method::GET => tables.games.table(id).await,
+                Method::DELETE => tables.games.close_table(id).await,
                 _ => {
                     return error(
                         StatusCode::METHOD_NOT_ALLOWED,
@@ -116,8 +129,8 @@ fn not_found() -> Response<Body> {
     )
 }
 
-async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
-    let body = match crate::api::read_body(req.into_body(), 64 * 1024, shared).await {
+async fn create(req: Request<Incoming>, tables: &TablesApi) -> Response<Body> {
+    let body = match read_body(req.into_body(), 64 * 1024, tables.request_body_timeout).await {
         Ok(b) => b,
         Err(e) => return e.response(),
     };
@@ -139,8 +152,8 @@ async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         );
     }
     let engine_spec = spec.spec();
-    if let Some((known, _)) = &shared.cluster_tables {
-        return match shared.games.check_new_table(&engine_spec) {
+    if let Some((known, _)) = &tables.cluster {
+        return match tables.games.check_new_table(&engine_spec) {
             Err(e) => error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, &e.to_string()),
             Ok(()) => match known.create(&spec, spec.count).await {
                 Ok(ids) => json(
@@ -157,7 +170,7 @@ async fn create(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     }
     let mut ids = Vec::with_capacity(spec.count as usize);
     for _ in 0..spec.count {
-        match shared.games.create_table(&engine_spec) {
+        match tables.games.create_table(&engine_spec) {
             Ok(id) => ids.push(id),
             // Only the first can fail: every table gets the same spec.
             Err(e @ (EngineError::UnknownGame(_) | EngineError::BadParams(_))) => {
@@ -202,7 +215,7 @@ fn payload_json(b: &Bytes) -> Value {
 /// `DELETE /api/tables/{id}` in a cluster (see the module's docs).
 async fn delete_in_cluster(
     id: u64,
-    shared: &Shared,
+    tables: &TablesApi,
     known: &ClusterTables,
     routes: &Routes,
 ) -> Response<Body> {
@@ -222,7 +235,7 @@ async fn delete_in_cluster(
     };
     let closed = match holder {
         None => None,
-        Some((node, _)) if Some(node.as_str()) == shared.games.node_id() => {
+        Some((node, _)) if Some(node.as_str()) == tables.games.node_id() => {
             known.close_here(id).await.map(|i| info_json(&i))
         }
         Some((node, _)) => routes

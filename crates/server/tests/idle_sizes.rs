@@ -5,9 +5,9 @@
 //! Run with `--nocapture` to print the sizes.
 use herald_core::{Client, Outbox, Session};
 use herald_server::conn::Connection;
-use herald_server::h1::SseConn;
-use herald_server::tcp::TcpWire;
-use herald_server::ws::WsWire;
+use herald_server::transport::sse::conn::SseConn;
+use herald_server::transport::tcp::TcpWire;
+use herald_server::transport::ws::WsWire;
 use std::mem::size_of;
 use tokio::net::TcpStream;
 

@@ -26,11 +26,11 @@
 //! on Redis like Herald's `presence`: whichever node is asked answers for
 //! the cluster (docs/decisions/0012-pusher-cluster.md).
 
-use super::App;
-use crate::api::{full, json, Body};
-use crate::server::Shared;
+use super::{App, Apps};
+use crate::respond::{full, json, Body};
 use bytes::Bytes;
 use herald_core::Completion;
+use herald_core::Node;
 use herald_pusher::channel::{self, data_string, ChannelType, Envelope, Kind};
 use herald_pusher::sign::SignedQuery;
 use http::{Method, Request, Response, StatusCode};
@@ -40,6 +40,20 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json as j, Map, Value};
 use std::borrow::Cow;
+use std::sync::Arc;
+
+/// What Pusher's HTTP API takes: the apps, the node (its broker and
+/// presence), and in a cluster the Redis broker (to close a user's
+/// connections on every node).
+#[derive(Debug)]
+pub struct PusherApi {
+    /// Pusher apps.
+    pub apps: Arc<Apps>,
+    /// The node.
+    pub node: Arc<Node>,
+    /// The Redis broker in cluster mode.
+    pub cluster: Option<Arc<herald_redis::RedisBroker>>,
+}
 
 /// Most channels one event may go to.
 const MAX_CHANNELS: usize = 100;
@@ -83,17 +97,17 @@ fn unix_now() -> u64 {
 }
 
 /// Serves one `/apps/...` request.
-pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+pub async fn handle(req: Request<Incoming>, api: &PusherApi) -> Response<Body> {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let method = req.method().clone();
     let Some((app_id, rest)) = path.strip_prefix("/apps/").and_then(|r| r.split_once('/')) else {
         return text(StatusCode::NOT_FOUND, "not found");
     };
-    let Some(app) = shared.pusher.by_id(app_id).cloned() else {
+    let Some(app) = api.apps.by_id(app_id).cloned() else {
         return text(StatusCode::NOT_FOUND, format!("unknown app {app_id:?}"));
     };
-    let settings = &shared.pusher.config;
+    let settings = &api.apps.config;
     // A batch of the largest events, with room for names and channels.
     let limit = MAX_BATCH * settings.max_event_size + 64 * 1024;
     let body = match Limited::new(req.into_body(), limit).collect().await {
@@ -114,18 +128,18 @@ pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
     }
     let rest = rest.trim_end_matches('/');
     match (&method, rest) {
-        (&Method::POST, "events") => events(&app, shared, &body).await,
-        (&Method::POST, "batch_events") => batch_events(&app, shared, &body).await,
+        (&Method::POST, "events") => events(&app, api, &body).await,
+        (&Method::POST, "batch_events") => batch_events(&app, api, &body).await,
         (&Method::POST, r) if r.starts_with("users/") && r.ends_with("/terminate_connections") => {
             let id = &r["users/".len()..r.len() - "/terminate_connections".len()];
-            terminate(&app, shared, id).await
+            terminate(&app, api, id).await
         }
-        (&Method::GET, "channels") => channels(&app, shared, &signed).await,
+        (&Method::GET, "channels") => channels(&app, api, &signed).await,
         (&Method::GET, r) if r.starts_with("channels/") => {
             let r = &r["channels/".len()..];
             match r.strip_suffix("/users") {
-                Some(name) => users(&app, shared, name).await,
-                None => channel_info(&app, shared, r, &signed).await,
+                Some(name) => users(&app, api, name).await,
+                None => channel_info(&app, api, r, &signed).await,
             }
         }
         _ => text(StatusCode::NOT_FOUND, "not found"),
@@ -226,11 +240,11 @@ fn check(e: &Event<'_>, max_size: usize) -> Result<Checked, Refusal> {
 
 /// Publishes a checked event to each of its channels; the error is the
 /// answer.
-async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Refusal> {
+async fn publish(app: &App, api: &PusherApi, c: &Checked) -> Result<(), Refusal> {
     for name in &c.channels {
         let herald = app.herald_channel(name);
-        shared.node.metrics.publications.inc();
-        let r = match shared.node.broker.publish(&herald, c.payload.clone()) {
+        api.node.metrics.publications.inc();
+        let r = match api.node.broker.publish(&herald, c.payload.clone()) {
             Completion::Ready(r) => r,
             Completion::Pending(f) => f.await,
         };
@@ -245,7 +259,7 @@ async fn publish(app: &App, shared: &Shared, c: &Checked) -> Result<(), Refusal>
 /// cluster-wide (the node's presence).
 async fn attributes(
     app: &App,
-    shared: &Shared,
+    api: &PusherApi,
     name: &str,
     info: &[String],
 ) -> Result<Map<String, Value>, Refusal> {
@@ -253,7 +267,7 @@ async fn attributes(
     if info.is_empty() {
         return Ok(m);
     }
-    let stats = shared.node.presence.stats(&app.herald_channel(name));
+    let stats = api.node.presence.stats(&app.herald_channel(name));
     let (connections, users) = match stats {
         Completion::Ready(r) => r,
         Completion::Pending(f) => f.await,
@@ -281,14 +295,14 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Refusal> {
 /// Closes every connection signed in as user `id` with 4009: this node's at
 /// once, and in a cluster every node's, through the cluster's control topic
 /// (503 when Redis cannot take the request; this node's are closed anyway).
-async fn terminate(app: &App, shared: &Shared, id: &str) -> Response<Body> {
+async fn terminate(app: &App, api: &PusherApi, id: &str) -> Response<Body> {
     if !channel::valid_name(id) {
         return text(StatusCode::BAD_REQUEST, "invalid user id");
     }
     let herald = app.herald_channel(&format!("{}{id}", channel::USER_CHANNEL));
     let code = herald_pusher::Code::Unauthorized.code();
-    shared.node.hub.close_subscribers(&herald, code);
-    if let Some(cluster) = &shared.cluster {
+    api.node.hub.close_subscribers(&herald, code);
+    if let Some(cluster) = &api.cluster {
         if let Err(e) = cluster.close_everywhere(&herald, code).await {
             return text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -299,17 +313,17 @@ async fn terminate(app: &App, shared: &Shared, id: &str) -> Response<Body> {
     ok(j!({}))
 }
 
-async fn events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {
+async fn events(app: &App, api: &PusherApi, body: &[u8]) -> Response<Body> {
     let result = async {
         let e: Event<'_> = parse(body)?;
-        let c = check(&e, shared.pusher.config.max_event_size)?;
-        publish(app, shared, &c).await?;
+        let c = check(&e, api.apps.config.max_event_size)?;
+        publish(app, api, &c).await?;
         if c.info.is_empty() {
             return Ok(j!({}));
         }
         let mut channels = Map::new();
         for n in &c.channels {
-            let attrs = attributes(app, shared, n, &c.info).await?;
+            let attrs = attributes(app, api, n, &c.info).await?;
             channels.insert(n.clone(), Value::Object(attrs));
         }
         Ok(j!({ "channels": channels }))
@@ -323,7 +337,7 @@ struct Batch<'a> {
     batch: Vec<Event<'a>>,
 }
 
-async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body> {
+async fn batch_events(app: &App, api: &PusherApi, body: &[u8]) -> Response<Body> {
     let result = async {
         let b: Batch<'_> = parse(body)?;
         if b.batch.len() > MAX_BATCH {
@@ -337,10 +351,10 @@ async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body>
         let checked: Vec<Checked> = b
             .batch
             .iter()
-            .map(|e| check(e, shared.pusher.config.max_event_size))
+            .map(|e| check(e, api.apps.config.max_event_size))
             .collect::<Result<_, _>>()?;
         for c in &checked {
-            publish(app, shared, c).await?;
+            publish(app, api, c).await?;
         }
         if checked.iter().all(|c| c.info.is_empty()) {
             return Ok(j!({}));
@@ -348,14 +362,14 @@ async fn batch_events(app: &App, shared: &Shared, body: &[u8]) -> Response<Body>
         let mut batch = Vec::with_capacity(checked.len());
         for c in &checked {
             let name = c.channels.first().map_or("", String::as_str);
-            batch.push(Value::Object(attributes(app, shared, name, &c.info).await?));
+            batch.push(Value::Object(attributes(app, api, name, &c.info).await?));
         }
         Ok(j!({ "batch": batch }))
     };
     result.await.map_or_else(Refusal::response, ok)
 }
 
-async fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body> {
+async fn channels(app: &App, api: &PusherApi, q: &SignedQuery) -> Response<Body> {
     let prefix = q.get("filter_by_prefix").unwrap_or("");
     let info: Vec<String> = q
         .get("info")
@@ -367,7 +381,7 @@ async fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body>
             "info=user_count needs filter_by_prefix=presence-",
         );
     }
-    let occupied = match presence(shared.node.presence.occupied(&app.config.namespace)).await {
+    let occupied = match presence(api.node.presence.occupied(&app.config.namespace)).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -377,7 +391,7 @@ async fn channels(app: &App, shared: &Shared, q: &SignedQuery) -> Response<Body>
             continue;
         };
         if name.starts_with(prefix) {
-            match attributes(app, shared, &name, &info).await {
+            match attributes(app, api, &name, &info).await {
                 Ok(attrs) => out.insert(name.into_owned(), Value::Object(attrs)),
                 Err(r) => return r.response(),
             };
@@ -397,7 +411,7 @@ async fn presence<T>(
     .map_err(|e| text(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
 }
 
-async fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -> Response<Body> {
+async fn channel_info(app: &App, api: &PusherApi, name: &str, q: &SignedQuery) -> Response<Body> {
     if !channel::valid_name(name) {
         return text(StatusCode::BAD_REQUEST, "invalid channel name");
     }
@@ -406,7 +420,7 @@ async fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -
         .map(|i| i.split(',').map(str::to_string).collect())
         .unwrap_or_default();
     let herald = app.herald_channel(name);
-    let (connections, users) = match presence(shared.node.presence.stats(&herald)).await {
+    let (connections, users) = match presence(api.node.presence.stats(&herald)).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -421,14 +435,14 @@ async fn channel_info(app: &App, shared: &Shared, name: &str, q: &SignedQuery) -
     ok(Value::Object(m))
 }
 
-async fn users(app: &App, shared: &Shared, name: &str) -> Response<Body> {
+async fn users(app: &App, api: &PusherApi, name: &str) -> Response<Body> {
     if ChannelType::of(name).kind != Kind::Presence || !channel::valid_name(name) {
         return text(
             StatusCode::BAD_REQUEST,
             "users are listed for presence channels only",
         );
     }
-    let members = match presence(shared.node.presence.list(&app.herald_channel(name))).await {
+    let members = match presence(api.node.presence.list(&app.herald_channel(name))).await {
         Ok(m) => m,
         Err(r) => return r,
     };

@@ -35,7 +35,7 @@
 //!   (`rate_limit`, `rate_burst`); one beyond it is dropped with a
 //!   `pusher:error`, as Herald's own protocol answers error 108.
 
-use super::App;
+use super::{App, Apps};
 use crate::conn::Handler;
 use bytes::Bytes;
 use herald_core::broker::{BrokerError, Completion, History};
@@ -574,8 +574,8 @@ pub enum Endpoint {
 }
 
 /// Starts a `/app/{key}?protocol=N` connection.
-pub fn open(shared: &crate::server::Shared, key: &str, protocol: Option<&str>) -> Endpoint {
-    let node = shared.node.clone();
+pub fn open(apps: &Apps, node: &Arc<Node>, key: &str, protocol: Option<&str>) -> Endpoint {
+    let node = node.clone();
     let refusal = match protocol.map(str::parse::<u32>) {
         None => Some((
             Code::NoProtocol,
@@ -588,7 +588,7 @@ pub fn open(shared: &crate::server::Shared, key: &str, protocol: Option<&str>) -
         )),
         Some(Ok(_)) => None,
     };
-    let app = shared.pusher.by_key(key).cloned();
+    let app = apps.by_key(key).cloned();
     let refusal = refusal.or_else(|| {
         app.is_none().then(|| {
             (
@@ -600,12 +600,7 @@ pub fn open(shared: &crate::server::Shared, key: &str, protocol: Option<&str>) -
     match (refusal, app) {
         (None, Some(app)) => {
             let client = node.new_rendered_client(app.render.clone());
-            Endpoint::Open(Box::new(PusherConn::new(
-                app,
-                client,
-                node,
-                &shared.pusher.config,
-            )))
+            Endpoint::Open(Box::new(PusherConn::new(app, client, node, &apps.config)))
         }
         (refusal, _) => {
             let (code, why) = refusal.unwrap_or((Code::AppNotFound, String::new()));

@@ -16,7 +16,8 @@ pub mod conn;
 pub mod count;
 pub mod webhooks;
 
-use crate::config::{ConfigError, Secret};
+use crate::config::error::ConfigError;
+use crate::config::secret::Secret;
 use bytes::Bytes;
 use herald_core::{ChannelEvent, Frame, Publication, Render, Rendered};
 use herald_proto::ClientInfo;

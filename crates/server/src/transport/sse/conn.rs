@@ -1,6 +1,5 @@
-//! Herald's own HTTP/1.1 for the long-lived requests: an event stream
-//! (`GET /sse`) is answered here and then written by a small driver of its
-//! own, not by hyper.
+//! An event stream (`GET /sse`) on Herald's own HTTP/1.1: answered here and
+//! then written by a small driver of its own, not by hyper.
 //!
 //! Why: an idle SSE client on hyper cost about 22.7 KiB of server memory
 //! (hyper's per-connection read and write buffers, its dispatcher and an
@@ -26,19 +25,19 @@
 //! the stream instead of a reset. An `EventSource` reconnects on a new
 //! connection anyway.
 
-use crate::api::Body;
+use super::Streams;
 use crate::conn::Io;
+use crate::http::h1::{date_line, header_text, write_response};
 use crate::limits::IpSlot;
+use crate::transport::Stream;
 use bytes::Bytes;
-use http::Response;
 use http_body::Body as HttpBody;
-use http_body_util::BodyExt;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// How long a finished stream waits for the peer to close after ours.
 const LINGER: Duration = Duration::from_secs(1);
@@ -57,74 +56,73 @@ pub struct SseRequest {
     pub bearer: Option<String>,
 }
 
-/// A header value as text, on the same terms as `http::HeaderValue::to_str`
-/// (visible ASCII and tabs): a value hyper would not read as text is not
-/// read here either.
-pub fn header_text(value: &[u8]) -> Option<&str> {
-    if value
-        .iter()
-        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
-    {
-        std::str::from_utf8(value).ok()
-    } else {
-        None
+/// `GET /sse` as the first request of an HTTP/1.1 connection, without a
+/// body and from an allowed origin, is served here; any other shape goes to
+/// hyper (`None`), which answers it as before (a body: 400, an origin not
+/// allowed: 403, another method: 404).
+pub fn request(req: &httparse::Request<'_, '_>, allowed_origins: &[String]) -> Option<SseRequest> {
+    if req.method != Some("GET") || req.version != Some(1) {
+        return None;
     }
-}
-
-/// The `date:` header line of a response written now.
-fn date_line() -> String {
-    format!(
-        "date: {}\r\n",
-        httpdate::fmt_http_date(std::time::SystemTime::now())
-    )
-}
-
-/// Writes a complete answer (status, headers, `content-length` and body) as
-/// hyper would have written it on an HTTP/1.1 connection, kept alive unless
-/// `close` (then it says `connection: close`).
-pub async fn write_response<S: AsyncWrite + Unpin>(
-    stream: &mut S,
-    response: Response<Body>,
-    close: bool,
-) -> io::Result<()> {
-    let (parts, body) = response.into_parts();
-    let body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(never) => match never {},
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
     };
-    let mut out = Vec::with_capacity(256 + body.len());
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(parts.status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(
-        parts
-            .status
-            .canonical_reason()
-            .unwrap_or("Unknown")
-            .as_bytes(),
-    );
-    out.extend_from_slice(b"\r\n");
-    for (name, value) in &parts.headers {
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+    let body = header("transfer-encoding").is_some()
+        || header("content-length").is_some_and(|v| v != b"0");
+    if body || !crate::limits::origin_allowed(allowed_origins, header("origin")) {
+        return None;
     }
-    out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
+    let text = |name: &str| header(name).and_then(header_text);
+    let path = req.path.unwrap_or("");
+    Some(SseRequest {
+        query: path.split_once('?').map(|(_, q)| q.to_string()),
+        last_event_id: text("last-event-id").map(str::to_string),
+        bearer: text("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::to_string),
+    })
+}
+
+/// Answers an event stream on Herald's own path: starts the stream's driver
+/// (`None`), or writes the error answer and gives the connection back
+/// (`Some`), for hyper to serve its next requests.
+pub async fn serve<S: Stream>(
+    mut stream: S,
+    streams: &Streams,
+    request: Box<SseRequest>,
+    slot: Option<Box<IpSlot>>,
+) -> Option<(S, Option<Box<IpSlot>>)> {
+    let started = super::start(
+        request.query.as_deref(),
+        request.last_event_id.as_deref(),
+        request.bearer.as_deref(),
+        streams,
+    )
+    .await;
+    drop(request);
+    match started {
+        Ok(body) => {
+            if stream.write_all(&sse_head()).await.is_ok() {
+                let conn = SseConn::new(stream.into_io(), body, slot);
+                streams.tracker.spawn(conn);
+            }
+            None
+        }
+        Err(refusal) => match write_response(&mut stream, refusal, false).await {
+            Ok(()) => Some((stream, slot)),
+            Err(_) => None,
+        },
     }
-    out.extend_from_slice(date_line().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&body);
-    stream.write_all(&out).await
 }
 
 /// The head of a 200 event-stream answer.
-pub fn sse_head() -> Vec<u8> {
+fn sse_head() -> Vec<u8> {
     let mut out = Vec::with_capacity(200);
     out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    out.extend_from_slice(crate::sse::HEADERS.as_bytes());
+    out.extend_from_slice(super::HEADERS.as_bytes());
     out.extend_from_slice(b"transfer-encoding: chunked\r\nconnection: close\r\n");
     out.extend_from_slice(date_line().as_bytes());
     out.extend_from_slice(b"\r\n");
@@ -136,7 +134,7 @@ pub fn sse_head() -> Vec<u8> {
 /// went away (anything it sends is dropped: an event stream takes no input).
 pub struct SseConn<I: Io> {
     stream: I,
-    body: crate::sse::SseStream,
+    body: super::SseStream,
     /// The chunk being written (only while a write is pending or in progress).
     chunk: Option<Bytes>,
     /// Bytes of the current chunk already written, its framing included.
@@ -155,7 +153,7 @@ const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 impl<I: Io> SseConn<I> {
     /// Drives `body` over `stream`, whose 200 head has been written.
-    pub(crate) fn new(stream: I, body: crate::sse::SseStream, slot: Option<Box<IpSlot>>) -> Self {
+    pub(crate) fn new(stream: I, body: super::SseStream, slot: Option<Box<IpSlot>>) -> Self {
         SseConn {
             stream,
             body,
@@ -315,13 +313,5 @@ mod tests {
             let n = render_size(len, &mut out);
             assert_eq!(std::str::from_utf8(&out[..n]), Ok(text), "{len}");
         }
-    }
-
-    #[test]
-    fn header_text_is_visible_ascii() {
-        assert_eq!(header_text(b"Bearer a.b\tc"), Some("Bearer a.b\tc"));
-        assert_eq!(header_text(b"caf\xc3\xa9"), None);
-        assert_eq!(header_text(b"a\x7fb"), None);
-        assert_eq!(header_text(b"a\x01b"), None);
     }
 }

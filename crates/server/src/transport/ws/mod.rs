@@ -4,6 +4,7 @@
 
 pub mod echo;
 pub mod shootout;
+pub mod upgrade;
 
 use crate::conn::{Incoming, Wire};
 use herald_core::outbox::{Closing, Frame};

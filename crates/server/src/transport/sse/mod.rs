@@ -74,12 +74,13 @@
 //! unrendered ([`Frame::Publication`]), because each stream renders its own ids;
 //! all queued events are rendered into one chunk per write.
 
-use crate::api::{error, Body};
-use crate::server::Shared;
+pub mod conn;
+
+use crate::respond::{error, Body};
 use bytes::{BufMut, Bytes, BytesMut};
 use herald_core::metrics::Transport;
 use herald_core::outbox::Frame;
-use herald_core::{channel, Action, AuthError, Session};
+use herald_core::{channel, Action, AuthError, Node, Session};
 use herald_proto::{
     Command, Encoding, ErrorCode, HistoryItem, Position, Push, Reply, Request, ServerMsg,
 };
@@ -90,6 +91,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio_util::task::TaskTracker;
 
 /// Most bytes rendered into one chunk.
 const CHUNK: usize = 256 * 1024;
@@ -97,10 +99,25 @@ const CHUNK: usize = 256 * 1024;
 /// `FIRST_SUB + i`.
 const FIRST_SUB: u32 = 2;
 
+/// What event streams take: the node, the subscription limit, how long a
+/// stream waits for its subscriptions, and the shutdown tracker (streams on
+/// Herald's own path are drivers like WebSocket connections).
+#[derive(Debug)]
+pub struct Streams {
+    /// The node: hub, broker, sessions.
+    pub node: Arc<Node>,
+    /// Most channels (plus tables and lobby branches) one stream may carry.
+    pub max_subscriptions: usize,
+    /// How long a stream waits for its subscriptions to be attached.
+    pub handshake_timeout: std::time::Duration,
+    /// Tracks stream drivers for shutdown.
+    pub tracker: TaskTracker,
+}
+
 /// Opens an event stream for the request's `channel` parameters, resuming
 /// from its `lastEventId` parameter if any.
-pub async fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
-    open_resuming(query, None, None, shared).await
+pub async fn open(query: Option<&str>, streams: &Streams) -> Response<Body> {
+    open_resuming(query, None, None, streams).await
 }
 
 /// Opens an event stream like [`open`], resuming from the request's
@@ -110,14 +127,14 @@ pub async fn open(query: Option<&str>, shared: &Arc<Shared>) -> Response<Body> {
 pub async fn open_with_headers(
     query: Option<&str>,
     headers: &http::HeaderMap,
-    shared: &Arc<Shared>,
+    streams: &Streams,
 ) -> Response<Body> {
     let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     let bearer = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    open_resuming(query, last, bearer, shared).await
+    open_resuming(query, last, bearer, streams).await
 }
 
 /// The HTTP answer to a refused token or permission.
@@ -137,16 +154,16 @@ pub async fn open_resuming(
     query: Option<&str>,
     last_event_id: Option<&str>,
     bearer: Option<&str>,
-    shared: &Arc<Shared>,
+    streams: &Streams,
 ) -> Response<Body> {
-    match start(query, last_event_id, bearer, shared).await {
+    match start(query, last_event_id, bearer, streams).await {
         Ok(stream) => response(stream),
         Err(refusal) => refusal,
     }
 }
 
 /// The 200 answer carrying `stream` as its body (hyper's path: HTTP/2, and
-/// HTTP/1.1 requests [`crate::h1`] leaves to hyper).
+/// HTTP/1.1 requests [`conn`] leaves to hyper).
 fn response(stream: SseStream) -> Response<Body> {
     let mut r = Response::new(stream.boxed());
     let h = r.headers_mut();
@@ -164,7 +181,7 @@ fn response(stream: SseStream) -> Response<Body> {
 }
 
 /// The headers of the 200 answer, as [`response`] gives them to hyper, for a
-/// stream served by [`crate::h1`] on its own.
+/// stream served by [`conn`] on its own.
 pub(crate) const HEADERS: &str =
     "content-type: text/event-stream\r\ncache-control: no-cache\r\nx-accel-buffering: no\r\n";
 
@@ -174,7 +191,7 @@ pub(crate) async fn start(
     query: Option<&str>,
     last_event_id: Option<&str>,
     bearer: Option<&str>,
-    shared: &Arc<Shared>,
+    streams: &Streams,
 ) -> Result<SseStream, Response<Body>> {
     let mut channels: Vec<String> = Vec::new();
     let mut games: Vec<Command> = Vec::new();
@@ -209,7 +226,7 @@ pub(crate) async fn start(
             "give at least one ?channel= (or ?table= to watch a game table, ?lobby= for the lobby)",
         ));
     }
-    if channels.len() + games.len() > shared.config.node.max_subscriptions {
+    if channels.len() + games.len() > streams.max_subscriptions {
         return Err(error(
             StatusCode::BAD_REQUEST,
             ErrorCode::LimitExceeded,
@@ -228,7 +245,8 @@ pub(crate) async fn start(
     let resume = last_event_id
         .or(query_id.as_deref())
         .and_then(|id| parse_event_id(id, channels.len()));
-    let node = shared.node.clone();
+    let node = streams.node.clone();
+    let wait = streams.handshake_timeout;
     let client = node.new_raw_client();
     let mut session = Session::new(node, client).with_transport(Transport::Sse);
     if let Err(e) = session.authenticate(bearer.or(query_token.as_deref())) {
@@ -275,12 +293,7 @@ pub(crate) async fn start(
             cmd,
         });
     }
-    subscribed(
-        &session,
-        streams.len() + watched,
-        shared.config.handshake_timeout,
-    )
-    .await;
+    subscribed(&session, streams.len() + watched, wait).await;
     Ok(SseStream {
         session,
         streams,

@@ -12,13 +12,12 @@
 //! - the server ends a connection by sending a `disconnect` push (code and
 //!   reason, as WebSocket close codes) and closing its write side.
 
+use super::Drivers;
 use crate::conn::{Connection, Incoming, Wire};
-use crate::server::Shared;
 use bytes::BytesMut;
 use herald_core::outbox::{Closing, Frame};
 use herald_core::Session;
 use herald_proto::{Encoding, Push, ServerMsg};
-use std::sync::Arc;
 use tokio::net::TcpStream;
 
 use herald_proto::framing;
@@ -83,23 +82,13 @@ impl Wire for TcpWire {
 }
 
 /// Serves one accepted raw TCP connection until it ends.
-pub fn serve_tcp(
-    stream: TcpStream,
-    shared: &Arc<Shared>,
-    slot: Option<Box<crate::limits::IpSlot>>,
-) {
-    let node = shared.node.clone();
+pub fn serve_tcp(stream: TcpStream, drivers: &Drivers, slot: Option<Box<crate::limits::IpSlot>>) {
+    let node = drivers.node.clone();
     let client = node.new_client(Encoding::Binary);
-    // +1: the node clock counts whole seconds, so this gives at least the full timeout.
-    let deadline = node.now() + shared.config.handshake_timeout.as_secs() as u32 + 1;
-    shared.deadlines.add(deadline, &client);
+    drivers.expect_connect(&client);
     let session = Session::new(node, client).with_transport(herald_core::metrics::Transport::Tcp);
-    let wire = TcpWire::new(shared.config.max_message_size);
-    shared.tracker.spawn(
-        Connection::new(stream, session, wire, &[])
-            .holding(slot)
-            .hibernating_at(&shared.parker),
-    );
+    let wire = TcpWire::new(drivers.max_message_size);
+    drivers.spawn::<TcpStream, _, _>(Connection::new(stream, session, wire, &[]).holding(slot));
 }
 
 #[cfg(test)]

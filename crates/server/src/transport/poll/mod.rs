@@ -22,12 +22,13 @@
 //! and the client opens a new session. One poll at a time per session: a second
 //! concurrent poll takes over the wake-up and the first returns at its timeout.
 
-use crate::api::{error, json, Body};
-use crate::server::Shared;
+pub mod h1;
+
+use crate::respond::{error, full, json, read_body, Body, BodyError};
 use bytes::{BufMut, Bytes, BytesMut};
 use herald_core::outbox::Frame;
 use herald_core::shard::{lock, Sharded};
-use herald_core::{Client, Session};
+use herald_core::{Client, Node, Session};
 use herald_proto::{Encoding, ErrorCode, Push, ServerMsg};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -36,23 +37,44 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-/// Poll sessions of one server.
+/// Poll sessions of one server, and what serving them takes.
 #[derive(Debug)]
 pub struct Polls {
     /// By id: the 128 bits themselves, not their hex text (an idle session
     /// then costs no key allocation).
     sessions: Sharded<u128, Arc<PollSession>>,
-}
-
-impl Default for Polls {
-    fn default() -> Self {
-        Polls {
-            sessions: Sharded::new(16),
-        }
-    }
+    /// The node: hub, broker, sessions.
+    node: Arc<Node>,
+    /// How long a poll waits for messages (`poll_timeout`).
+    timeout: Duration,
+    /// Largest message accepted (`max_message_size`).
+    max_message_size: usize,
+    /// How long a request body may take (`request_body_timeout`).
+    request_body_timeout: Duration,
 }
 
 impl Polls {
+    /// No sessions yet, on `node`.
+    pub fn new(
+        node: Arc<Node>,
+        timeout: Duration,
+        max_message_size: usize,
+        request_body_timeout: Duration,
+    ) -> Polls {
+        Polls {
+            sessions: Sharded::new(16),
+            node,
+            timeout,
+            max_message_size,
+            request_body_timeout,
+        }
+    }
+
+    /// How long a request body may take (`request_body_timeout`).
+    pub fn request_body_timeout(&self) -> Duration {
+        self.request_body_timeout
+    }
+
     /// Drops sessions that are closing (expired, slow, token expired, shut
     /// down) and have not been polled for `grace` seconds (node clock `now`).
     /// The grace lets a client that is polling collect the final messages,
@@ -109,7 +131,7 @@ fn not_found() -> Response<Body> {
     )
 }
 
-/// A request's body, as hyper gives it or as [`crate::h1`] read it.
+/// A request's body, as hyper gives it or as [`h1`] read it.
 pub enum PollBody {
     /// Not read yet (hyper).
     Hyper(Incoming),
@@ -119,15 +141,15 @@ pub enum PollBody {
 
 /// The largest body `POST /poll/<id>` takes: a batch may hold many
 /// commands, each still bounded by the message size.
-pub fn body_limit(shared: &Shared) -> usize {
-    shared.config.max_message_size.saturating_mul(16)
+pub fn body_limit(polls: &Polls) -> usize {
+    polls.max_message_size.saturating_mul(16)
 }
 
 /// Routes `/poll` and `/poll/<id>`.
-pub async fn handle(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+pub async fn handle(req: Request<Incoming>, polls: &Polls) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    dispatch(&method, &path, PollBody::Hyper(req.into_body()), shared).await
+    dispatch(&method, &path, PollBody::Hyper(req.into_body()), polls).await
 }
 
 /// Routes a request for `/poll` or `/poll/<id>` given its method and path.
@@ -135,7 +157,7 @@ pub async fn dispatch(
     method: &Method,
     path: &str,
     body: PollBody,
-    shared: &Shared,
+    polls: &Polls,
 ) -> Response<Body> {
     let id = path
         .strip_prefix("/poll")
@@ -143,13 +165,13 @@ pub async fn dispatch(
         .trim_start_matches('/');
     let key = parse_id(id);
     match (method.clone(), id.is_empty()) {
-        (Method::POST, true) => open(shared),
-        (Method::GET, false) => poll(key, shared).await,
-        (Method::POST, false) => send(body, key, shared).await,
-        (Method::DELETE, false) => match key.and_then(|k| shared.polls.sessions.remove(&k)) {
+        (Method::POST, true) => open(polls),
+        (Method::GET, false) => poll(key, polls).await,
+        (Method::POST, false) => send(body, key, polls).await,
+        (Method::DELETE, false) => match key.and_then(|k| polls.sessions.remove(&k)) {
             Some(_) => Response::builder()
                 .status(StatusCode::NO_CONTENT)
-                .body(crate::api::full(Bytes::new()))
+                .body(full(Bytes::new()))
                 .unwrap_or_else(|_| not_found()),
             None => not_found(),
         },
@@ -161,7 +183,7 @@ pub async fn dispatch(
     }
 }
 
-fn open(shared: &Shared) -> Response<Body> {
+fn open(polls: &Polls) -> Response<Body> {
     let Some((key, id)) = session_id() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -169,7 +191,7 @@ fn open(shared: &Shared) -> Response<Body> {
             "no randomness for a session id",
         );
     };
-    let node = shared.node.clone();
+    let node = polls.node.clone();
     let client = node.new_client(Encoding::Json);
     let session = PollSession {
         id: key,
@@ -179,12 +201,8 @@ fn open(shared: &Shared) -> Response<Body> {
         ),
         client,
     };
-    shared
-        .polls
-        .sessions
-        .lock(&key)
-        .insert(key, Arc::new(session));
-    let timeout = shared.config.poll_timeout.as_secs();
+    polls.sessions.lock(&key).insert(key, Arc::new(session));
+    let timeout = polls.timeout.as_secs();
     json(
         StatusCode::OK,
         serde_json::json!({"session": id, "timeout": timeout})
@@ -193,25 +211,23 @@ fn open(shared: &Shared) -> Response<Body> {
     )
 }
 
-fn find(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
+fn find(id: Option<u128>, polls: &Polls) -> Option<Arc<PollSession>> {
     let id = id?;
-    shared.polls.sessions.lock(&id).get(&id).cloned()
+    polls.sessions.lock(&id).get(&id).cloned()
 }
 
-async fn send(body: PollBody, id: Option<u128>, shared: &Shared) -> Response<Body> {
-    let Some(s) = find(id, shared) else {
+async fn send(body: PollBody, id: Option<u128>, polls: &Polls) -> Response<Body> {
+    let Some(s) = find(id, polls) else {
         return not_found();
     };
-    s.client.touch(shared.node.now());
-    let limit = body_limit(shared);
+    s.client.touch(polls.node.now());
+    let limit = body_limit(polls);
     let body = match body {
-        PollBody::Hyper(b) => match crate::api::read_body(b, limit, shared).await {
+        PollBody::Hyper(b) => match read_body(b, limit, polls.request_body_timeout).await {
             Ok(b) => b,
             Err(e) => return e.response(),
         },
-        PollBody::Read(b) if b.len() > limit => {
-            return crate::api::BodyError::TooLarge(limit).response()
-        }
+        PollBody::Read(b) if b.len() > limit => return BodyError::TooLarge(limit).response(),
         PollBody::Read(b) => b,
     };
     // One command, or an array of them; a malformed command is answered
@@ -233,19 +249,19 @@ async fn send(body: PollBody, id: Option<u128>, shared: &Shared) -> Response<Bod
     json(StatusCode::ACCEPTED, b"{}".to_vec())
 }
 
-async fn poll(id: Option<u128>, shared: &Shared) -> Response<Body> {
-    let Some(s) = begin(id, shared) else {
+async fn poll(id: Option<u128>, polls: &Polls) -> Response<Body> {
+    let Some(s) = begin(id, polls) else {
         return not_found();
     };
-    wait(&s, shared).await;
-    answer(&s, shared)
+    wait(&s, polls).await;
+    answer(&s, polls)
 }
 
 /// A `GET /poll/<id>`, first step: the session, if there is one (touched:
 /// a poll is its heartbeat).
-pub fn begin(id: Option<u128>, shared: &Shared) -> Option<Arc<PollSession>> {
-    let s = find(id, shared)?;
-    s.client.touch(shared.node.now());
+pub fn begin(id: Option<u128>, polls: &Polls) -> Option<Arc<PollSession>> {
+    let s = find(id, polls)?;
+    s.client.touch(polls.node.now());
     Some(s)
 }
 
@@ -257,7 +273,7 @@ pub fn unknown() -> Response<Body> {
 /// Second step: waits until something is queued for `s` or the session
 /// closes, at most `poll_timeout`. This is what an idle long-polling client
 /// is: kept small (a session handle and a timer).
-pub async fn wait(s: &PollSession, shared: &Shared) {
+pub async fn wait(s: &PollSession, polls: &Polls) {
     let ready = poll_fn(|cx| {
         s.client.outbox.with_queue(|q| {
             // Heartbeats mean nothing here: the poll itself is the heartbeat.
@@ -272,13 +288,13 @@ pub async fn wait(s: &PollSession, shared: &Shared) {
             }
         })
     });
-    let _ = tokio::time::timeout(shared.config.poll_timeout, ready).await;
+    let _ = tokio::time::timeout(polls.timeout, ready).await;
 }
 
 /// Last step: the answer, a JSON array of every queued message (the
 /// session's `disconnect` last if it is closing; it is then forgotten).
-pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
-    s.client.touch(shared.node.now());
+pub fn answer(s: &Arc<PollSession>, polls: &Polls) -> Response<Body> {
+    s.client.touch(polls.node.now());
     let (body, closing) = s.client.outbox.with_queue(|q| {
         let mut out = BytesMut::with_capacity(256);
         out.put_u8(b'[');
@@ -311,13 +327,10 @@ pub fn answer(s: &Arc<PollSession>, shared: &Shared) -> Response<Body> {
         (out.freeze(), closing.is_some())
     });
     if closing {
-        shared.polls.sessions.remove(&s.id);
+        polls.sessions.remove(&s.id);
     }
     json(StatusCode::OK, body.to_vec())
 }
-
-/// Default seconds a poll waits for messages.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(25);
 
 #[cfg(test)]
 mod tests {
