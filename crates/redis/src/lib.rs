@@ -78,7 +78,8 @@
 //!   presence members and channel-topic messages as stored and published.
 //! - [`tables`] and [`registry`]: game tables' leases and saves, and which
 //!   tables exist (decision 0009).
-//! - [`testing`]: a throwaway `redis-server` for tests.
+//! - `testing` (feature `test-util`, off in release builds): a throwaway
+//!   `redis-server` for tests.
 
 mod broker;
 mod config;
@@ -89,6 +90,7 @@ pub mod pubsub;
 pub mod registry;
 pub mod resp;
 pub mod tables;
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
 pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, StatsFn};
