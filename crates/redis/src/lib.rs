@@ -10,7 +10,7 @@
 //!   `PUBLISH`es the live message, atomically — so a publication is never live
 //!   before it is in history, on any node ([`lua`]).
 //! - **Live delivery**: each node holds *one* Redis subscription per channel
-//!   that has subscribers on it, however many clients it has ([`pubsub`]).
+//!   that has subscribers on it, however many clients it has (`pubsub.rs`).
 //!   The node tracks, per channel, the last offset it delivered: duplicates
 //!   are skipped, and a gap (a lost link, a slow subscriber link) is filled
 //!   from the stream before anything newer is delivered, so a live client sees
@@ -73,8 +73,8 @@
 //!   `broker/nodes.rs`: heartbeats, the node list, dead nodes, and the
 //!   control, node and lobby topics.
 //! - `config.rs`: [`RedisConfig`] and its defaults.
-//! - [`conn`]: the pipelined command link; [`pubsub`]: the subscriber
-//!   link; [`resp`]: the wire format; [`lua`]: the scripts; [`member`]:
+//! - [`conn`]: the pipelined command link; `pubsub.rs`: the subscriber
+//!   link; [`resp`]: the wire format; [`lua`]: the scripts; `member.rs`:
 //!   presence members and channel-topic messages as stored and published.
 //! - [`tables`] and [`registry`]: game tables' leases and saves, and which
 //!   tables exist (decision 0009).
@@ -85,8 +85,8 @@ mod broker;
 mod config;
 pub mod conn;
 pub mod lua;
-pub mod member;
-pub mod pubsub;
+pub(crate) mod member;
+pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
 pub mod tables;
