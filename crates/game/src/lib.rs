@@ -21,12 +21,14 @@
 //! - [`durable`]: what a table saves in a cluster, and the store contract
 //!   (leases with fencing tokens; decision 0009).
 //! - [`lobby`]: table entries, snapshots and coalesced deltas.
-//! - [`testing`]: a fake-clock harness for a game's unit tests.
+//! - [`testing`] (feature `test-util`, off in release builds): a fake-clock
+//!   harness for a game's unit tests.
 
 pub mod durable;
 pub mod engine;
 pub mod lobby;
 mod table;
+#[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
 pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, Router, TableSpec};

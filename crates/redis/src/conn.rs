@@ -27,21 +27,21 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// Requests that may wait for the writer; beyond this, calls fail at once
 /// (the link is not keeping up, and queueing more would only add latency).
-pub const QUEUE: usize = 65_536;
+pub(crate) const QUEUE: usize = 65_536;
 /// How long a connection attempt may take.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait between two connection attempts.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Where to find Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// `host:port`.
-    pub addr: String,
+    pub(crate) addr: String,
     /// Database number (`SELECT`), 0 by default.
-    pub db: u32,
+    pub(crate) db: u32,
     /// Password (`AUTH`), if any.
-    pub password: Option<String>,
+    pub(crate) password: Option<String>,
 }
 
 /// A `redis://` URL could not be understood.
@@ -104,7 +104,7 @@ type Inflight = Arc<Mutex<VecDeque<Option<oneshot::Sender<Result<Value, BrokerEr
 
 /// How long a command may wait for its reply by default; beyond it the call
 /// fails (the reply, if it ever comes, is discarded).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The command link. Cheap to share (`Arc`).
 pub struct Link {
@@ -114,7 +114,7 @@ pub struct Link {
     /// Bumped each time the link comes up; watchers resynchronise then.
     generation: watch::Sender<u64>,
     /// Connection attempts that failed, for the logs and metrics.
-    pub failures: AtomicU64,
+    pub(crate) failures: AtomicU64,
 }
 
 impl std::fmt::Debug for Link {
@@ -161,7 +161,7 @@ impl Link {
 
     /// How many times the link has connected (0: not yet): a change means
     /// it reconnected, and what it sent meanwhile may be lost.
-    pub fn generation(&self) -> u64 {
+    pub(crate) fn generation(&self) -> u64 {
         *self.generation.borrow()
     }
 
@@ -197,7 +197,7 @@ impl Link {
     }
 
     /// Sends one command without waiting for (or reading) its reply.
-    pub fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
+    pub(crate) fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
         self.send(args, false).map(|_| ())
     }
 

@@ -22,7 +22,7 @@ impl Script {
     }
 
     /// Hex SHA-1 of the text, as `EVALSHA` wants it.
-    pub fn sha(&self) -> &str {
+    pub(crate) fn sha(&self) -> &str {
         self.sha.get_or_init(|| {
             Sha1::digest(self.text.as_bytes())
                 .iter()
@@ -35,37 +35,37 @@ impl Script {
 /// Publish: offset, stream, live message.
 pub static PUBLISH: Script = Script::new(include_str!("lua/publish.lua"));
 /// Position and history (and the epoch of a channel first subscribed to).
-pub static READ: Script = Script::new(include_str!("lua/read.lua"));
+pub(crate) static READ: Script = Script::new(include_str!("lua/read.lua"));
 /// A presence member joins or leaves.
-pub static MEMBER: Script = Script::new(include_str!("lua/member.lua"));
+pub(crate) static MEMBER: Script = Script::new(include_str!("lua/member.lua"));
 /// A node's heartbeat.
-pub static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
+pub(crate) static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
 /// Forgetting a dead node.
-pub static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
+pub(crate) static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
 
 /// A game table's lease claimed, with a fencing token (decision 0009).
-pub static TABLE_CLAIM: Script = Script::new(include_str!("lua/table_claim.lua"));
+pub(crate) static TABLE_CLAIM: Script = Script::new(include_str!("lua/table_claim.lua"));
 /// A node's table leases renewed.
-pub static TABLE_RENEW: Script = Script::new(include_str!("lua/table_renew.lua"));
+pub(crate) static TABLE_RENEW: Script = Script::new(include_str!("lua/table_renew.lua"));
 /// A table's state saved, fenced by its token.
-pub static TABLE_SAVE: Script = Script::new(include_str!("lua/table_save.lua"));
+pub(crate) static TABLE_SAVE: Script = Script::new(include_str!("lua/table_save.lua"));
 /// Several tables' saves, each fenced on its own (group commit).
-pub static TABLE_SAVE_ALL: Script = Script::new(include_str!("lua/table_save_all.lua"));
+pub(crate) static TABLE_SAVE_ALL: Script = Script::new(include_str!("lua/table_save_all.lua"));
 /// A table's lease given up.
-pub static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.lua"));
+pub(crate) static TABLE_RELEASE: Script = Script::new(include_str!("lua/table_release.lua"));
 
 /// A table's lobby entry published, fenced, with a cluster sequence number.
-pub static TABLE_LOBBY: Script = Script::new(include_str!("lua/table_lobby.lua"));
+pub(crate) static TABLE_LOBBY: Script = Script::new(include_str!("lua/table_lobby.lua"));
 
 /// Tables created over HTTP in a cluster: ids and registry entries.
-pub static TABLE_CREATE: Script = Script::new(include_str!("lua/table_create.lua"));
+pub(crate) static TABLE_CREATE: Script = Script::new(include_str!("lua/table_create.lua"));
 /// A table deleted in a cluster.
-pub static TABLE_DELETE: Script = Script::new(include_str!("lua/table_delete.lua"));
+pub(crate) static TABLE_DELETE: Script = Script::new(include_str!("lua/table_delete.lua"));
 /// A deleted table's owner gives its lease up for good.
-pub static TABLE_RETIRE: Script = Script::new(include_str!("lua/table_retire.lua"));
+pub(crate) static TABLE_RETIRE: Script = Script::new(include_str!("lua/table_retire.lua"));
 
 /// Every script.
-pub fn all() -> [&'static Script; 14] {
+pub(crate) fn all() -> [&'static Script; 14] {
     [
         &PUBLISH,
         &READ,

@@ -75,11 +75,6 @@ impl std::fmt::Debug for PubSub {
     }
 }
 
-/// Why a subscribe did not take effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the redis subscriber link is down")]
-pub struct Down;
-
 impl PubSub {
     /// Starts the link; `sink` receives its messages.
     pub fn start(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {

@@ -409,7 +409,7 @@ const RENEW_CHUNK: usize = 512;
 const SAVE_CHUNK: usize = 256;
 
 /// The lobby's sequence counter, hash of entries, and topic.
-pub fn lobby_keys(prefix: &str) -> (String, String, String) {
+pub(crate) fn lobby_keys(prefix: &str) -> (String, String, String) {
     (
         format!("{prefix}:lobby:seq"),
         format!("{prefix}:lobby:entries"),

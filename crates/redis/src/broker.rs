@@ -1,0 +1,592 @@
+//! The [`RedisBroker`] itself: the state one node keeps about the cluster
+//! (`Inner`: its two Redis links, the channels it follows, the names of its
+//! keys), starting it, and the [`Broker`] contract: publish, attach a
+//! subscriber after its history (see the crate docs), history and
+//! positions, wildcard patterns.
+//!
+//! The other concerns are child modules rather than siblings because each
+//! adds methods to `Inner` and reads its private fields, while `Inner` holds
+//! their types (a child may use its parent; siblings using this module and
+//! it using them would make a circle):
+//!
+//! - `live`: what the subscriber link receives, delivered in each channel's
+//!   offset order, gaps filled from the stream.
+//! - `presence`: cluster-wide presence and the transitions reported to the
+//!   hub's observer.
+//! - `nodes`: heartbeats, the node list, dead nodes, and the node-wide
+//!   topics (control, a node's own, the lobby's).
+//!
+//! Among them, `live` uses `nodes` (node-wide topics arrive on the same
+//! subscriber link) and `nodes` uses `presence` (a dead node's members are
+//! forgotten), never the other way round.
+
+mod live;
+mod nodes;
+mod presence;
+
+use crate::conn::{Link, Target};
+use crate::pubsub::{PubSub, Sink};
+use crate::resp::Value;
+use crate::{lua, registry, tables, RedisConfig, UrlError};
+use bytes::Bytes;
+use herald_core::broker::{Attach, History};
+use herald_core::memory::Retention;
+use herald_core::{Broker, BrokerError, Completion, Hub};
+use herald_proto::{HistoryItem, Position};
+use nodes::heartbeats;
+use presence::{transitions, Transition, TRANSITIONS_MAX};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub use nodes::{LobbyFn, NodeInfo, NodeMsgFn, StatsFn};
+
+/// Reads an attach may make before giving up on a channel that keeps moving.
+const ATTACH_ATTEMPTS: usize = 50;
+/// How long an attach waits for its channel to be in sync.
+const ATTACH_WAIT: Duration = Duration::from_secs(5);
+
+/// One channel's link on this node.
+struct Chan {
+    name: Arc<str>,
+    topic: Bytes,
+    /// Subscribers attached (or attaching) through this node.
+    attached: usize,
+    /// Set when `attached` reached 0 and the link left the map.
+    removed: bool,
+    /// The channel's epoch and the last offset delivered to the hub.
+    known: Option<(Bytes, u64)>,
+    /// Publications are delivered as they arrive (else buffered).
+    live: bool,
+    /// A sync task runs.
+    syncing: bool,
+    /// The sync must (re)subscribe first.
+    resubscribe: bool,
+    buffer: Vec<(Bytes, u64, Bytes)>,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+type ChanRef = Arc<Mutex<Chan>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unavailable(why: impl Into<String>) -> BrokerError {
+    BrokerError::Unavailable(why.into())
+}
+
+/// The Redis broker (and cluster presence). Create with [`RedisBroker::start`].
+pub struct RedisBroker {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBroker")
+            .field("node", &self.inner.node_id)
+            .field("prefix", &self.inner.cfg.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    /// Itself, for the tasks the subscriber link's callbacks start.
+    me: Weak<Inner>,
+    cfg: RedisConfig,
+    node_id: String,
+    link: Arc<Link>,
+    pubsub: OnceLock<Arc<PubSub>>,
+    hub: Arc<Hub>,
+    chans: Mutex<HashMap<Arc<str>, ChanRef>>,
+    /// Wildcard subscriptions on this node, counted, by their Redis glob.
+    patterns: Mutex<HashMap<Bytes, usize>>,
+    nodes: Mutex<Vec<NodeInfo>>,
+    stats: OnceLock<StatsFn>,
+    /// Channels whose local subscribers were closed with 3004.
+    lost: AtomicU64,
+    /// Gaps filled from a stream.
+    filled: AtomicU64,
+    /// Joins and leaves whose cluster-wide transitions the hub's observer
+    /// waits for, in the order they were sent (see [`transitions`]).
+    transitions: tokio::sync::mpsc::Sender<Transition>,
+    /// `P:ctl`, the topic every node follows for requests to all nodes
+    /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
+    control: Bytes,
+    /// Receives what other nodes send to this one on its node topic (game
+    /// commands and table events routed between nodes, decision 0009).
+    node_msgs: OnceLock<NodeMsgFn>,
+    /// This node's topic (`P:node:{ID}:cmd`).
+    own_topic: Bytes,
+    /// Receives the cluster lobby's messages (`None`: the link reconnected,
+    /// some may have been missed).
+    lobby_msgs: OnceLock<LobbyFn>,
+    /// The cluster lobby's topic (`P:lobby`).
+    lobby_topic: Bytes,
+}
+
+fn random_id(n: usize) -> String {
+    (0..n).map(|_| fastrand::alphanumeric()).collect()
+}
+
+impl RedisBroker {
+    /// Starts the broker: connects in the background (the node serves while
+    /// Redis is unreachable, with publishes failing) and delivers into `hub`.
+    /// Must be called within a tokio runtime.
+    pub fn start(cfg: RedisConfig, hub: Arc<Hub>) -> Result<Arc<RedisBroker>, UrlError> {
+        let target = Target::parse(&cfg.url)?;
+        let link = Link::start(target.clone(), lua::setup(), cfg.command_timeout);
+        // Occupancy and user edges are the cluster's, reported from Redis.
+        hub.set_cluster_events();
+        let (tx, rx) = tokio::sync::mpsc::channel(TRANSITIONS_MAX);
+        let cfg_prefix = cfg.prefix.clone();
+        let node_id = random_id(12);
+        let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
+        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
+        let inner = Arc::new_cyclic(|me| Inner {
+            me: me.clone(),
+            own_topic,
+            lobby_msgs: OnceLock::new(),
+            lobby_topic,
+            node_id,
+            cfg,
+            link,
+            pubsub: OnceLock::new(),
+            hub,
+            chans: Mutex::new(HashMap::new()),
+            patterns: Mutex::new(HashMap::new()),
+            nodes: Mutex::new(Vec::new()),
+            stats: OnceLock::new(),
+            lost: AtomicU64::new(0),
+            filled: AtomicU64::new(0),
+            transitions: tx,
+            control: Bytes::from(format!("{}:ctl", cfg_prefix)),
+            node_msgs: OnceLock::new(),
+        });
+        tokio::spawn(transitions(Arc::downgrade(&inner), rx));
+        let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
+        let _ = inner.pubsub.set(PubSub::start(target, sink));
+        tokio::spawn(heartbeats(Arc::downgrade(&inner)));
+        Ok(Arc::new(RedisBroker { inner }))
+    }
+
+    /// This node's id in the cluster.
+    pub fn node_id(&self) -> &str {
+        &self.inner.node_id
+    }
+
+    /// Which tables exist in the cluster (created over HTTP, deleted), on
+    /// the broker's link (decision 0009).
+    pub fn table_registry(&self) -> registry::TableRegistry {
+        registry::TableRegistry::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
+    }
+
+    /// Game tables' leases and saves for this node, on the broker's link
+    /// (decision 0009).
+    pub fn table_store(&self) -> tables::TableStore {
+        tables::TableStore::new(
+            self.inner.link.clone(),
+            self.inner.cfg.prefix.clone(),
+            self.inner.node_id.clone(),
+        )
+    }
+
+    /// Channels whose local subscribers had to be closed with 3004, and gaps
+    /// filled from a stream, since start.
+    pub fn repairs(&self) -> (u64, u64) {
+        (
+            self.inner.lost.load(Ordering::Relaxed),
+            self.inner.filled.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Inner {
+    fn me(&self) -> Option<Arc<Inner>> {
+        self.me.upgrade()
+    }
+
+    fn pubsub(&self) -> Option<&Arc<PubSub>> {
+        self.pubsub.get()
+    }
+
+    fn key(&self, channel: &str, kind: &str) -> String {
+        format!("{}:{{{channel}}}:{kind}", self.cfg.prefix)
+    }
+
+    /// The set of occupied channels of `namespace` (what comes before the
+    /// channel's first `:`, empty if none).
+    fn occupied_key(&self, namespace: &str) -> String {
+        format!("{}:occupied:{namespace}", self.cfg.prefix)
+    }
+
+    fn topic(&self, channel: &str) -> Bytes {
+        Bytes::from(format!("{}:c:{channel}", self.cfg.prefix))
+    }
+
+    /// The channel a topic is for (the inverse of [`Inner::topic`]).
+    fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
+        let name = topic.get(self.cfg.prefix.len() + 3..)?;
+        std::str::from_utf8(name).ok()
+    }
+
+    /// A node's own topic, for messages routed to it.
+    fn node_topic(&self, node: &str) -> Bytes {
+        Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
+    }
+
+    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
+    fn nodes_key(&self, suffix: &str) -> String {
+        format!("{}:nodes{suffix}", self.cfg.prefix)
+    }
+
+    fn members_key(&self, node: &str) -> String {
+        format!("{}:node:{node}:members", self.cfg.prefix)
+    }
+
+    fn retention(&self, channel: &str) -> Retention {
+        *self
+            .cfg
+            .by_namespace
+            .get(herald_core::channel::namespace(channel))
+            .unwrap_or(&self.cfg.retention)
+    }
+
+    fn ttl_ms(&self, channel: &str) -> String {
+        self.retention(channel).ttl.as_millis().to_string()
+    }
+
+    /// Runs `read.lua`: the position and, with `since`, the publications after it.
+    async fn read(
+        &self,
+        channel: &str,
+        create: bool,
+        since: Option<&Position>,
+        entries: bool,
+        limit: usize,
+    ) -> Result<(Bytes, u64, Vec<HistoryItem>), BrokerError> {
+        let (se, so) = match since {
+            Some(p) => (p.epoch.clone(), p.offset.to_string()),
+            None => (String::new(), String::new()),
+        };
+        let v = self
+            .link
+            .call(&[
+                b"EVALSHA".as_slice(),
+                lua::READ.sha().as_bytes(),
+                b"2",
+                self.key(channel, "m").as_bytes(),
+                self.key(channel, "s").as_bytes(),
+                if create { b"1" } else { b"0" },
+                random_id(16).as_bytes(),
+                if entries { b"1" } else { b"0" },
+                se.as_bytes(),
+                so.as_bytes(),
+                limit.to_string().as_bytes(),
+                self.ttl_ms(channel).as_bytes(),
+            ])
+            .await?;
+        let items = v.items();
+        let bad = || unavailable("redis: unexpected reply to read");
+        let epoch = items
+            .first()
+            .and_then(Value::bytes)
+            .cloned()
+            .ok_or_else(bad)?;
+        let top = items.get(1).and_then(Value::int).ok_or_else(bad)?;
+        let mut pubs = Vec::with_capacity(items.len().saturating_sub(2) / 2);
+        for pair in items[2..].chunks(2) {
+            let [o, d] = pair else { return Err(bad()) };
+            let offset = o
+                .int()
+                .and_then(|o| u64::try_from(o).ok())
+                .ok_or_else(bad)?;
+            let data = d.bytes().cloned().ok_or_else(bad)?;
+            pubs.push(HistoryItem { offset, data });
+        }
+        Ok((epoch, u64::try_from(top).unwrap_or(0), pubs))
+    }
+
+    fn chan(&self, channel: &str) -> Option<ChanRef> {
+        lock(&self.chans).get(channel).cloned()
+    }
+}
+
+/// The Redis glob that receives every channel `pattern` matches (and some
+/// more: Redis's `*` also crosses `.`; the hub's trie does the exact
+/// matching). Channel names cannot hold glob characters; the prefix is
+/// escaped.
+fn glob(prefix: &str, pattern: &str) -> Bytes {
+    let mut g = String::with_capacity(prefix.len() + pattern.len() + 4);
+    for ch in prefix.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            g.push('\\');
+        }
+        g.push(ch);
+    }
+    g.push_str(":c:");
+    let tokens: Vec<&str> = pattern
+        .split('.')
+        .map(|t| if t == ">" { "*" } else { t })
+        .collect();
+    g.push_str(&tokens.join("."));
+    Bytes::from(g)
+}
+
+/// Whether `pubs` (read from the stream after `since`, oldest first) are
+/// every publication after `since` up to `top` in `epoch`: the
+/// [`History::complete`] of the contract. No position asks for nothing.
+fn complete(since: Option<&Position>, epoch: &str, top: u64, pubs: &[HistoryItem]) -> bool {
+    let Some(p) = since else { return true };
+    !epoch.is_empty()
+        && p.epoch == epoch
+        && p.offset <= top
+        && (p.offset == top || pubs.first().map(|x| x.offset) == Some(p.offset + 1))
+}
+
+/// Attaches one subscriber (see the module docs).
+async fn attach(inner: Arc<Inner>, chan: ChanRef, since: Option<Position>, attach: Attach) {
+    let name = lock(&chan).name.clone();
+    for _ in 0..ATTACH_ATTEMPTS {
+        let wait = {
+            let mut c = lock(&chan);
+            if c.removed {
+                drop(c);
+                return attach(Err(unavailable(
+                    "unsubscribed before the subscription completed",
+                )));
+            }
+            if c.live {
+                None
+            } else {
+                let (tx, rx) = oneshot::channel();
+                c.waiters.push(tx);
+                Some(rx)
+            }
+        };
+        if let Some(rx) = wait {
+            match tokio::time::timeout(ATTACH_WAIT, rx).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    if !inner.link.is_up() {
+                        return attach(Err(unavailable("redis: not connected")));
+                    }
+                    continue;
+                }
+            }
+        }
+        let (epoch, top, pubs) = match inner
+            .read(&name, true, since.as_ref(), since.is_some(), 0)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return attach(Err(e)),
+        };
+        let mut c = lock(&chan);
+        if c.removed {
+            drop(c);
+            return attach(Err(unavailable(
+                "unsubscribed before the subscription completed",
+            )));
+        }
+        if !c.live {
+            continue;
+        }
+        let Some((known, last)) = c.known.clone() else {
+            continue;
+        };
+        if known != epoch {
+            // The stream changed under the link: let it find out first.
+            let chan2 = chan.clone();
+            inner.start_sync(&mut c, &chan2);
+            continue;
+        }
+        if top < last {
+            continue; // read before the node's latest delivery: read again
+        }
+        // Only what the node has delivered: the rest arrives live.
+        let epoch = String::from_utf8_lossy(&epoch).into_owned();
+        let complete = complete(since.as_ref(), &epoch, last, &pubs);
+        let publications: Vec<HistoryItem> =
+            pubs.into_iter().filter(|p| p.offset <= last).collect();
+        // Under the channel's lock: no publication is delivered between the
+        // read's cut and the hub registration `attach` performs.
+        attach(Ok(History {
+            top: Position {
+                epoch,
+                offset: last,
+            },
+            publications,
+            complete,
+        }));
+        return;
+    }
+    attach(Err(unavailable("channel too busy to attach; retry")))
+}
+
+impl Broker for RedisBroker {
+    fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+        let inner = &self.inner;
+        let r = inner.retention(channel);
+        // Queued now, so two publishes of one connection keep their order.
+        let call = inner.link.call_later(&[
+            b"EVALSHA".as_slice(),
+            lua::PUBLISH.sha().as_bytes(),
+            b"2",
+            inner.key(channel, "m").as_bytes(),
+            inner.key(channel, "s").as_bytes(),
+            &data,
+            random_id(16).as_bytes(),
+            r.size.to_string().as_bytes(),
+            r.ttl.as_millis().to_string().as_bytes(),
+            &inner.topic(channel),
+        ]);
+        Completion::Pending(Box::pin(async move {
+            let v = call?.await?;
+            let items = v.items();
+            match (
+                items.first().and_then(Value::bytes),
+                items.get(1).and_then(Value::int),
+            ) {
+                (Some(e), Some(o)) => Ok(Position {
+                    epoch: String::from_utf8_lossy(e).into_owned(),
+                    offset: u64::try_from(o).unwrap_or(0),
+                }),
+                _ => Err(unavailable("redis: unexpected reply to publish")),
+            }
+        }))
+    }
+
+    fn subscribe(&self, channel: &str, since: Option<&Position>, on_attach: Attach) {
+        let inner = &self.inner;
+        let chan = {
+            let mut chans = lock(&inner.chans);
+            let chan = chans
+                .entry(Arc::from(channel))
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(Chan {
+                        name: Arc::from(channel),
+                        topic: inner.topic(channel),
+                        attached: 0,
+                        removed: false,
+                        known: None,
+                        live: false,
+                        syncing: false,
+                        resubscribe: true,
+                        buffer: Vec::new(),
+                        waiters: Vec::new(),
+                    }))
+                })
+                .clone();
+            let mut c = lock(&chan);
+            c.attached += 1;
+            if c.known.is_none() && !c.syncing {
+                inner.start_sync(&mut c, &chan);
+            }
+            drop(c);
+            chan
+        };
+        tokio::spawn(attach(inner.clone(), chan, since.cloned(), on_attach));
+    }
+
+    fn unsubscribe(&self, channel: &str) {
+        let inner = &self.inner;
+        let mut chans = lock(&inner.chans);
+        let Some(chan) = chans.get(channel).cloned() else {
+            return;
+        };
+        let mut c = lock(&chan);
+        c.attached = c.attached.saturating_sub(1);
+        if c.attached == 0 {
+            c.removed = true;
+            c.waiters.clear();
+            chans.remove(channel);
+            if let Some(ps) = inner.pubsub() {
+                ps.unsubscribe(c.topic.clone());
+            }
+        }
+    }
+
+    fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>> {
+        let inner = self.inner.clone();
+        let channel = channel.to_string();
+        Completion::Pending(Box::pin(async move {
+            let (epoch, top, _) = inner.read(&channel, false, None, false, 0).await?;
+            Ok(Position {
+                epoch: String::from_utf8_lossy(&epoch).into_owned(),
+                offset: top,
+            })
+        }))
+    }
+
+    fn history(
+        &self,
+        channel: &str,
+        since: Option<&Position>,
+        limit: usize,
+    ) -> Completion<Result<History, BrokerError>> {
+        let inner = self.inner.clone();
+        let channel = channel.to_string();
+        let since = since.cloned();
+        Completion::Pending(Box::pin(async move {
+            let (epoch, top, pubs) = inner
+                .read(&channel, false, since.as_ref(), true, limit)
+                .await?;
+            let epoch = String::from_utf8_lossy(&epoch).into_owned();
+            let complete = complete(since.as_ref(), &epoch, top, &pubs);
+            Ok(History {
+                top: Position { epoch, offset: top },
+                publications: pubs,
+                complete,
+            })
+        }))
+    }
+
+    fn subscribe_pattern(&self, pattern: &str) {
+        let glob = glob(&self.inner.cfg.prefix, pattern);
+        let mut patterns = lock(&self.inner.patterns);
+        let n = patterns.entry(glob.clone()).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            if let Some(ps) = self.inner.pubsub() {
+                ps.psubscribe(glob);
+            }
+        }
+    }
+
+    fn unsubscribe_pattern(&self, pattern: &str) {
+        let glob = glob(&self.inner.cfg.prefix, pattern);
+        let mut patterns = lock(&self.inner.patterns);
+        if let Some(n) = patterns.get_mut(&glob) {
+            *n -= 1;
+            if *n == 0 {
+                patterns.remove(&glob);
+                if let Some(ps) = self.inner.pubsub() {
+                    ps.punsubscribe(glob);
+                }
+            }
+        }
+    }
+
+    fn healthy(&self) -> bool {
+        self.inner.link.is_up() && self.inner.pubsub().is_some_and(|p| p.is_up())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_become_globs_that_match_at_least_as_much() {
+        assert_eq!(&glob("h*x", "news.*")[..], br"h\*x:c:news.*");
+        assert_eq!(&glob("herald", "news.>")[..], b"herald:c:news.*");
+        assert_eq!(&glob("herald", "a.*.c")[..], b"herald:c:a.*.c");
+    }
+}

@@ -1,0 +1,52 @@
+//! [`RedisConfig`]: the cluster settings `herald serve` fills from its
+//! flags and TOML file, and their defaults. A leaf: it only names what the
+//! broker reads.
+
+use crate::conn;
+use herald_core::memory::Retention;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Cluster settings.
+#[derive(Debug, Clone)]
+pub struct RedisConfig {
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`.
+    pub url: String,
+    /// Prefix of every key and topic (default `herald`): several clusters can
+    /// share one Redis.
+    pub prefix: String,
+    /// Retention of channels whose namespace has none of its own.
+    pub retention: Retention,
+    /// Retention by namespace.
+    pub by_namespace: HashMap<String, Retention>,
+    /// Time between two heartbeats of this node (default 1 s).
+    pub heartbeat: Duration,
+    /// A node silent this long is forgotten with its presence (default 5 s).
+    pub dead_after: Duration,
+    /// A Redis command not answered this long fails with error 114 (default
+    /// 5 s): a stalled Redis delays publishes at most that long.
+    pub command_timeout: Duration,
+    /// How long a channel must stay vacated, cluster-wide, before the hub's
+    /// observer hears it; occupied again sooner, neither the vacate nor the
+    /// new occupation is reported (default zero: at once).
+    pub vacated_delay: Duration,
+}
+
+impl RedisConfig {
+    /// Settings for `url` with the defaults.
+    pub fn new(url: impl Into<String>) -> RedisConfig {
+        RedisConfig {
+            url: url.into(),
+            prefix: "herald".into(),
+            retention: Retention {
+                size: 100,
+                ttl: Duration::from_secs(300),
+            },
+            by_namespace: HashMap::new(),
+            heartbeat: Duration::from_secs(1),
+            dead_after: Duration::from_secs(5),
+            command_timeout: conn::CALL_TIMEOUT,
+            vacated_delay: Duration::ZERO,
+        }
+    }
+}
