@@ -63,7 +63,6 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use herald_proto::Encoding;
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -71,13 +70,14 @@ use crate::clock;
 use crate::common::{CommonArgs, Protocol, PusherFlags, Transport};
 use crate::delivery::{Checker, SeqTrack, SubCounts};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
+use crate::engine::{Engine, Io, Tick};
 use crate::hclients::{run_id, ClientKind, Event, HeraldClients, ReconnectStats};
 use crate::herald_wire::{self, Stamp};
 use crate::http1;
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::Monitor;
 use crate::target::{Scheme, Target};
 use crate::BenchError;
@@ -518,70 +518,35 @@ impl Fanout {
     }
 }
 
-impl Handler for Fanout {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
+impl Scenario for Fanout {
+    const TAKES_HTTP: bool = true;
+
+    fn group(&mut self, tag: u64) -> &mut HeraldClients {
         if self.subs.owns(tag) {
-            self.subs.on_open(io, tag, protocol)
+            &mut self.subs
         } else {
-            self.pubs.on_open(io, tag, protocol)
+            &mut self.pubs
         }
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let (tag, now_ns) = (msg.tag, msg.now_ns);
         if self.subs.owns(tag) {
             let sub = self.sub_index(tag);
             let check = &mut self.check;
-            self.subs
-                .on_message(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
-        } else {
-            let check = &mut self.check;
-            self.pubs.on_message(io, tag, msg, &mut |ev| {
-                if let Event::Error { code, .. } = ev {
-                    check.error(code);
-                }
+            msg.feed(&mut self.subs, io, &mut |ev| {
+                check.on_sub_event(sub, ev, now_ns);
             })
-        }
-    }
-
-    fn on_http(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: HttpMsg<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
-        if self.subs.owns(tag) {
-            let sub = self.sub_index(tag);
-            let check = &mut self.check;
-            self.subs
-                .on_http(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
         } else {
+            // Only the publish API's answers are counted: the drain waits
+            // for them (WebSocket and TCP publishers' replies are not).
+            let api = msg.is_http();
             let check = &mut self.check;
-            self.pubs.on_http(io, tag, msg, &mut |ev| match ev {
+            msg.feed(&mut self.pubs, io, &mut |ev| match ev {
                 Event::Error { code, .. } => check.error(code),
-                Event::Reply { .. } => check.api_answers += 1,
+                Event::Reply { .. } if api => check.api_answers += 1,
                 _ => {}
             })
-        }
-    }
-
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        if self.subs.owns(tag) {
-            self.subs.on_close(tag, why)
-        } else {
-            self.pubs.on_close(tag, why)
         }
     }
 
@@ -822,7 +787,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         p,
     };
     let mut engine = Engine::new(64 << 20)?;
-    let result = engine.run(&mut f);
+    let result = engine.run(&mut Adapter(&mut f));
     f.progress.clear();
     let end = Instant::now();
     f.monitor.sample(end);
