@@ -630,6 +630,43 @@ pub fn run(args: &FanoutArgs) -> Result<FanoutSummary, BenchError> {
 
 /// Runs `fanout` and returns its summary and record whether or not it was clean.
 pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchError> {
+    let plan = plan(args)?;
+    let (mut f, started_at) = build(args, plan);
+    let mut engine = Engine::new(64 << 20)?;
+    let result = engine.run(&mut Adapter(&mut f));
+    f.progress.clear();
+    let end = Instant::now();
+    f.monitor.sample(end);
+    if f.check.interval_sent > 0 || f.check.interval_delivered > 0 {
+        f.close_interval(end);
+    }
+
+    finish(args, f, result, started_at, end)
+}
+
+/// What `fanout` connects to and how, checked and worked out from its
+/// arguments before anything connects.
+struct Plan {
+    /// The run's parameters, as recorded.
+    p: FanoutParams,
+    /// The subscribers' servers (with Pusher's path when `pusher`).
+    targets: Vec<Target>,
+    /// The subscribers' transport.
+    sub_kind: ClientKind,
+    /// The subscribers' encoding, and so the stamps'.
+    stamp_enc: Encoding,
+    /// The publishers' transport.
+    pub_kind: ClientKind,
+    /// The publishers' encoding.
+    pub_enc: Encoding,
+    /// The publishers' server.
+    pub_target: Target,
+    /// Subscribers speak Pusher's protocol.
+    pusher: bool,
+}
+
+/// Checks `fanout`'s arguments and works out its [`Plan`].
+fn plan(args: &FanoutArgs) -> Result<Plan, BenchError> {
     if args.publishers == 0 || args.channels == 0 || args.rate.is_nan() || args.rate <= 0.0 {
         return Err(BenchError::Args(
             "--publishers, --channels and --rate must be positive".into(),
@@ -703,6 +740,32 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         reconnect,
         channel_prefix: format!("bench.{run}"),
     };
+    Ok(Plan {
+        p,
+        targets,
+        sub_kind,
+        stamp_enc,
+        pub_kind,
+        pub_enc,
+        pub_target,
+        pusher,
+    })
+}
+
+/// Builds the publishers, the subscribers and the scenario for `plan`;
+/// also returns the wall-clock start (Unix seconds) for the record.
+fn build(args: &FanoutArgs, plan: Plan) -> (Fanout, f64) {
+    let Plan {
+        p,
+        targets,
+        sub_kind,
+        stamp_enc,
+        pub_kind,
+        pub_enc,
+        pub_target,
+        pusher,
+    } = plan;
+    let reconnect = p.reconnect;
     let mut pubs = HeraldClients::with_kind(
         pub_kind,
         std::slice::from_ref(&pub_target),
@@ -746,7 +809,7 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     let started_at = clock::now_secs_f64();
     let total_msgs = (p.rate * p.duration_s).round() as u64;
     let churn_total = (p.churn * p.subscribers as f64).round() as usize;
-    let mut f = Fanout {
+    let f = Fanout {
         next_seq: vec![0; p.publishers * p.channels],
         sent_per_channel: vec![0; p.channels],
         subs_per_channel,
@@ -786,15 +849,20 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         progress: Progress::new(args.common.quiet, start),
         p,
     };
-    let mut engine = Engine::new(64 << 20)?;
-    let result = engine.run(&mut Adapter(&mut f));
-    f.progress.clear();
-    let end = Instant::now();
-    f.monitor.sample(end);
-    if f.check.interval_sent > 0 || f.check.interval_delivered > 0 {
-        f.close_interval(end);
-    }
+    (f, started_at)
+}
 
+/// Sums up a finished run (`result` is the engine's), writes the result
+/// files and prints the summary.
+fn finish(
+    args: &FanoutArgs,
+    mut f: Fanout,
+    result: Result<(), BenchError>,
+    started_at: f64,
+    end: Instant,
+) -> Result<(FanoutSummary, RunRecord), BenchError> {
+    let start = f.start;
+    let pusher = f.check.pusher;
     let mut sum = f.check.sum.clone();
     sum.expected = f.expected();
     sum.lost = sum.expected.saturating_sub(sum.delivered);
