@@ -1,7 +1,8 @@
 //! `idle`: open N connections that then do nothing, and report how long
 //! connecting took and how much the server's memory grew per connection.
 //!
-//! Method (the one behind `MEASURED.md`): read the server's `VmRSS` from
+//! Method (the one behind the memory figures in `bench/RESULTS.md`, "Figures
+//! measured on this machine"): read the server's `VmRSS` from
 //! `/proc/PID/status` before connecting; open the clients (in steps, if
 //! `--step-size` is given); after each step wait `--settle` for the server
 //! to finish its own bookkeeping, read `VmRSS` again, and divide the growth
