@@ -755,29 +755,20 @@ fn plan(args: &FanoutArgs) -> Result<Plan, BenchError> {
 /// Builds the publishers, the subscribers and the scenario for `plan`;
 /// also returns the wall-clock start (Unix seconds) for the record.
 fn build(args: &FanoutArgs, plan: Plan) -> (Fanout, f64) {
-    let Plan {
-        p,
-        targets,
-        sub_kind,
-        stamp_enc,
-        pub_kind,
-        pub_enc,
-        pub_target,
-        pusher,
-    } = plan;
-    let reconnect = p.reconnect;
+    let p = plan.p;
+    let (pusher, reconnect) = (plan.pusher, p.reconnect);
     let mut pubs = HeraldClients::with_kind(
-        pub_kind,
-        std::slice::from_ref(&pub_target),
-        pub_enc,
+        plan.pub_kind,
+        std::slice::from_ref(&plan.pub_target),
+        plan.pub_enc,
         args.local_addr.clone(),
         args.connect_concurrency,
         0,
     );
     let mut subs = HeraldClients::with_kind(
-        sub_kind,
-        &targets,
-        stamp_enc,
+        plan.sub_kind,
+        &plan.targets,
+        plan.stamp_enc,
         args.local_addr.clone(),
         args.connect_concurrency,
         SUB_TAGS,
@@ -814,7 +805,7 @@ fn build(args: &FanoutArgs, plan: Plan) -> (Fanout, f64) {
         sent_per_channel: vec![0; p.channels],
         subs_per_channel,
         check: Checker {
-            enc: stamp_enc,
+            enc: plan.stamp_enc,
             pusher,
             publishers: p.publishers,
             tracks: vec![SeqTrack::default(); p.subscribers * p.publishers],
@@ -829,8 +820,8 @@ fn build(args: &FanoutArgs, plan: Plan) -> (Fanout, f64) {
         channel_names,
         pubs,
         subs,
-        pub_enc,
-        publish_host: pub_target.host.clone(),
+        pub_enc: plan.pub_enc,
+        publish_host: plan.pub_target.host.clone(),
         phase: Phase::Setup,
         phase_since: start,
         start,
