@@ -25,19 +25,19 @@ use std::collections::BinaryHeap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
+use crate::engine::{Engine, Io, IoStats, Tick};
 use crate::hclients::{run_id, ClientKind, Event, HeraldClients, FIRST_SCENARIO_ID};
 use crate::herald_wire::{self, Stamp};
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{mean_between, Monitor};
 use crate::target::Scheme;
 use crate::BenchError;
@@ -367,29 +367,18 @@ impl Bots {
     }
 }
 
-impl Handler for Bots {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
-        self.clients.on_open(io, tag, protocol)
+impl Scenario for Bots {
+    fn group(&mut self, _: u64) -> &mut HeraldClients {
+        &mut self.clients
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let now_ns = msg.now_ns;
         // Replies are collected first: answering one sends the bot's next
         // action, which needs the clients the callback is borrowed from.
         let mut answered = std::mem::take(&mut self.answered);
         let (pushes, errors) = (&mut self.pushes, &mut self.errors);
-        self.clients.on_message(io, tag, msg, &mut |ev| match ev {
+        msg.feed(&mut self.clients, io, &mut |ev| match ev {
             Event::Reply { id, .. } if id >= FIRST_SCENARIO_ID => {
                 answered.push((id - FIRST_SCENARIO_ID) as usize)
             }
@@ -403,10 +392,6 @@ impl Handler for Bots {
         answered.clear();
         self.answered = answered;
         Ok(())
-    }
-
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        self.clients.on_close(tag, why)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
@@ -539,7 +524,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     };
     bots.add_step();
     let mut engine = Engine::new(1 << 20)?;
-    let result = engine.run(&mut bots);
+    let result = engine.run(&mut Adapter(&mut bots));
     bots.progress.clear();
     let end = Instant::now();
     bots.monitor.sample(end);

@@ -150,15 +150,19 @@ pub(crate) trait Handler {
         _msg: HttpMsg<'_>,
         _now_ns: i64,
     ) -> Result<(), BenchError> {
-        Err(BenchError::Client(format!(
-            "connection {tag}: unexpected HTTP message"
-        )))
+        Err(unexpected_http(tag))
     }
 
     /// A pipe registered with token `PIPE_TOKEN_BASE + key` is readable.
     fn on_pipe(&mut self, _io: &mut Io, _key: usize) -> Result<(), BenchError> {
         Ok(())
     }
+}
+
+/// The error for an HTTP message on connection `tag` of a scenario that
+/// opens no HTTP connections.
+pub(crate) fn unexpected_http(tag: u64) -> BenchError {
+    BenchError::Client(format!("connection {tag}: unexpected HTTP message"))
 }
 
 /// What an HTTP connection delivers.

@@ -63,7 +63,6 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use herald_proto::Encoding;
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -71,13 +70,14 @@ use crate::clock;
 use crate::common::{CommonArgs, Protocol, PusherFlags, Transport};
 use crate::delivery::{Checker, SeqTrack, SubCounts};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
+use crate::engine::{Engine, Io, Tick};
 use crate::hclients::{run_id, ClientKind, Event, HeraldClients, ReconnectStats};
 use crate::herald_wire::{self, Stamp};
 use crate::http1;
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::Monitor;
 use crate::target::{Scheme, Target};
 use crate::BenchError;
@@ -518,70 +518,35 @@ impl Fanout {
     }
 }
 
-impl Handler for Fanout {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
+impl Scenario for Fanout {
+    const TAKES_HTTP: bool = true;
+
+    fn group(&mut self, tag: u64) -> &mut HeraldClients {
         if self.subs.owns(tag) {
-            self.subs.on_open(io, tag, protocol)
+            &mut self.subs
         } else {
-            self.pubs.on_open(io, tag, protocol)
+            &mut self.pubs
         }
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let (tag, now_ns) = (msg.tag, msg.now_ns);
         if self.subs.owns(tag) {
             let sub = self.sub_index(tag);
             let check = &mut self.check;
-            self.subs
-                .on_message(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
-        } else {
-            let check = &mut self.check;
-            self.pubs.on_message(io, tag, msg, &mut |ev| {
-                if let Event::Error { code, .. } = ev {
-                    check.error(code);
-                }
+            msg.feed(&mut self.subs, io, &mut |ev| {
+                check.on_sub_event(sub, ev, now_ns);
             })
-        }
-    }
-
-    fn on_http(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: HttpMsg<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
-        if self.subs.owns(tag) {
-            let sub = self.sub_index(tag);
-            let check = &mut self.check;
-            self.subs
-                .on_http(io, tag, msg, &mut |ev| check.on_sub_event(sub, ev, now_ns))
         } else {
+            // Only the publish API's answers are counted: the drain waits
+            // for them (WebSocket and TCP publishers' replies are not).
+            let api = msg.is_http();
             let check = &mut self.check;
-            self.pubs.on_http(io, tag, msg, &mut |ev| match ev {
+            msg.feed(&mut self.pubs, io, &mut |ev| match ev {
                 Event::Error { code, .. } => check.error(code),
-                Event::Reply { .. } => check.api_answers += 1,
+                Event::Reply { .. } if api => check.api_answers += 1,
                 _ => {}
             })
-        }
-    }
-
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        if self.subs.owns(tag) {
-            self.subs.on_close(tag, why)
-        } else {
-            self.pubs.on_close(tag, why)
         }
     }
 
@@ -665,6 +630,43 @@ pub fn run(args: &FanoutArgs) -> Result<FanoutSummary, BenchError> {
 
 /// Runs `fanout` and returns its summary and record whether or not it was clean.
 pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchError> {
+    let plan = plan(args)?;
+    let (mut f, started_at) = build(args, plan);
+    let mut engine = Engine::new(64 << 20)?;
+    let result = engine.run(&mut Adapter(&mut f));
+    f.progress.clear();
+    let end = Instant::now();
+    f.monitor.sample(end);
+    if f.check.interval_sent > 0 || f.check.interval_delivered > 0 {
+        f.close_interval(end);
+    }
+
+    finish(args, f, result, started_at, end)
+}
+
+/// What `fanout` connects to and how, checked and worked out from its
+/// arguments before anything connects.
+struct Plan {
+    /// The run's parameters, as recorded.
+    p: FanoutParams,
+    /// The subscribers' servers (with Pusher's path when `pusher`).
+    targets: Vec<Target>,
+    /// The subscribers' transport.
+    sub_kind: ClientKind,
+    /// The subscribers' encoding, and so the stamps'.
+    stamp_enc: Encoding,
+    /// The publishers' transport.
+    pub_kind: ClientKind,
+    /// The publishers' encoding.
+    pub_enc: Encoding,
+    /// The publishers' server.
+    pub_target: Target,
+    /// Subscribers speak Pusher's protocol.
+    pusher: bool,
+}
+
+/// Checks `fanout`'s arguments and works out its [`Plan`].
+fn plan(args: &FanoutArgs) -> Result<Plan, BenchError> {
     if args.publishers == 0 || args.channels == 0 || args.rate.is_nan() || args.rate <= 0.0 {
         return Err(BenchError::Args(
             "--publishers, --channels and --rate must be positive".into(),
@@ -738,18 +740,35 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         reconnect,
         channel_prefix: format!("bench.{run}"),
     };
-    let mut pubs = HeraldClients::with_kind(
+    Ok(Plan {
+        p,
+        targets,
+        sub_kind,
+        stamp_enc,
         pub_kind,
-        std::slice::from_ref(&pub_target),
         pub_enc,
+        pub_target,
+        pusher,
+    })
+}
+
+/// Builds the publishers, the subscribers and the scenario for `plan`;
+/// also returns the wall-clock start (Unix seconds) for the record.
+fn build(args: &FanoutArgs, plan: Plan) -> (Fanout, f64) {
+    let p = plan.p;
+    let (pusher, reconnect) = (plan.pusher, p.reconnect);
+    let mut pubs = HeraldClients::with_kind(
+        plan.pub_kind,
+        std::slice::from_ref(&plan.pub_target),
+        plan.pub_enc,
         args.local_addr.clone(),
         args.connect_concurrency,
         0,
     );
     let mut subs = HeraldClients::with_kind(
-        sub_kind,
-        &targets,
-        stamp_enc,
+        plan.sub_kind,
+        &plan.targets,
+        plan.stamp_enc,
         args.local_addr.clone(),
         args.connect_concurrency,
         SUB_TAGS,
@@ -781,12 +800,12 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
     let started_at = clock::now_secs_f64();
     let total_msgs = (p.rate * p.duration_s).round() as u64;
     let churn_total = (p.churn * p.subscribers as f64).round() as usize;
-    let mut f = Fanout {
+    let f = Fanout {
         next_seq: vec![0; p.publishers * p.channels],
         sent_per_channel: vec![0; p.channels],
         subs_per_channel,
         check: Checker {
-            enc: stamp_enc,
+            enc: plan.stamp_enc,
             pusher,
             publishers: p.publishers,
             tracks: vec![SeqTrack::default(); p.subscribers * p.publishers],
@@ -801,8 +820,8 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         channel_names,
         pubs,
         subs,
-        pub_enc,
-        publish_host: pub_target.host.clone(),
+        pub_enc: plan.pub_enc,
+        publish_host: plan.pub_target.host.clone(),
         phase: Phase::Setup,
         phase_since: start,
         start,
@@ -821,15 +840,20 @@ pub fn measure(args: &FanoutArgs) -> Result<(FanoutSummary, RunRecord), BenchErr
         progress: Progress::new(args.common.quiet, start),
         p,
     };
-    let mut engine = Engine::new(64 << 20)?;
-    let result = engine.run(&mut f);
-    f.progress.clear();
-    let end = Instant::now();
-    f.monitor.sample(end);
-    if f.check.interval_sent > 0 || f.check.interval_delivered > 0 {
-        f.close_interval(end);
-    }
+    (f, started_at)
+}
 
+/// Sums up a finished run (`result` is the engine's), writes the result
+/// files and prints the summary.
+fn finish(
+    args: &FanoutArgs,
+    mut f: Fanout,
+    result: Result<(), BenchError>,
+    started_at: f64,
+    end: Instant,
+) -> Result<(FanoutSummary, RunRecord), BenchError> {
+    let start = f.start;
+    let pusher = f.check.pusher;
     let mut sum = f.check.sum.clone();
     sum.expected = f.expected();
     sum.lost = sum.expected.saturating_sub(sum.delivered);

@@ -30,7 +30,8 @@
 //! subscribers), from the subscribe reply and each publication's offset.
 //!
 //! Shared by `fanout`, `bots`, `stream` and `idle` so each of them is only
-//! its own schedule and bookkeeping. Setup allocates (channel names,
+//! its own schedule and bookkeeping; [`crate::scenario`] connects their sets
+//! to the engine. Setup allocates (channel names,
 //! decoded subscribe replies); the steady state does not.
 
 use std::collections::VecDeque;

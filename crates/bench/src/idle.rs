@@ -1,7 +1,8 @@
 //! `idle`: open N connections that then do nothing, and report how long
 //! connecting took and how much the server's memory grew per connection.
 //!
-//! Method (the one behind `MEASURED.md`): read the server's `VmRSS` from
+//! Method (the one behind the memory figures in `bench/RESULTS.md`, "Figures
+//! measured on this machine"): read the server's `VmRSS` from
 //! `/proc/PID/status` before connecting; open the clients (in steps, if
 //! `--step-size` is given); after each step wait `--settle` for the server
 //! to finish its own bookkeeping, read `VmRSS` again, and divide the growth
@@ -25,18 +26,18 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::clock;
 use crate::common::{CommonArgs, Protocol, PusherFlags, Transport};
 use crate::duration::parse_duration;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, HttpMsg, Io, Tick};
+use crate::engine::{Engine, Io, Tick};
 use crate::fanout::subscriber_kind;
 use crate::hclients::{run_id, ClientKind, HeraldClients};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{rss_kib, Monitor};
 use crate::target::Target;
 use crate::BenchError;
@@ -142,42 +143,16 @@ impl Idle {
     }
 }
 
-impl Handler for Idle {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
-        self.clients.on_open(io, tag, protocol)
+impl Scenario for Idle {
+    const TAKES_HTTP: bool = true;
+
+    fn group(&mut self, _: u64) -> &mut HeraldClients {
+        &mut self.clients
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        _: i64,
-    ) -> Result<(), BenchError> {
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
         let messages = &mut self.messages;
-        self.clients
-            .on_message(io, tag, msg, &mut |_| *messages += 1)
-    }
-
-    fn on_http(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: HttpMsg<'_>,
-        _: i64,
-    ) -> Result<(), BenchError> {
-        let messages = &mut self.messages;
-        self.clients.on_http(io, tag, msg, &mut |_| *messages += 1)
-    }
-
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        self.clients.on_close(tag, why)
+        msg.feed(&mut self.clients, io, &mut |_| *messages += 1)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
@@ -330,7 +305,7 @@ pub fn run(args: &IdleArgs) -> Result<Vec<IdleStep>, BenchError> {
     };
     idle.queue_step();
     let mut engine = Engine::new(1 << 20)?;
-    let result = engine.run(&mut idle);
+    let result = engine.run(&mut Adapter(&mut idle));
     idle.progress.clear();
     let end = Instant::now();
     idle.monitor.sample(end);

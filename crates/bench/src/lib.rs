@@ -44,6 +44,7 @@ pub mod latency;
 pub mod output;
 pub mod progress;
 pub mod report;
+pub(crate) mod scenario;
 pub mod shootout;
 pub mod stream;
 pub mod sysmon;

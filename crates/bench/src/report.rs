@@ -166,220 +166,14 @@ fn chart(title: &str, x: &str, y: &str, series: Vec<Series>) -> Chart {
 
 /// The charts for the runs of one scenario.
 fn charts_for(scenario: &str, runs: &[&RunRecord]) -> Vec<Chart> {
-    let each = |x: &str, y: &str| runs.iter().map(|r| series(r, x, y)).collect::<Vec<_>>();
     let mut charts = match scenario {
-        "broadcast" => vec![
-            chart(
-                "Broadcast round trip (limit percentile) vs clients",
-                "clients",
-                "ms",
-                each("clients", "rtt.pct_ms"),
-            ),
-            chart(
-                "Median broadcast round trip vs clients",
-                "clients",
-                "ms",
-                each("clients", "rtt.median_ms"),
-            ),
-            chart(
-                "All-received latency (limit percentile) vs clients",
-                "clients",
-                "ms",
-                each("clients", "all_received.pct_ms"),
-            ),
-            chart(
-                "Server CPU vs clients",
-                "clients",
-                "% of one core",
-                each("clients", "server_cpu_pct"),
-            ),
-        ],
-        "echo" => vec![
-            chart(
-                "Echo round trip (limit percentile) vs clients",
-                "clients",
-                "ms",
-                each("clients", "rtt.pct_ms"),
-            ),
-            chart(
-                "Median echo round trip vs clients",
-                "clients",
-                "ms",
-                each("clients", "rtt.median_ms"),
-            ),
-        ],
-        "fanout" => vec![
-            chart(
-                "Deliveries per second over time",
-                "seconds",
-                "deliveries/s",
-                each("t", "delivered"),
-            ),
-            chart(
-                "p99 delivery latency (from schedule) over time",
-                "seconds",
-                "ms",
-                each("t", "latency.p99_ms"),
-            ),
-            chart(
-                "Median delivery latency vs message rate (one run per rate)",
-                "messages/s",
-                "ms",
-                per_run_series(runs, fanout_group, "rate", "latency.p50_ms"),
-            ),
-            chart(
-                "p99 delivery latency vs message rate (one run per rate)",
-                "messages/s",
-                "ms",
-                per_run_series(runs, fanout_group, "rate", "latency.p99_ms"),
-            ),
-        ],
-        "bots" => vec![
-            chart(
-                "Throughput: actual vs theoretical events/s",
-                "theoretical events/s",
-                "actual events/s",
-                each("theoretical_eps", "actual_eps"),
-            ),
-            chart(
-                "Response time (mean) vs load",
-                "theoretical events/s",
-                "ms",
-                each("theoretical_eps", "response.mean_ms"),
-            ),
-            chart(
-                "Response time (p95) vs load",
-                "theoretical events/s",
-                "ms",
-                each("theoretical_eps", "response.p95_ms"),
-            ),
-            chart(
-                "Server CPU idle vs load",
-                "theoretical events/s",
-                "% idle (of the server's core)",
-                each("theoretical_eps", "server_idle_pct"),
-            ),
-            chart(
-                "Bandwidth out of the server vs load",
-                "theoretical events/s",
-                "bytes/s",
-                each("theoretical_eps", "bandwidth_out_bps"),
-            ),
-            chart(
-                "Bandwidth into the server vs load",
-                "theoretical events/s",
-                "bytes/s",
-                each("theoretical_eps", "bandwidth_in_bps"),
-            ),
-        ],
-        // Seed 003's poker charts: hands and CPU idle against players.
-        "bots-holdem" => vec![
-            chart(
-                "Hands per minute vs players",
-                "players seated",
-                "hands/min",
-                each("players", "hands_per_min"),
-            ),
-            chart(
-                "Server CPU idle vs players",
-                "players seated",
-                "% idle (of the server's core)",
-                each("players", "server_idle_pct"),
-            ),
-            chart(
-                "Game events received per second vs players",
-                "players seated",
-                "events/s",
-                each("players", "game_events_per_s"),
-            ),
-            chart(
-                "Action response time (p99) vs players",
-                "players seated",
-                "ms",
-                each("players", "response.p99_ms"),
-            ),
-            chart(
-                "Action response time (median) vs players",
-                "players seated",
-                "ms",
-                each("players", "response.p50_ms"),
-            ),
-            chart(
-                "Bandwidth out of the server vs players (lobby included)",
-                "players seated",
-                "bytes/s",
-                each("players", "bandwidth_out_bps"),
-            ),
-            chart(
-                "Lobby bandwidth vs players",
-                "players seated",
-                "bytes/s",
-                each("players", "lobby_bps"),
-            ),
-        ],
-        "stream" => {
-            let by_consumers = |y: &str| {
-                let mut out = Vec::new();
-                for r in runs {
-                    let mut counts: Vec<u64> = r
-                        .steps
-                        .iter()
-                        .filter_map(|s| s.get("consumers")?.as_u64())
-                        .collect();
-                    counts.dedup();
-                    for c in counts {
-                        out.push(Series {
-                            name: format!("{} · {c} consumers", r.label),
-                            points: r
-                                .steps
-                                .iter()
-                                .filter(|s| s.get("consumers").and_then(Value::as_u64) == Some(c))
-                                .filter_map(|s| Some((num(s, "batch_size")?, num(s, y)?)))
-                                .collect(),
-                        });
-                    }
-                }
-                out
-            };
-            let mut v = vec![
-                chart(
-                    "Events per second vs batch size",
-                    "batch size (events)",
-                    "events/s",
-                    by_consumers("eps"),
-                ),
-                chart(
-                    "Client (bench) CPU vs batch size",
-                    "batch size (events)",
-                    "% of one core",
-                    by_consumers("client_cpu_pct"),
-                ),
-                chart(
-                    "Server CPU vs batch size",
-                    "batch size (events)",
-                    "% of one core",
-                    by_consumers("server_cpu_pct"),
-                ),
-            ];
-            for c in &mut v {
-                c.log_x = true;
-            }
-            v
-        }
-        "idle" => vec![
-            chart(
-                "Server memory per connection vs connections",
-                "connections",
-                "KiB per connection",
-                each("clients", "kib_per_connection"),
-            ),
-            chart(
-                "Server RSS vs connections",
-                "connections",
-                "KiB",
-                each("clients", "rss_kib"),
-            ),
-        ],
+        "broadcast" => broadcast_charts(runs),
+        "echo" => echo_charts(runs),
+        "fanout" => fanout_charts(runs),
+        "bots" => bots_charts(runs),
+        "bots-holdem" => holdem_charts(runs),
+        "stream" => stream_charts(runs),
+        "idle" => idle_charts(runs),
         _ => Vec::new(),
     };
     charts.push(chart(
@@ -400,6 +194,252 @@ fn charts_for(scenario: &str, runs: &[&RunRecord]) -> Vec<Chart> {
     ));
     charts.retain(|c| !c.series.is_empty());
     charts
+}
+
+/// One series per run: `y` against `x` over the run's steps.
+fn each(runs: &[&RunRecord], x: &str, y: &str) -> Vec<Series> {
+    runs.iter().map(|r| series(r, x, y)).collect()
+}
+
+/// The `broadcast` charts: round trips, all-received latency and server CPU
+/// against clients.
+fn broadcast_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Broadcast round trip (limit percentile) vs clients",
+            "clients",
+            "ms",
+            each(runs, "clients", "rtt.pct_ms"),
+        ),
+        chart(
+            "Median broadcast round trip vs clients",
+            "clients",
+            "ms",
+            each(runs, "clients", "rtt.median_ms"),
+        ),
+        chart(
+            "All-received latency (limit percentile) vs clients",
+            "clients",
+            "ms",
+            each(runs, "clients", "all_received.pct_ms"),
+        ),
+        chart(
+            "Server CPU vs clients",
+            "clients",
+            "% of one core",
+            each(runs, "clients", "server_cpu_pct"),
+        ),
+    ]
+}
+
+/// The `echo` charts: round trips against clients.
+fn echo_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Echo round trip (limit percentile) vs clients",
+            "clients",
+            "ms",
+            each(runs, "clients", "rtt.pct_ms"),
+        ),
+        chart(
+            "Median echo round trip vs clients",
+            "clients",
+            "ms",
+            each(runs, "clients", "rtt.median_ms"),
+        ),
+    ]
+}
+
+/// The `fanout` charts: deliveries and latency over time, and latency against
+/// the message rate across runs.
+fn fanout_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Deliveries per second over time",
+            "seconds",
+            "deliveries/s",
+            each(runs, "t", "delivered"),
+        ),
+        chart(
+            "p99 delivery latency (from schedule) over time",
+            "seconds",
+            "ms",
+            each(runs, "t", "latency.p99_ms"),
+        ),
+        chart(
+            "Median delivery latency vs message rate (one run per rate)",
+            "messages/s",
+            "ms",
+            per_run_series(runs, fanout_group, "rate", "latency.p50_ms"),
+        ),
+        chart(
+            "p99 delivery latency vs message rate (one run per rate)",
+            "messages/s",
+            "ms",
+            per_run_series(runs, fanout_group, "rate", "latency.p99_ms"),
+        ),
+    ]
+}
+
+/// The `bots` charts: throughput, response time, server CPU idle and bandwidth
+/// against load.
+fn bots_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Throughput: actual vs theoretical events/s",
+            "theoretical events/s",
+            "actual events/s",
+            each(runs, "theoretical_eps", "actual_eps"),
+        ),
+        chart(
+            "Response time (mean) vs load",
+            "theoretical events/s",
+            "ms",
+            each(runs, "theoretical_eps", "response.mean_ms"),
+        ),
+        chart(
+            "Response time (p95) vs load",
+            "theoretical events/s",
+            "ms",
+            each(runs, "theoretical_eps", "response.p95_ms"),
+        ),
+        chart(
+            "Server CPU idle vs load",
+            "theoretical events/s",
+            "% idle (of the server's core)",
+            each(runs, "theoretical_eps", "server_idle_pct"),
+        ),
+        chart(
+            "Bandwidth out of the server vs load",
+            "theoretical events/s",
+            "bytes/s",
+            each(runs, "theoretical_eps", "bandwidth_out_bps"),
+        ),
+        chart(
+            "Bandwidth into the server vs load",
+            "theoretical events/s",
+            "bytes/s",
+            each(runs, "theoretical_eps", "bandwidth_in_bps"),
+        ),
+    ]
+}
+
+/// Seed 003's poker charts: hands and CPU idle against players.
+fn holdem_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Hands per minute vs players",
+            "players seated",
+            "hands/min",
+            each(runs, "players", "hands_per_min"),
+        ),
+        chart(
+            "Server CPU idle vs players",
+            "players seated",
+            "% idle (of the server's core)",
+            each(runs, "players", "server_idle_pct"),
+        ),
+        chart(
+            "Game events received per second vs players",
+            "players seated",
+            "events/s",
+            each(runs, "players", "game_events_per_s"),
+        ),
+        chart(
+            "Action response time (p99) vs players",
+            "players seated",
+            "ms",
+            each(runs, "players", "response.p99_ms"),
+        ),
+        chart(
+            "Action response time (median) vs players",
+            "players seated",
+            "ms",
+            each(runs, "players", "response.p50_ms"),
+        ),
+        chart(
+            "Bandwidth out of the server vs players (lobby included)",
+            "players seated",
+            "bytes/s",
+            each(runs, "players", "bandwidth_out_bps"),
+        ),
+        chart(
+            "Lobby bandwidth vs players",
+            "players seated",
+            "bytes/s",
+            each(runs, "players", "lobby_bps"),
+        ),
+    ]
+}
+
+/// The `stream` charts: events/s and CPU against batch size (log scale), one
+/// series per run and consumer count.
+fn stream_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    let by_consumers = |y: &str| {
+        let mut out = Vec::new();
+        for r in runs {
+            let mut counts: Vec<u64> = r
+                .steps
+                .iter()
+                .filter_map(|s| s.get("consumers")?.as_u64())
+                .collect();
+            counts.dedup();
+            for c in counts {
+                out.push(Series {
+                    name: format!("{} · {c} consumers", r.label),
+                    points: r
+                        .steps
+                        .iter()
+                        .filter(|s| s.get("consumers").and_then(Value::as_u64) == Some(c))
+                        .filter_map(|s| Some((num(s, "batch_size")?, num(s, y)?)))
+                        .collect(),
+                });
+            }
+        }
+        out
+    };
+    let mut v = vec![
+        chart(
+            "Events per second vs batch size",
+            "batch size (events)",
+            "events/s",
+            by_consumers("eps"),
+        ),
+        chart(
+            "Client (bench) CPU vs batch size",
+            "batch size (events)",
+            "% of one core",
+            by_consumers("client_cpu_pct"),
+        ),
+        chart(
+            "Server CPU vs batch size",
+            "batch size (events)",
+            "% of one core",
+            by_consumers("server_cpu_pct"),
+        ),
+    ];
+    for c in &mut v {
+        c.log_x = true;
+    }
+    v
+}
+
+/// The `idle` charts: server memory against connections.
+fn idle_charts(runs: &[&RunRecord]) -> Vec<Chart> {
+    vec![
+        chart(
+            "Server memory per connection vs connections",
+            "connections",
+            "KiB per connection",
+            each(runs, "clients", "kib_per_connection"),
+        ),
+        chart(
+            "Server RSS vs connections",
+            "connections",
+            "KiB",
+            each(runs, "clients", "rss_kib"),
+        ),
+    ]
 }
 
 /// The whole page.

@@ -26,21 +26,20 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use herald_proto::Encoding;
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::clock;
 use crate::common::{CommonArgs, Transport};
 use crate::duration::parse_duration;
-use crate::engine::HttpMsg;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
+use crate::engine::{CloseReason, ConnId, Engine, Io, IoStats, Tick};
 use crate::fanout::subscriber_kind;
 use crate::hclients::{run_id, ClientKind, Event, HeraldClients};
 use crate::herald_wire::{self, Stamp};
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{mean_between, Monitor};
 use crate::target::{Scheme, Target};
 use crate::BenchError;
@@ -344,65 +343,39 @@ impl Stream {
     }
 }
 
-impl Handler for Stream {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
+impl Scenario for Stream {
+    const TAKES_HTTP: bool = true;
+
+    fn group(&mut self, tag: u64) -> &mut HeraldClients {
         if self.clients.owns(tag) {
-            self.clients.on_open(io, tag, protocol)
+            &mut self.clients
         } else {
-            self.source.on_open(io, tag, protocol)
+            &mut self.source
         }
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
-        if !self.clients.owns(tag) {
-            return self.source.on_message(io, tag, msg, &mut |_| {});
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let (tag, now_ns) = (msg.tag, msg.now_ns);
+        // The source is always on WebSocket, so an HTTP message is a
+        // consumer's.
+        if !msg.is_http() && !self.clients.owns(tag) {
+            return msg.feed(&mut self.source, io, &mut |_| {});
         }
-        let consumer = (tag - 1) as usize;
-        let batches = &mut self.batches_in;
-        self.clients.on_message(io, tag, msg, &mut |ev| {
-            if let Event::Pub { data, .. } = ev {
-                batches.on_batch(consumer, data, now_ns);
-            }
-        })
-    }
-
-    fn on_http(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: HttpMsg<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
         let consumer = tag.wrapping_sub(1) as usize;
         let batches = &mut self.batches_in;
-        self.clients.on_http(io, tag, msg, &mut |ev| {
+        msg.feed(&mut self.clients, io, &mut |ev| {
             if let Event::Pub { data, .. } = ev {
                 batches.on_batch(consumer, data, now_ns);
             }
         })
     }
 
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
+    fn on_close(&mut self, tag: u64, why: CloseReason) -> Result<(), BenchError> {
         let (consumers, batch) = self.current();
         let too_big = matches!(why, CloseReason::ServerClose(Some(1009), _));
-        let e = if self.clients.owns(tag) {
-            self.clients.on_close(tag, why)
-        } else {
-            self.source.on_close(tag, why)
+        let Err(e) = self.group(tag).on_close(tag, why) else {
+            return Ok(());
         };
-        let Err(e) = e else { return Ok(()) };
         let hint = if too_big {
             format!(
                 "a batch of {batch} events is {} bytes: raise the server's message size limit (herald serve --max-message-size)",
@@ -563,7 +536,7 @@ pub fn run(args: &StreamArgs) -> Result<Vec<StreamStep>, BenchError> {
         progress: Progress::new(args.common.quiet, start),
     };
     let mut engine = Engine::new(256 << 20)?;
-    let result = engine.run(&mut s);
+    let result = engine.run(&mut Adapter(&mut s));
     s.progress.clear();
     let end = Instant::now();
     s.monitor.sample(end);

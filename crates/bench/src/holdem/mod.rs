@@ -76,19 +76,19 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use herald_proto::{Command, Encoding, Push, Reply, ServerMsg, TableEntry};
-use herald_ws::Message;
 use serde::Serialize;
 use serde_json::json;
 
 use crate::bots::BotsArgs;
 use crate::clock;
 use crate::common::Transport;
-use crate::engine::{CloseReason, ConnId, Engine, Handler, Io, IoStats, Tick};
+use crate::engine::{ConnId, Engine, Io, IoStats, Tick};
 use crate::hclients::{ClientKind, Event, HeraldClients, State, FIRST_SCENARIO_ID};
 use crate::herald_wire;
 use crate::latency::{Latency, LatencySummary};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{mean_between, Monitor};
 use crate::target::Scheme;
 use crate::BenchError;
@@ -1192,31 +1192,20 @@ impl Poker {
     }
 }
 
-impl Handler for Poker {
-    fn on_open(
-        &mut self,
-        io: &mut Io,
-        _: ConnId,
-        tag: u64,
-        protocol: Option<&str>,
-    ) -> Result<(), BenchError> {
-        self.clients.on_open(io, tag, protocol)
+impl Scenario for Poker {
+    fn group(&mut self, _: u64) -> &mut HeraldClients {
+        &mut self.clients
     }
 
-    fn on_message(
-        &mut self,
-        io: &mut Io,
-        tag: u64,
-        msg: Message<'_>,
-        now_ns: i64,
-    ) -> Result<(), BenchError> {
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let (tag, now_ns) = (msg.tag, msg.now_ns);
         let (got, inbox) = (&mut self.got, &mut self.inbox);
         let mut keep = |g: Got, bytes: &[u8]| {
             let from = inbox.len();
             inbox.extend_from_slice(bytes);
             got.push((g, from, inbox.len()));
         };
-        self.clients.on_message(io, tag, msg, &mut |ev| match ev {
+        msg.feed(&mut self.clients, io, &mut |ev| match ev {
             Event::Reply { id, msg } => keep(Got::Reply(id), msg),
             Event::Error { id, code } => keep(Got::Error(id, code), &[]),
             Event::Pub { .. } => keep(Got::Pub, &[]),
@@ -1232,10 +1221,6 @@ impl Handler for Poker {
             self.ask_lobby(io, b);
         }
         Ok(())
-    }
-
-    fn on_close(&mut self, _: &mut Io, tag: u64, why: CloseReason) -> Result<(), BenchError> {
-        self.clients.on_close(tag, why)
     }
 
     fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
@@ -1388,7 +1373,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
     poker.add_step();
     // Lobby snapshots of many tables are large.
     let mut engine = Engine::new(16 << 20)?;
-    let result = engine.run(&mut poker);
+    let result = engine.run(&mut Adapter(&mut poker));
     poker.progress.clear();
     let end = Instant::now();
     poker.monitor.sample(end);

@@ -339,16 +339,6 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
     let h = hub.clone();
     // Actions in the stub game's current hand, and hands finished.
     let (mut acts, mut hands) = (0u64, 0u64);
-    let encode = move |enc: Encoding, msg: &ServerMsg| {
-        let mut out = BytesMut::new();
-        enc.encode_server(msg, &mut out);
-        let op = if enc == Encoding::Binary {
-            OpCode::Binary
-        } else {
-            OpCode::Text
-        };
-        frame(op, &out)
-    };
     read_messages(read, leftover, move |_, data| {
         let req = match enc.decode_request(data) {
             Ok(r) => r,
@@ -372,87 +362,9 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
             },
             Command::Subscribe {
                 channel, recover, ..
-            } => {
-                // The offsets lock is held while subscribing and while
-                // publishing, so recovery and live delivery never overlap.
-                let offsets = h.offsets.lock().unwrap();
-                h.channels
-                    .lock()
-                    .unwrap()
-                    .entry(channel.clone())
-                    .or_default()
-                    .push(id);
-                let (offset, history) = offsets
-                    .get(&channel)
-                    .map_or((0, &[][..]), |(o, hist)| (*o, &hist[..]));
-                let mut publications = Vec::new();
-                if let Some(pos) = &recover {
-                    let from = if h.faults.recover_dup_last {
-                        pos.offset
-                    } else {
-                        pos.offset + 1
-                    };
-                    publications = history
-                        .iter()
-                        .filter(|(o, _)| *o >= from)
-                        .map(|(o, d)| herald_proto::HistoryItem {
-                            offset: *o,
-                            data: d.clone(),
-                        })
-                        .collect();
-                    if h.faults.recover_drop_first && !publications.is_empty() {
-                        publications.remove(0);
-                    }
-                }
-                Reply::Subscribe {
-                    epoch: "e".into(),
-                    offset,
-                    recovered: recover.is_some(),
-                    publications,
-                }
-            }
+            } => stub_subscribe(&h, id, channel, recover),
             Command::Publish { channel, data } => {
-                let mut offsets = h.offsets.lock().unwrap();
-                let entry = offsets.entry(channel.clone()).or_default();
-                entry.0 += 1;
-                let offset = entry.0;
-                entry.1.push((offset, data.clone()));
-                let subs = h
-                    .channels
-                    .lock()
-                    .unwrap()
-                    .get(&channel)
-                    .cloned()
-                    .unwrap_or_default();
-                let push = ServerMsg::Push(Push::Publication {
-                    channel,
-                    offset,
-                    data,
-                });
-                let mut members = h.members.lock().unwrap();
-                for sub in subs {
-                    let Some((_, m)) = members.iter_mut().find(|(mid, _)| *mid == sub) else {
-                        continue;
-                    };
-                    let n = h.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
-                    let bytes = encode(m.enc, &push);
-                    if h.faults.drop_delivery == Some(n) {
-                        continue;
-                    }
-                    if h.faults.swap_delivery == Some(n) {
-                        m.held = Some(bytes);
-                        continue;
-                    }
-                    let _ = m.tx.send(bytes.clone());
-                    if let Some(held) = m.held.take() {
-                        let _ = m.tx.send(held);
-                    }
-                    if h.faults.dup_delivery == Some(n) {
-                        let _ = m.tx.send(bytes);
-                    }
-                }
-                drop(members);
-                drop(offsets);
+                let offset = stub_publish(&h, channel, data);
                 if req.id == 0 {
                     return;
                 }
@@ -499,43 +411,7 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
                 return;
             }
             Command::Act { table: 7, data } => {
-                let _ = tx.send(encode(
-                    enc,
-                    &ServerMsg::Reply {
-                        id: req.id,
-                        reply: Reply::Act,
-                    },
-                ));
-                let game = |data: Vec<u8>| {
-                    encode(
-                        enc,
-                        &ServerMsg::Push(Push::Game {
-                            table: 7,
-                            data: data.into(),
-                        }),
-                    )
-                };
-                let v: serde_json::Value = serde_json::from_slice(&data).unwrap_or_default();
-                let a = v["a"].as_str().unwrap_or("?").to_owned();
-                if a == "rebuy" {
-                    return;
-                }
-                acts += 1;
-                let action = serde_json::json!({"t": "action", "seat": 0, "a": a, "amount": 0,
-                    "bet": 0, "stack": 1000, "pot": 0, "auto": false});
-                let _ = tx.send(game(action.to_string().into_bytes()));
-                if acts == 3 {
-                    acts = 0;
-                    hands += 1;
-                    let result = serde_json::json!({"t": "result", "hand": hands, "board": [],
-                        "pots": [], "shown": [], "returned": null,
-                        "stacks": [{"seat": 0, "stack": 1000}]});
-                    let _ = tx.send(game(result.to_string().into_bytes()));
-                    if h.faults.bad_game_data {
-                        let _ = tx.send(game(b"\xff not json".to_vec()));
-                    }
-                }
-                let _ = tx.send(game(STUB_TURN.to_vec()));
+                stub_act(&h, &tx, enc, req.id, &data, (&mut acts, &mut hands));
                 return;
             }
             Command::Stand { .. } => Reply::Stand,
@@ -570,6 +446,165 @@ async fn herald_conn(mut stream: TcpStream, hub: Arc<Hub>) {
     for subs in hub.channels.lock().unwrap().values_mut() {
         subs.retain(|m| *m != id);
     }
+}
+
+/// The stub's `subscribe`: joins `channel` and, with `recover`, replies
+/// with the history after the position (as the faults bend it).
+fn stub_subscribe(
+    h: &Hub,
+    id: u64,
+    channel: String,
+    recover: Option<herald_proto::Position>,
+) -> herald_proto::Reply {
+    // The offsets lock is held while subscribing and while publishing, so
+    // recovery and live delivery never overlap.
+    let offsets = h.offsets.lock().unwrap();
+    h.channels
+        .lock()
+        .unwrap()
+        .entry(channel.clone())
+        .or_default()
+        .push(id);
+    let (offset, history) = offsets
+        .get(&channel)
+        .map_or((0, &[][..]), |(o, hist)| (*o, &hist[..]));
+    let mut publications = Vec::new();
+    if let Some(pos) = &recover {
+        let from = if h.faults.recover_dup_last {
+            pos.offset
+        } else {
+            pos.offset + 1
+        };
+        publications = history
+            .iter()
+            .filter(|(o, _)| *o >= from)
+            .map(|(o, d)| herald_proto::HistoryItem {
+                offset: *o,
+                data: d.clone(),
+            })
+            .collect();
+        if h.faults.recover_drop_first && !publications.is_empty() {
+            publications.remove(0);
+        }
+    }
+    herald_proto::Reply::Subscribe {
+        epoch: "e".into(),
+        offset,
+        recovered: recover.is_some(),
+        publications,
+    }
+}
+
+/// The stub's `publish`: appends to the channel's history and delivers to
+/// its subscribers (as the faults bend it); returns the offset.
+fn stub_publish(h: &Hub, channel: String, data: bytes::Bytes) -> u64 {
+    use herald_proto::{Push, ServerMsg};
+    let mut offsets = h.offsets.lock().unwrap();
+    let entry = offsets.entry(channel.clone()).or_default();
+    entry.0 += 1;
+    let offset = entry.0;
+    entry.1.push((offset, data.clone()));
+    let subs = h
+        .channels
+        .lock()
+        .unwrap()
+        .get(&channel)
+        .cloned()
+        .unwrap_or_default();
+    let push = ServerMsg::Push(Push::Publication {
+        channel,
+        offset,
+        data,
+    });
+    let mut members = h.members.lock().unwrap();
+    for sub in subs {
+        let Some((_, m)) = members.iter_mut().find(|(mid, _)| *mid == sub) else {
+            continue;
+        };
+        let n = h.deliveries.fetch_add(1, Ordering::Relaxed) + 1;
+        let bytes = encode(m.enc, &push);
+        if h.faults.drop_delivery == Some(n) {
+            continue;
+        }
+        if h.faults.swap_delivery == Some(n) {
+            m.held = Some(bytes);
+            continue;
+        }
+        let _ = m.tx.send(bytes.clone());
+        if let Some(held) = m.held.take() {
+            let _ = m.tx.send(held);
+        }
+        if h.faults.dup_delivery == Some(n) {
+            let _ = m.tx.send(bytes);
+        }
+    }
+    drop(members);
+    drop(offsets);
+    offset
+}
+
+/// The stub game's answer to an action: the reply, the action, every third
+/// one a hand's result, then the next turn. `count` is (actions in this
+/// hand, hands finished).
+fn stub_act(
+    h: &Hub,
+    tx: &UnboundedSender<Vec<u8>>,
+    enc: herald_proto::Encoding,
+    id: u32,
+    data: &[u8],
+    count: (&mut u64, &mut u64),
+) {
+    use herald_proto::{Push, Reply, ServerMsg};
+    let (acts, hands) = count;
+    let _ = tx.send(encode(
+        enc,
+        &ServerMsg::Reply {
+            id,
+            reply: Reply::Act,
+        },
+    ));
+    let game = |data: Vec<u8>| {
+        encode(
+            enc,
+            &ServerMsg::Push(Push::Game {
+                table: 7,
+                data: data.into(),
+            }),
+        )
+    };
+    let v: serde_json::Value = serde_json::from_slice(data).unwrap_or_default();
+    let a = v["a"].as_str().unwrap_or("?").to_owned();
+    if a == "rebuy" {
+        return;
+    }
+    *acts += 1;
+    let action = serde_json::json!({"t": "action", "seat": 0, "a": a, "amount": 0,
+        "bet": 0, "stack": 1000, "pot": 0, "auto": false});
+    let _ = tx.send(game(action.to_string().into_bytes()));
+    if *acts == 3 {
+        *acts = 0;
+        *hands += 1;
+        let result = serde_json::json!({"t": "result", "hand": *hands, "board": [],
+            "pots": [], "shown": [], "returned": null,
+            "stacks": [{"seat": 0, "stack": 1000}]});
+        let _ = tx.send(game(result.to_string().into_bytes()));
+        if h.faults.bad_game_data {
+            let _ = tx.send(game(b"\xff not json".to_vec()));
+        }
+    }
+    let _ = tx.send(game(STUB_TURN.to_vec()));
+}
+
+/// One server message as a WebSocket frame in `enc`.
+fn encode(enc: herald_proto::Encoding, msg: &herald_proto::ServerMsg) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    enc.encode_server(msg, &mut out);
+    let op = if enc == herald_proto::Encoding::Binary {
+        OpCode::Binary
+    } else {
+        OpCode::Text
+    };
+    frame(op, &out)
 }
 
 /// The stub game's `turn` for seat 0.
