@@ -8,7 +8,8 @@
 # Chromium. Screenshots land in web/artifacts/ (or $HERALD_ARTIFACTS).
 #
 # Usage: sdk/typescript/test.sh            (from anywhere; CI runs it from scripts/test.sh)
-#   HERALD_BIN   server binary (default: target/debug/herald, built here)
+#   HERALD_BIN   server binary (default: debug/herald in cargo's target
+#                directory, scripts/target-dir; built here)
 #   CHROMIUM     browser (default: /usr/bin/chromium)
 set -euo pipefail
 SDK="$(cd "$(dirname "$0")" && pwd)"
@@ -48,7 +49,7 @@ fi
 echo "-- server binary (embeds web/dist/)"
 if [ -z "${HERALD_BIN:-}" ]; then
     (cd "$REPO" && cargo build -q -p herald --locked)
-    HERALD_BIN="$REPO/target/debug/herald"
+    HERALD_BIN="$("$REPO/scripts/target-dir")/debug/herald"
 fi
 export HERALD_BIN
 
