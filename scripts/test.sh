@@ -39,6 +39,8 @@ fi
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# README.md, crates/*/README.md and docs/decisions/ cite no file that is gone.
+scripts/check-doc-paths
 
 echo "== Rust unit and integration tests (real servers on 127.0.0.1, port 0);"
 echo "   criterion benches run once each in test mode (no timing is asserted)"
