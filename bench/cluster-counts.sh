@@ -17,7 +17,7 @@
 # redis-TAG-MODE.txt,fanout-TAG-MODE.{json,log}}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${H:-target/release/herald}
+H=${H:-$(scripts/target-dir)/release/herald}
 MODE=${1:-three}
 TAG=${TAG:-x}
 RATE=${RATE:-2000}

@@ -11,13 +11,13 @@
 #                                        100 µs EEVDF slice, Linux >= 6.12;
 #                                        bench/slice.py; files get -sSLICE)
 #
-# Needs target/release/herald (cargo build --release; or H=PATH to another
-# build) and redis-server.
+# Needs release/herald in cargo's target directory (cargo build --release;
+# or H=PATH to another build) and redis-server.
 # Servers and Redis share core 0, the load generator runs on core 1, as in
 # every other sitting; results go to bench/results/cluster-*.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${H:-target/release/herald}
+H=${H:-$(scripts/target-dir)/release/herald}
 RATES=("${@:-500 2000}")
 # shellcheck disable=SC2206
 RATES=(${RATES[*]})

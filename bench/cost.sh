@@ -14,7 +14,7 @@
 # Server on core 0, load generator on core 1; one line per server and mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=target/release/herald
+H="$(scripts/target-dir)/release/herald"
 N="${N:-9000}" S1="${S1:-200}" S2="${S2:-1200}"
 SERVERS="${SERVERS:-herald node-ws go-gorilla}"
 MODES="${MODES:-json binary}"

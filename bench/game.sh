@@ -6,7 +6,7 @@
 # Usage: bench/game.sh [seed003|seed000|all]   (after cargo build --release -p herald)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=./target/release/herald
+H="$(scripts/target-dir)/release/herald"
 WHAT="${1:-all}"
 P=""
 srv() {

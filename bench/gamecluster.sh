@@ -8,7 +8,7 @@
 # Usage: bench/gamecluster.sh [rounds]   (after cargo build --release -p herald)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD_BIN:-./target/release/herald}
+H=${HERALD_BIN:-$(scripts/target-dir)/release/herald}
 ROUNDS="${1:-2}"
 P=""; R=""
 srv() {

@@ -11,7 +11,7 @@
 #   (after cargo build --release -p herald)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD_BIN:-./target/release/herald}
+H=${HERALD_BIN:-$(scripts/target-dir)/release/herald}
 ROUNDS="${1:-2}"
 BOTS="${2:-2000}"
 FIRST="${3:-1}"

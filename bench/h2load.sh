@@ -7,8 +7,8 @@
 #   bench/h2load.sh                 (N=100000 requests a run, REPS=3)
 #   H=/path/to/herald N=50000 REPS=5 bench/h2load.sh
 #
-# Needs a release build (default target/release/herald), h2load (Debian:
-# nghttp2-client) and openssl. The server is pinned to core 0 and h2load to
+# Needs a release build (default release/herald in cargo's target
+# directory), h2load (Debian: nghttp2-client) and openssl. The server is pinned to core 0 and h2load to
 # core 1, as in every other sitting. The channel has no subscriber: this
 # measures the HTTP path and the publish itself. For each run it prints
 # h2load's req/s, the server's CPU use over the run (from /proc), h2load's,
@@ -16,7 +16,7 @@
 # disturbed (or h2load was the bottleneck: then h2load is near 100%).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H="${H:-target/release/herald}"
+H="${H:-$(scripts/target-dir)/release/herald}"
 N="${N:-100000}"
 REPS="${REPS:-3}"
 WORK="$(mktemp -d)"

@@ -10,11 +10,11 @@
 #   bench/pusher-perf.sh [RATE]     (messages/s; default 2000 = 200,000 deliveries/s)
 #   REPS=3 bench/pusher-perf.sh     (alternations; default 2)
 #
-# Needs perf, and $HERALD or $CARGO_TARGET_DIR/release/herald. Server on
+# Needs perf, and $HERALD or release/herald in cargo's target directory. Server on
 # core 0, bench on core 1; output in bench/results/pusher-perf-*.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
+H=${HERALD:-$(scripts/target-dir)/release/herald}
 RATE=${1:-2000}
 REPS=${REPS:-2}
 PORT=18463

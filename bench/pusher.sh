@@ -9,13 +9,13 @@
 #   REPS=2 bench/pusher.sh         (alternations per rate; files get -rK)
 #   TAG=q IDLE=0 bench/pusher.sh   (files named q-pusher-*; no idle runs)
 #
-# Needs $HERALD, or $CARGO_TARGET_DIR/release/herald, or target/release/herald
+# Needs $HERALD, or release/herald in cargo's target directory (scripts/target-dir)
 # (cargo build --release -p herald). Server on core 0, bench on core 1;
 # results go to bench/results/pusher-*.json. Publishers use Herald's
 # protocol in both runs (the subscribers' protocol is the only change).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
+H=${HERALD:-$(scripts/target-dir)/release/herald}
 RATES=("${@:-2000 5000}")
 # shellcheck disable=SC2206
 RATES=(${RATES[*]})

@@ -5,13 +5,13 @@
 # deliveries/s, twice. Run it with nothing else on the machine: a neighbour on
 # the server's core shows up directly in the tail.
 #
-#   HERALD=target/release/herald bench/quiet.sh
+#   HERALD=$(scripts/target-dir)/release/herald bench/quiet.sh
 #
 # Server on core 0, bench on core 1, a fresh server per run; every run is
 # bounded (3 s steps, 10 s fan-outs). Results: bench/results/quiet/*.json.
 set -u
 cd "$(dirname "$0")/.."
-B=${HERALD:-target/release/herald}
+B=${HERALD:-$(scripts/target-dir)/release/herald}
 OUT=bench/results/quiet
 PORT=18700
 mkdir -p $OUT

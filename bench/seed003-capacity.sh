@@ -27,7 +27,7 @@
 # bench/seed003.py capacity.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD_BIN:-./target/release/herald}
+H=${HERALD_BIN:-$(scripts/target-dir)/release/herald}
 WHICH="${1:-a,b,c}"
 MAX="${2:-12000}"
 STEP="${3:-1000}"

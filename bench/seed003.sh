@@ -18,7 +18,7 @@
 # (nodes +0..+23, Redis +79) so that two copies can run side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD_BIN:-./target/release/herald}
+H=${HERALD_BIN:-$(scripts/target-dir)/release/herald}
 MAX="${1:-3000}"
 STEP_S="${2:-15}"
 STEP=1000

@@ -17,7 +17,7 @@
 # (broadcast-MODE-SERVER.json, shootout-go-MODE-SERVER.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=target/release/herald
+H="$(scripts/target-dir)/release/herald"
 WSBENCH="${WSBENCH:-websocket-bench}"
 SERVERS="${SERVERS:-herald node-ws}"
 [ -n "${HERALD_BEFORE:-}" ] && SERVERS="$SERVERS herald-before"

@@ -18,7 +18,7 @@
 # Raw files: bench/results/stream-conc/TAG-T-rN.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
+H=${HERALD:-$(scripts/target-dir)/release/herald}
 REPS=${REPS:-2} TAG=${TAG:-run} PORT=${PORT:-18792}
 CONSUMERS=${CONSUMERS:-1,10,50,100} BATCH=${BATCH:-50} STEP=${STEP:-3s}
 OUT=bench/results/stream-conc

@@ -16,7 +16,7 @@
 # Server on core 0, bench on core 1. Output: bench/results/stream-perf/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-H=${HERALD:-${CARGO_TARGET_DIR:-target}/release/herald}
+H=${HERALD:-$(scripts/target-dir)/release/herald}
 C=${C:-100} B=${B:-50} REPS=${REPS:-2} TAG=${TAG:-run} PORT=${PORT:-18791}
 OUT=bench/results/stream-perf
 mkdir -p $OUT

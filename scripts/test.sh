@@ -39,6 +39,8 @@ fi
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# README.md, crates/*/README.md and docs/decisions/ cite no file that is gone.
+scripts/check-doc-paths
 
 echo "== Rust unit and integration tests (real servers on 127.0.0.1, port 0);"
 echo "   criterion benches run once each in test mode (no timing is asserted)"
@@ -46,11 +48,14 @@ cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked
 
 echo "== Python SDK (sdk/python): a virtualenv, pip install of the package, ruff, mypy --strict,"
-echo "   pytest against the real server binary (target/debug/herald)"
+echo "   pytest against the real server binary (debug/herald in cargo's target directory)"
 # cargo test builds the binary only as a test harness: build (or refresh) the
-# real one the SDK tests start.
+# real one the SDK tests start. Cargo says where it built it ($CARGO_TARGET_DIR
+# or a .cargo/config.toml may move it out of the checkout): scripts/target-dir
+# asks it, here and in every script and test that starts the binary.
 cargo build -p herald --locked
-HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}" sdk/python/test.sh
+BIN="${HERALD_BIN:-$(scripts/target-dir)/debug/herald}"
+HERALD_BIN="$BIN" sdk/python/test.sh
 
 echo "== TypeScript SDK and demo page: vectors, real servers on every transport,"
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
@@ -58,7 +63,7 @@ echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Py
 
 echo "== outside yardsticks: the field's own tools against the real binary"
 echo "   (Autobahn|Testsuite, h2load, curl, eventsource, slow and malformed HTTP)"
-HERALD_BIN="${HERALD_BIN:-$PWD/target/debug/herald}" tests/outside/run.sh
+HERALD_BIN="$BIN" tests/outside/run.sh
 
 echo "== fuzzing: every cargo-fuzz target in fuzz/ for a few seconds"
 # The targets' bodies also run on stable over the seed corpus in

@@ -4,8 +4,9 @@
 # mypy --strict and pytest.
 #
 # Usage: sdk/python/test.sh [pytest args...]      (from anywhere)
-#   HERALD_BIN   server binary to test against (default: target/debug/herald,
-#                built with `cargo build -p herald` if missing)
+#   HERALD_BIN   server binary to test against (default: debug/herald in
+#                cargo's target directory, scripts/target-dir; built with
+#                `cargo build -p herald` if missing)
 #   HERALD_PY_VENV  the virtualenv to use or create (default: sdk/python/.venv)
 # Works on a fresh Debian machine as root: installs python3-venv if missing.
 set -euo pipefail
@@ -40,7 +41,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 "$PY" -m pip install -q --force-reinstall --no-deps "$SDK"
 
 if [ -z "${HERALD_BIN:-}" ]; then
-    HERALD_BIN="$REPO/target/debug/herald"
+    HERALD_BIN="$("$REPO/scripts/target-dir")/debug/herald"
     [ -x "$HERALD_BIN" ] || (cd "$REPO" && cargo build -p herald)
 fi
 [ -x "$HERALD_BIN" ] || { echo "HERALD_BIN=$HERALD_BIN is not an executable" >&2; exit 1; }

@@ -8,7 +8,8 @@
 # Chromium. Screenshots land in web/artifacts/ (or $HERALD_ARTIFACTS).
 #
 # Usage: sdk/typescript/test.sh            (from anywhere; CI runs it from scripts/test.sh)
-#   HERALD_BIN   server binary (default: target/debug/herald, built here)
+#   HERALD_BIN   server binary (default: debug/herald in cargo's target
+#                directory, scripts/target-dir; built here)
 #   CHROMIUM     browser (default: /usr/bin/chromium)
 set -euo pipefail
 SDK="$(cd "$(dirname "$0")" && pwd)"
@@ -36,7 +37,8 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3 python3-v
 export npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
 
 echo "-- SDK: install, type-check and build"
-(cd "$SDK" && npm ci --loglevel=error && npm run --silent build)
+# npm ci runs the package's prepare script (prepare.mjs), which builds dist/.
+(cd "$SDK" && npm ci --loglevel=error)
 
 echo "-- demo page: install, type-check and build; the committed web/dist/ must match"
 (cd "$WEB" && npm ci --loglevel=error && npm run --silent build)
@@ -48,7 +50,7 @@ fi
 echo "-- server binary (embeds web/dist/)"
 if [ -z "${HERALD_BIN:-}" ]; then
     (cd "$REPO" && cargo build -q -p herald --locked)
-    HERALD_BIN="$REPO/target/debug/herald"
+    HERALD_BIN="$("$REPO/scripts/target-dir")/debug/herald"
 fi
 export HERALD_BIN
 
@@ -58,7 +60,8 @@ VENV="$WEB/.venv"
 PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q "$REPO/sdk/python"
 export HERALD_E2E_PYTHON="$VENV/bin/python"
 
-echo "-- SDK tests: protocol vectors, every transport against real servers, reconnect and recovery, fallback"
+echo "-- SDK tests: protocol vectors, every transport against real servers, reconnect and recovery, fallback,"
+echo "   and the README's install and quick start in a new project outside the SDK"
 (cd "$SDK" && node --test --test-concurrency=1 --test-reporter=dot test/)
 
 echo "-- end-to-end: the demo page in headless Chromium with a Python peer"

@@ -24,7 +24,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
+HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 OUT="${HERALD_ARTIFACTS:-$REPO/target/outside}/autobahn"
 REQS="$HERE/autobahn-requirements.txt"
 CASES='["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"]'

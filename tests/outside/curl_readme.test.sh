@@ -4,7 +4,8 @@
 # resume, the `unrecovered` notice, heartbeats, the final disconnect),
 # long-polling, /api/nodes, /api/tables, /healthz, /readyz, /metrics, the
 # API key, tokens from `herald token` on SSE, and the documented limits
-# (413/110, 403/104, 408, 401/101). Where a doc shows exact bytes the answer
+# (413/110, 403/104, 408, 401/101); every SSE example, README's table watch
+# included, must send its first byte within 3 s. Where a doc shows exact bytes the answer
 # must be those bytes; where it shows a variable (an epoch, `…`), its shape.
 # README's WebSocket exchange is replayed over long-polling (curl speaks no
 # WebSocket; the session and its JSON are the same) and compared line by line
@@ -13,7 +14,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
+HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
@@ -279,6 +280,30 @@ expect 404 "$(ERR 115)" "a closed table is gone (404, code 115)"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || fail "server exited with an error"
 sse_wait one '.*\n\nevent: herald\ndata: \{"disconnect":\{"code":1001,"reason":"[^"]+"\}\}\n\n'
+
+# ---------------------------------------------------------------- SSE answers at once
+# README "Game server": SSE can watch (`GET /sse?table=7&lobby=holdem`). Every
+# SSE example must answer (status and headers, then its stream) at once, not
+# when some timeout runs out: on a server with the default 10 s handshake
+# timeout, the first byte must come within 3 s (curl's time_starttransfer;
+# 0 when nothing came before --max-time).
+start_server sse --handshake-timeout 10
+req POST /api/tables -d '{"game":"holdem","seats":6,"timing":"normal","count":10}'
+jcheck 201 "1 in v['tables'] and 7 in v['tables']" "tables 1 and 7 for the SSE examples"
+slow=()
+for query in 'table=7&lobby=holdem' 'table=1&channel=chat' 'table=1' 'channel=chat&lobby=holdem'; do
+  meta="$(curl -s -o /dev/null --max-time 3 -w '%{http_code} %{time_starttransfer}' "$BASE/sse?$query" || true)"
+  code="${meta%% *}" first="${meta#* }"
+  if [ "$code" = 200 ] && python3 -c "import sys; t = float(sys.argv[1]); sys.exit(0 if 0 < t < 3 else 1)" "$first"; then
+    echo "  GET /sse?$query: first byte after ${first} s"
+    ok
+  else
+    echo "  GET /sse?$query: status $code, first byte after ${first} s (0: none within 3 s)" >&2
+    slow+=("$query")
+  fi
+done
+[ "${#slow[@]}" = 0 ] || fail "SSE examples with no answer within 3 s: ${slow[*]}"
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true
 
 # ---------------------------------------------------------------- heartbeats
 # protocol.md §1: an idle SSE stream gets `: ping` comments; a long-poll

@@ -17,7 +17,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
+HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"

@@ -25,7 +25,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
+HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 ART="${HERALD_ARTIFACTS:-$REPO/target/outside}/http_abuse"
 T=3      # the server's handshake and request body timeouts here, seconds
 CONNS=300 RATE=150   # per slowhttptest run; three run at once

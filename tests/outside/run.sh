@@ -7,11 +7,12 @@
 #
 # Usage: tests/outside/run.sh [NAME ...]   (NAME: a test's file name without
 #        .test.sh; default: all).  HERALD_BIN: server binary
-#        (default target/debug/herald, built by scripts/test.sh).
+#        (default debug/herald in cargo's target directory, as
+#        scripts/target-dir prints it; built by scripts/test.sh).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
-export HERALD_BIN="${HERALD_BIN:-$REPO/target/debug/herald}"
+export HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 [ -x "$HERALD_BIN" ] || { echo "no server binary at $HERALD_BIN (cargo build -p herald)" >&2; exit 1; }
 if [ "$#" -gt 0 ]; then
   tests=(); for n in "$@"; do tests+=("$HERE/$n.test.sh"); done

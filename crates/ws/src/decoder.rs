@@ -7,7 +7,8 @@
 //! fragment arrives and frees it once the message has been handed out. An idle
 //! decoder is therefore one null pointer, the size limit and the role (24
 //! bytes on 64-bit targets), which matters for a server holding tens of
-//! thousands of mostly idle connections (see `MEASURED.md`).
+//! thousands of mostly idle connections (see `bench/RESULTS.md`, "Figures
+//! measured on this machine").
 //!
 //! Limits are enforced from the frame header, before the payload has arrived,
 //! so a peer cannot make us buffer more than `max_message` bytes by declaring

@@ -13,8 +13,9 @@
 //! Why not tungstenite: it owns the socket and a read buffer per connection,
 //! 128 KiB by default and zero-filled, so fully resident: about 136 KiB per
 //! idle connection measured, against well under 1 KiB for the design above
-//! (see `MEASURED.md`). Shrinking its buffers helps, but the buffer still
-//! belongs to the connection rather than to the thread.
+//! (see `bench/RESULTS.md`, "Figures measured on this machine"). Shrinking
+//! its buffers helps, but the buffer still belongs to the connection rather
+//! than to the thread.
 //!
 //! Map:
 //! - [`frame`]: headers, masking, encoding whole frames.

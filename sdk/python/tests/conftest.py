@@ -1,12 +1,15 @@
 """Fixtures: the real Herald server binary, started on free ports.
 
-The binary is $HERALD_BIN, else ../../target/debug/herald relative to
-sdk/python (built once with `cargo build -p herald` if missing).
+The binary is $HERALD_BIN, else debug/herald in the directory cargo builds
+the workspace into (`cargo metadata` says which: $CARGO_TARGET_DIR, a
+.cargo/config.toml, or target/ in the checkout), built once with
+`cargo build -p herald` if missing.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 import ssl
@@ -27,10 +30,21 @@ def herald_bin() -> Path:
     env = os.environ.get("HERALD_BIN")
     if env:
         return Path(env)
-    path = REPO / "target" / "debug" / "herald"
+    path = cargo_target_dir() / "debug" / "herald"
     if not path.exists():
         subprocess.run(["cargo", "build", "-p", "herald"], cwd=REPO, check=True)
     return path
+
+
+def cargo_target_dir() -> Path:
+    """Where cargo builds the workspace (scripts/target-dir does the same)."""
+    meta = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout
+    return Path(json.loads(meta)["target_directory"])
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 // Test helpers: the real Herald server binary started on a free port, a TCP
 // proxy that can drop every connection while the server keeps running, and
 // polling for a condition.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { createServer, connect as tcpConnect } from "node:net";
 import { existsSync, openSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,11 +10,24 @@ import { fileURLToPath } from "node:url";
 
 const REPO = fileURLToPath(new URL("../../../", import.meta.url));
 
-/** $HERALD_BIN, else target/debug/herald (build it with `cargo build -p herald`). */
+/**
+ * $HERALD_BIN, else debug/herald in the directory cargo builds the workspace
+ * into (`cargo metadata` says which: $CARGO_TARGET_DIR, a .cargo/config.toml,
+ * or target/ in the checkout). Build it with `cargo build -p herald`.
+ */
 export function heraldBin() {
-  const bin = process.env.HERALD_BIN ?? join(REPO, "target", "debug", "herald");
+  const bin = process.env.HERALD_BIN ?? join(cargoTargetDir(), "debug", "herald");
   if (!existsSync(bin)) throw new Error(`no Herald binary at ${bin}: run \`cargo build -p herald\` or set HERALD_BIN`);
   return bin;
+}
+
+/** Where cargo builds the workspace (scripts/target-dir does the same). */
+export function cargoTargetDir() {
+  const meta = execFileSync("cargo", ["metadata", "--format-version", "1", "--no-deps"], {
+    cwd: REPO,
+    encoding: "utf8",
+  });
+  return JSON.parse(meta).target_directory;
 }
 
 export function freePort() {

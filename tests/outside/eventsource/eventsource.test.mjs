@@ -18,7 +18,7 @@
 // which scenario e shows.
 //
 // Run by ../eventsource.test.sh (HERALD_BIN, npm ci); alone:
-//   HERALD_BIN=target/debug/herald node --test-reporter=spec eventsource.test.mjs
+//   HERALD_BIN=$(../../../scripts/target-dir)/debug/herald node --test-reporter=spec eventsource.test.mjs
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
