@@ -418,10 +418,12 @@ impl Outbox {
         }
         q.bytes += cost;
         q.frames.push_back(frame);
-        if q.frames.len() == 1 {
-            if let Some(w) = q.waker.take() {
-                w.wake();
-            }
+        // Whoever registered a waker is woken by the next push, as
+        // `set_waker` promises, whether or not the queue was empty: drivers
+        // register only when it is, but the SSE start-up wait registers with
+        // answers already queued and waits for the rest.
+        if let Some(w) = q.waker.take() {
+            w.wake();
         }
         PushOutcome::Queued
     }
@@ -440,7 +442,7 @@ impl Outbox {
             drop(todo);
             return PushOutcome::Closed;
         }
-        let was_empty = q.frames.is_empty();
+        let len_before = q.frames.len();
         let mut outcome = PushOutcome::Queued;
         let mut dropped = VecDeque::new();
         for frame in todo.by_ref() {
@@ -457,7 +459,7 @@ impl Outbox {
             q.bytes += cost;
             q.frames.push_back(frame);
         }
-        if outcome == PushOutcome::Overflow || (was_empty && !q.frames.is_empty()) {
+        if outcome == PushOutcome::Overflow || q.frames.len() > len_before {
             if let Some(w) = q.waker.take() {
                 w.wake();
             }
@@ -680,11 +682,29 @@ mod tests {
         );
         assert_eq!(payloads(&o), [b"a", b"b", b"c"]);
         assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
-        // Not idle any more: a second batch wakes nobody (as push would not).
-        o.with_queue(|q| q.set_waker(&waker));
+        // The waker was taken: a second batch wakes nobody.
         assert_eq!(o.push_many([text("d")]), PushOutcome::Queued);
         assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(o.len(), 4);
+    }
+
+    /// `set_waker` promises a wake on the next push even when frames are
+    /// already queued: the SSE start-up wait (`transport/sse`) registers
+    /// with one answer queued and waits for the next. (Waking only on an
+    /// empty queue left `GET /sse?table=1&channel=chat` silent until the
+    /// handshake timeout.)
+    #[test]
+    fn a_waker_registered_over_queued_frames_is_woken_by_the_next_push() {
+        let o = Outbox::new(1 << 20);
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(wakes.clone());
+        assert_eq!(o.push(text("a")), PushOutcome::Queued);
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(o.push(text("b")), PushOutcome::Queued);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        o.with_queue(|q| q.set_waker(&waker));
+        assert_eq!(o.push_many([text("c")]), PushOutcome::Queued);
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

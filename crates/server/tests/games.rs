@@ -492,6 +492,36 @@ async fn watchers_over_sse_and_long_polling_see_the_game() {
     srv.shutdown.cancel();
 }
 
+/// The README's `GET /sse?table=7&lobby=holdem`: a stream watching a table
+/// together with the lobby or a channel answers at once, as one watching
+/// only the table does. (It used to send nothing, not even its head, until
+/// the handshake timeout: its start-up wait was not woken by the second
+/// answer.) The server's handshake timeout is 120 s; 30 s without a head
+/// is that hang, not a slow machine.
+#[tokio::test]
+async fn a_stream_watching_a_table_and_more_answers_at_once() {
+    let srv = start(ServeArgs {
+        handshake_timeout: Some(120),
+        ..args(vec![holdem(2, 2)])
+    })
+    .await;
+    let table = first_table(srv.addr).await;
+    for query in [
+        format!("table={table}&lobby="),
+        format!("table={table}&channel=chat"),
+        format!("channel=chat&table={table}"),
+        format!("table={table}&table={}", table + 1),
+        format!("table={table}&lobby=&channel=chat"),
+    ] {
+        let mut events = tokio::time::timeout(Duration::from_secs(30), sse(srv.addr, &query, None))
+            .await
+            .unwrap_or_else(|_| panic!("/sse?{query}: no response head in 30 s"));
+        let e = events.next().await;
+        assert_eq!(field(&e, "event"), Some("herald"), "/sse?{query}: {e:?}");
+    }
+    srv.shutdown.cancel();
+}
+
 #[tokio::test]
 async fn tables_over_the_http_api() {
     let srv = start(ServeArgs {
