@@ -23,6 +23,7 @@
 //! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
 //! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total` | counter | — |
+//! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
 //! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
 
 use crate::hibernate::Parker;
@@ -74,14 +75,25 @@ pub fn response(scrape: &Scrape) -> Response<Body> {
     r
 }
 
-/// Renders every metric.
+/// Renders every metric, section by section (the table in this module's
+/// docs lists them; `tests/metrics.rs` checks the two agree).
 pub fn render(scrape: &Scrape) -> String {
-    let node = &scrape.node;
-    let m = &node.metrics;
     let mut out = String::with_capacity(4096);
+    connections(&mut out, scrape);
+    traffic(&mut out, &scrape.node);
+    hub(&mut out, &scrape.node);
+    if let Some(c) = &scrape.cluster {
+        cluster(&mut out, c);
+    }
+    games(&mut out, scrape);
+    out
+}
 
+/// Connections: open, accepted, refused, hibernated, ended.
+fn connections(out: &mut String, scrape: &Scrape) {
+    let m = &scrape.node.metrics;
     head(
-        &mut out,
+        out,
         "herald_connections",
         "gauge",
         "Open connections by transport.",
@@ -95,7 +107,7 @@ pub fn render(scrape: &Scrape) -> String {
         );
     }
     head(
-        &mut out,
+        out,
         "herald_connections_accepted_total",
         "counter",
         "Connections opened, by transport.",
@@ -109,7 +121,7 @@ pub fn render(scrape: &Scrape) -> String {
         );
     }
     head(
-        &mut out,
+        out,
         "herald_connections_refused_total",
         "counter",
         "Connections turned away before a session existed (connection caps, Origin, handshake timeout).",
@@ -120,14 +132,14 @@ pub fn render(scrape: &Scrape) -> String {
         .as_ref()
         .map_or((0, 0), |p| (p.parked(), p.parks()));
     head(
-        &mut out,
+        out,
         "herald_hibernated_connections",
         "gauge",
         "Idle connections parked off the runtime, waiting in the shared epoll set.",
     );
     let _ = writeln!(out, "herald_hibernated_connections {parked}");
     head(
-        &mut out,
+        out,
         "herald_hibernations_total",
         "counter",
         "Times an idle connection parked.",
@@ -135,7 +147,7 @@ pub fn render(scrape: &Scrape) -> String {
     let _ = writeln!(out, "herald_hibernations_total {parks}");
 
     head(
-        &mut out,
+        out,
         "herald_disconnects_total",
         "counter",
         "Connections ended, by close code (0: ended by the client).",
@@ -148,6 +160,11 @@ pub fn render(scrape: &Scrape) -> String {
     {
         let _ = writeln!(out, "herald_disconnects_total{{code=\"{code}\"}} {n}");
     }
+}
+
+/// Messages and bytes in and out, publications, drops.
+fn traffic(out: &mut String, node: &Node) {
+    let m = &node.metrics;
 
     for (name, help, v) in [
         (
@@ -176,12 +193,12 @@ pub fn render(scrape: &Scrape) -> String {
             m.publications.get(),
         ),
     ] {
-        head(&mut out, name, "counter", help);
+        head(out, name, "counter", help);
         let _ = writeln!(out, "{name} {v}");
     }
 
     head(
-        &mut out,
+        out,
         "herald_drops_total",
         "counter",
         "Messages dropped instead of handled or delivered, by reason.",
@@ -195,21 +212,24 @@ pub fn render(scrape: &Scrape) -> String {
     }
 
     histogram(
-        &mut out,
+        out,
         "herald_fanout_duration_seconds",
         "Time to hand one publication to every local subscriber's queue.",
         &node.hub.fanout,
     );
+}
 
+/// The hub and the broker: channels, patterns, token expiries, broker health.
+fn hub(out: &mut String, node: &Node) {
     head(
-        &mut out,
+        out,
         "herald_channels",
         "gauge",
         "Channels with at least one local subscriber.",
     );
     let _ = writeln!(out, "herald_channels {}", node.hub.channel_count());
     head(
-        &mut out,
+        out,
         "herald_subscriptions_patterns",
         "gauge",
         "Wildcard subscriptions.",
@@ -220,30 +240,34 @@ pub fn render(scrape: &Scrape) -> String {
         node.hub.pattern_count()
     );
     head(
-        &mut out,
+        out,
         "herald_token_expiries_pending",
         "gauge",
         "Connections whose token expiry is being watched.",
     );
     let _ = writeln!(out, "herald_token_expiries_pending {}", node.expiries.len());
     head(
-        &mut out,
+        out,
         "herald_broker_up",
         "gauge",
         "1 when the broker is reachable (the in-memory broker always is).",
     );
     let _ = writeln!(out, "herald_broker_up {}", u8::from(node.broker.healthy()));
-    if let Some(c) = &scrape.cluster {
+}
+
+/// Cluster mode: the node list and the broker's stream repairs.
+fn cluster(out: &mut String, c: &herald_redis::RedisBroker) {
+    {
         let nodes = c.nodes();
         head(
-            &mut out,
+            out,
             "herald_cluster_nodes",
             "gauge",
             "Nodes in the cluster as of the last heartbeat.",
         );
         let _ = writeln!(out, "herald_cluster_nodes {}", nodes.len());
         head(
-            &mut out,
+            out,
             "herald_cluster_node_clients",
             "gauge",
             "Connected clients of each node, as it last reported.",
@@ -257,7 +281,7 @@ pub fn render(scrape: &Scrape) -> String {
             );
         }
         head(
-            &mut out,
+            out,
             "herald_cluster_node_last_seen_seconds",
             "gauge",
             "Seconds since each node's last heartbeat.",
@@ -272,22 +296,20 @@ pub fn render(scrape: &Scrape) -> String {
         }
         let (lost, filled) = c.repairs();
         head(
-            &mut out,
+            out,
             "herald_cluster_streams_lost_total",
             "counter",
             "Times a channel's stream could not be replayed after a Redis outage (its local subscribers were closed with 3004).",
         );
         let _ = writeln!(out, "herald_cluster_streams_lost_total {lost}");
         head(
-            &mut out,
+            out,
             "herald_cluster_gaps_filled_total",
             "counter",
             "Times missed publications were read back from a channel's stream.",
         );
         let _ = writeln!(out, "herald_cluster_gaps_filled_total {filled}");
     }
-    games(&mut out, scrape);
-    out
 }
 
 fn games(out: &mut String, scrape: &Scrape) {

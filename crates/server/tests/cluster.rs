@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{close_code, http, json_client, recv_json, send_json, Ws, WAIT};
+use common::{
+    assert_metrics_documented, close_code, http, json_client, recv_json, send_json, Ws, WAIT,
+};
 use futures_util::SinkExt;
 use herald_redis::testing::RedisServer;
 use herald_server::testing::NodeHandle;
@@ -438,6 +440,7 @@ async fn redis_down_then_back_without_its_data() {
         metrics.contains("herald_cluster_streams_lost_total 1"),
         "{metrics}"
     );
+    assert_metrics_documented(&metrics, true);
     // (The node list may still be empty here: Redis lost it and the next
     // heartbeat has not re-registered this node yet.)
     common::promtool_check(&metrics);

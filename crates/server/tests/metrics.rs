@@ -88,6 +88,17 @@ async fn metrics_count_traffic_and_pass_promtool() {
     assert!(counted, "the client's close was not counted");
 }
 
+/// The table of metrics in `src/metrics.rs`'s docs is what `/metrics`
+/// registers (one node: no `herald_cluster_*`; `tests/cluster.rs` checks
+/// those).
+#[tokio::test]
+async fn the_documented_metrics_are_the_registered_ones() {
+    let srv = start(ServeArgs::default()).await;
+    let (status, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(status, 200);
+    assert_metrics_documented(&text, false);
+}
+
 #[tokio::test]
 async fn health_and_readiness() {
     let srv = start_default().await;

@@ -525,3 +525,44 @@ pub fn user_token(secret: &str, user: &str) -> String {
     };
     sign(&claims, &SigningKey::hmac(secret.as_bytes()), None).expect("sign")
 }
+
+/// The metrics the table in `src/metrics.rs`'s module docs lists, with
+/// their type: every `herald_…` name in its first column.
+pub fn documented_metrics() -> Vec<(String, String)> {
+    let src = include_str!("../../src/metrics.rs");
+    let mut out = Vec::new();
+    for row in src.lines().filter_map(|l| l.strip_prefix("//! | `")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (Some(names), Some(kind)) = (cells.first(), cells.get(1)) else {
+            continue;
+        };
+        for name in names.split(", ") {
+            let name = name.trim_matches('`');
+            out.push((name.to_string(), kind.trim().to_string()));
+        }
+    }
+    assert!(out.len() > 20, "no metrics table in src/metrics.rs");
+    out
+}
+
+/// Checks that `/metrics` (its `# TYPE` lines) registers exactly the
+/// documented metrics, each of its documented type; the `herald_cluster_*`
+/// rows only when `cluster`.
+pub fn assert_metrics_documented(text: &str, cluster: bool) {
+    let mut rendered: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, k)| (n.to_string(), k.to_string()))
+        .collect();
+    let mut documented: Vec<(String, String)> = documented_metrics()
+        .into_iter()
+        .filter(|(n, _)| cluster || !n.starts_with("herald_cluster_"))
+        .collect();
+    rendered.sort();
+    documented.sort();
+    assert_eq!(
+        rendered, documented,
+        "/metrics and the table in src/metrics.rs disagree"
+    );
+}
