@@ -2,6 +2,12 @@
 """Finds import circles among the files of a Rust crate.
 
 Usage: scripts/module-cycles.py CRATE_SRC_DIR [-v]
+       scripts/module-cycles.py --workspace
+
+With --workspace, checks every crates/*/src: a circle fails unless it is
+listed in scripts/module-cycles.known (circles older than this check, each
+with why it stays), and a listed circle that no longer exists fails too, so
+the list only shrinks. crates/server is never listed: it must have none.
 
 Each file under CRATE_SRC_DIR is a module (`a/b.rs` and `a/b/mod.rs` are
 `a::b`; `lib.rs`/`main.rs` is the crate root). An edge runs from a module to
@@ -148,10 +154,42 @@ def sccs(edges):
     return out
 
 
+def workspace():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    known = set()
+    with open(os.path.join(root, "scripts", "module-cycles.known"), encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                crate, mods = line.split(":", 1)
+                known.add((crate.strip(), " ".join(sorted(mods.split()))))
+    found = set()
+    crates = sorted(os.listdir(os.path.join(root, "crates")))
+    for c in crates:
+        src = os.path.join(root, "crates", c, "src")
+        if not os.path.isdir(src):
+            continue
+        for comp in sccs(graph(src)):
+            if len(comp) > 1:
+                found.add((c, " ".join(comp)))
+    bad = 0
+    for c, mods in sorted(found - known):
+        print(f"crates/{c}/src: new import circle: {mods}")
+        bad = 1
+    for c, mods in sorted(known - found):
+        print(f"crates/{c}/src: listed circle is gone, drop it from scripts/module-cycles.known: {mods}")
+        bad = 1
+    if not bad:
+        print(f"{len(crates)} crates: no import circle beyond the {len(known)} listed")
+    return bad
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    if sys.argv[1] == "--workspace":
+        return workspace()
     src = sys.argv[1]
     edges = graph(src)
     if "-v" in sys.argv:

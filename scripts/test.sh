@@ -41,6 +41,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # README.md, crates/*/README.md and docs/decisions/ cite no file that is gone.
 scripts/check-doc-paths
+# No import circle among a crate's files (crates/server: none at all; other
+# crates: none beyond the old ones listed in scripts/module-cycles.known).
+python3 scripts/module-cycles.py --workspace
 
 echo "== Rust unit and integration tests (real servers on 127.0.0.1, port 0);"
 echo "   criterion benches run once each in test mode (no timing is asserted)"

@@ -18,6 +18,7 @@
 pub mod channel;
 pub mod codes;
 pub mod fuzzing;
+pub mod hex;
 pub mod md5;
 pub mod message;
 pub mod sign;

@@ -65,7 +65,7 @@ pub fn digest(data: &[u8]) -> [u8; 16] {
 
 /// The MD5 digest of `data` in lower-case hex, as `body_md5` carries it.
 pub fn hex(data: &[u8]) -> String {
-    crate::sign::to_hex(&digest(data))
+    crate::hex::to_hex(&digest(data))
 }
 
 #[cfg(test)]
