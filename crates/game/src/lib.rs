@@ -29,7 +29,7 @@ pub mod lobby;
 mod table;
 pub mod testing;
 
-pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, Router, TableSpec};
+pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, Router, TableConfig, TableSpec};
 pub use table::TableInfo;
 
 use bytes::Bytes;
