@@ -104,6 +104,50 @@ pub struct TableSpec {
     pub params: Map<String, Value>,
 }
 
+/// `count` tables alike, as written by users: one `[[tables]]` entry of the
+/// server's TOML file, or the body of `POST /api/tables` (the server and
+/// the cluster's table registry both read it, hence here).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct TableConfig {
+    /// The game's name.
+    pub game: String,
+    /// How many such tables (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Seats per table.
+    pub seats: u32,
+    /// Timing profile (default `normal`).
+    #[serde(default = "normal")]
+    pub timing: String,
+    /// Lobby path (default `GAME/SEATS-seat/TIMING`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Every other key, for the game.
+    #[serde(flatten)]
+    pub params: Map<String, Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn normal() -> String {
+    "normal".into()
+}
+
+impl TableConfig {
+    /// The engine's spec for one of these tables.
+    pub fn spec(&self) -> TableSpec {
+        TableSpec {
+            game: self.game.clone(),
+            seats: self.seats,
+            timing: self.timing.clone(),
+            path: self.path.clone(),
+            params: self.params.clone(),
+        }
+    }
+}
+
 /// Why a table could not be created or found.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum EngineError {

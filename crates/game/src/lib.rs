@@ -31,7 +31,7 @@ mod table;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
-pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, Router, TableSpec};
+pub use engine::{Engine, EngineConfig, EngineError, GameMetrics, Router, TableConfig, TableSpec};
 pub use table::TableInfo;
 
 use bytes::Bytes;

@@ -6,6 +6,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use herald_server::{ServeArgs, ServerConfig};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(not(target_env = "msvc"))]
@@ -62,6 +63,12 @@ fn init_logs(format: &str) {
     }
 }
 
+/// The games `herald serve` can run tables of (`[[tables]]`,
+/// `POST /api/tables`): Hold'em. A new game is one more factory here.
+fn games() -> Vec<Arc<dyn herald_game::GameFactory>> {
+    vec![herald_holdem::factory()]
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig::load(args)?;
     init_logs(&config.log_format);
@@ -103,7 +110,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        herald_server::run(herald_server::Listeners { http: listener, tcp }, config, shutdown).await?;
+        herald_server::run(herald_server::Listeners { http: listener, tcp }, config, games(), shutdown).await?;
         tracing::info!("stopped");
         Ok(())
     })

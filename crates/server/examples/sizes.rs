@@ -27,7 +27,8 @@ fn main() {
         let _c = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let (s, _) = listener.accept().await.expect("accept");
         let server =
-            herald_server::server::build(herald_server::ServerConfig::default()).expect("build");
+            herald_server::server::build(herald_server::ServerConfig::default(), Vec::new())
+                .expect("build");
         let fut = herald_server::http::serve_connection(s, server.http.clone(), None);
         println!(
             "serve_connection future (handshake phase) = {}",

@@ -15,7 +15,8 @@
 //! - [`transport`]: one folder per transport — WebSocket, raw TCP, SSE,
 //!   long-polling — each with its own state.
 //! - [`api`]: `/healthz`, `/readyz`, `/api/publish`, `/api/nodes`.
-//! - [`tables`]: `/api/tables` (list, open and close game tables).
+//! - [`tables`]: `/api/tables` (list, open and close game tables; in a
+//!   cluster through `herald_game_cluster`'s `TableDirectory`).
 //! - [`metrics`]: `/metrics` in the Prometheus text format.
 //! - [`pusher`]: the Pusher Channels protocol (`/app/{key}`, `/apps/{id}/...`).
 //! - [`demo`]: the demo page at `/` and its synthetic stream (`--demo-rate`).
@@ -29,8 +30,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod cluster_lobby;
-pub mod cluster_tables;
 pub mod config;
 pub mod conn;
 pub mod demo;
@@ -43,7 +42,6 @@ pub mod respond;
 pub mod rewind;
 pub mod routes;
 pub mod server;
-pub mod table_routes;
 pub mod tables;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

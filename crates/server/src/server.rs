@@ -89,15 +89,14 @@ pub enum ServerError {
     Table(#[from] herald_game::EngineError),
 }
 
-/// The games every server can run tables of.
-pub fn game_factories() -> Vec<Arc<dyn herald_game::GameFactory>> {
-    vec![herald_holdem::factory()]
-}
-
 /// Builds every piece of a server's state for `config`, on the current tokio
-/// runtime: the node and its broker, the game engine and (in a cluster) its
+/// runtime: the node and its broker, the game engine (with `games`, the
+/// games it can run tables of, chosen by the binary) and in a cluster its
 /// tables, the Pusher apps, the parking place, and each endpoint's slice.
-pub fn build(config: ServerConfig) -> Result<Arc<Server>, ServerError> {
+pub fn build(
+    config: ServerConfig,
+    games: Vec<Arc<dyn herald_game::GameFactory>>,
+) -> Result<Arc<Server>, ServerError> {
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
         _ => None,
@@ -130,21 +129,22 @@ pub fn build(config: ServerConfig) -> Result<Arc<Server>, ServerError> {
             (node, Some(broker))
         }
     };
+    let factories = games;
     let games = match &cluster {
         // In a cluster, tables (configured, or created over HTTP on any
         // node) are durable and owned by one node at a time (decision
         // 0009): the keeper claims them.
         Some(broker) => herald_game::Engine::with_durability(
             config.games.clone(),
-            game_factories(),
+            factories,
             herald_game::durable::Durability {
                 store: Arc::new(broker.table_store()),
                 lease: config.table_lease,
             },
         ),
-        None => herald_game::Engine::new(config.games.clone(), game_factories()),
+        None => herald_game::Engine::new(config.games.clone(), factories),
     };
-    let mut cluster_tables = None;
+    let mut table_directory = None;
     match &cluster {
         Some(broker) => {
             let weak = Arc::downgrade(&node);
@@ -164,23 +164,19 @@ pub fn build(config: ServerConfig) -> Result<Arc<Server>, ServerError> {
                 }),
                 None => serde_json::Value::Null,
             }));
-            let known = crate::cluster_tables::ClusterTables::start(
+            // Tables owned by one node at a time, routes to their owners
+            // from every node, one lobby (decision 0009).
+            let directory = herald_game_cluster::start(
                 broker,
                 &games,
                 &config.tables,
-                config.table_lease,
-                config.role.runs_tables(),
+                herald_game_cluster::Options {
+                    lease: config.table_lease,
+                    runs_tables: config.role.runs_tables(),
+                    queue_bytes: config.node.client_queue_bytes,
+                },
             )?;
-            crate::cluster_lobby::start(broker, &games);
-            // Every node may serve players of any table (decision 0009).
-            let routes = crate::table_routes::Routes::start(
-                broker,
-                &games,
-                known.clone(),
-                config.table_lease,
-                config.node.client_queue_bytes,
-            );
-            cluster_tables = Some((known, routes));
+            table_directory = Some(directory);
         }
         None => {
             for t in &config.tables {
@@ -274,7 +270,7 @@ pub fn build(config: ServerConfig) -> Result<Arc<Server>, ServerError> {
         },
         tables: TablesApi {
             games,
-            cluster: cluster_tables,
+            cluster: table_directory,
             request_body_timeout: config.request_body_timeout,
         },
         pusher: PusherApi {
@@ -320,10 +316,13 @@ enum Kind {
 /// connections anyway ([`run`]).
 const READY_WAIT: Duration = Duration::from_secs(3);
 
-/// Serves `listeners` until `shutdown` is cancelled, then drains.
+/// Serves `listeners` until `shutdown` is cancelled, then drains; `games`
+/// are the games the server can run tables of (the binary's choice,
+/// [`build`]).
 pub async fn run(
     listeners: impl Into<Listeners>,
     config: ServerConfig,
+    games: Vec<Arc<dyn herald_game::GameFactory>>,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
     let listeners = listeners.into();
@@ -333,7 +332,7 @@ pub async fn run(
     if let Ok(addr) = listeners.http.local_addr() {
         config.listen = addr;
     }
-    let server = build(config)?;
+    let server = build(config, games)?;
     let sweeper = tokio::spawn(heartbeats(server.clone(), shutdown.clone()));
     let demo = tokio::spawn(crate::demo::stream(
         server.node.clone(),

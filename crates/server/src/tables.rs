@@ -14,7 +14,7 @@
 //!
 //! In a cluster (`--broker redis://…`, any role), `POST` writes the tables
 //! into Redis's registry (ids from a cluster counter above the configured
-//! tables, `crate::cluster_tables`) and answers once they are written: a
+//! tables, `herald_game_cluster`'s [`TableDirectory`]) and answers once they are written: a
 //! game node's keeper claims them within a scan, and every node's lobby and
 //! routes serve them. Not in this node's memory: a table made here alone
 //! would be unknown to the other nodes and die with this one. With no game
@@ -32,29 +32,25 @@
 //! in Redis (`P:t:{T}:state`) for whoever must account for its chips, and
 //! an owner that is alive closes it at its keeper's next scan.
 
-use crate::cluster_tables::ClusterTables;
-use crate::config::tables::TableConfig;
 use crate::respond::{error, json, read_body, Body};
-use crate::table_routes::Routes;
-use base64::Engine as _;
-use bytes::Bytes;
-use herald_game::{EngineError, TableInfo};
-use herald_proto::{ErrorCode, TableEntry};
-use herald_redis::registry::Deletion;
+use herald_game::{EngineError, TableConfig};
+use herald_game_cluster::json::{entry_json, info_json};
+use herald_game_cluster::{Closing, TableDirectory};
+use herald_proto::ErrorCode;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// What `/api/tables` takes: the engine, and in a cluster the table
-/// registry and the routes to the tables' owners.
+/// What `/api/tables` takes: the engine, and in a cluster the cluster's
+/// tables.
 #[derive(Debug)]
 pub struct TablesApi {
     /// The game engine: this node's tables and the lobby.
     pub games: Arc<herald_game::Engine>,
     /// In a cluster: which tables exist (configured, created over HTTP,
-    /// deleted) and the routes to their owners.
-    pub cluster: Option<(Arc<ClusterTables>, Arc<Routes>)>,
+    /// deleted), reached through the game cluster's small interface.
+    pub cluster: Option<Arc<dyn TableDirectory>>,
     /// How long a request body may take (`request_body_timeout`).
     pub request_body_timeout: std::time::Duration,
 }
@@ -89,8 +85,8 @@ pub async fn handle(req: Request<Incoming>, tables: &TablesApi) -> Response<Body
                 return not_found();
             };
             if method == Method::DELETE {
-                if let Some((known, routes)) = &tables.cluster {
-                    return delete_in_cluster(id, tables, known, routes).await;
+                if let Some(cluster) = &tables.cluster {
+                    return delete_in_cluster(id, cluster.as_ref()).await;
                 }
             }
             let result = match method {
@@ -152,10 +148,10 @@ async fn create(req: Request<Incoming>, tables: &TablesApi) -> Response<Body> {
         );
     }
     let engine_spec = spec.spec();
-    if let Some((known, _)) = &tables.cluster {
+    if let Some(cluster) = &tables.cluster {
         return match tables.games.check_new_table(&engine_spec) {
             Err(e) => error(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, &e.to_string()),
-            Ok(()) => match known.create(&spec, spec.count).await {
+            Ok(()) => match cluster.open(&spec, spec.count).await {
                 Ok(ids) => json(
                     StatusCode::CREATED,
                     json!({ "tables": ids }).to_string().into_bytes(),
@@ -195,58 +191,20 @@ async fn create(req: Request<Incoming>, tables: &TablesApi) -> Response<Body> {
     )
 }
 
-/// A lobby entry as JSON.
-pub fn entry_json(e: &TableEntry) -> Value {
-    json!({
-        "table": e.table,
-        "path": e.path,
-        "seats": e.seats,
-        "players": e.players,
-        "watchers": e.watchers,
-        "attrs": serde_json::from_slice::<Value>(&e.attrs).unwrap_or_else(|_| json!({})),
-    })
-}
-
-fn payload_json(b: &Bytes) -> Value {
-    serde_json::from_slice::<Value>(b)
-        .unwrap_or_else(|_| json!({ "b64": base64::engine::general_purpose::STANDARD.encode(b) }))
-}
-
 /// `DELETE /api/tables/{id}` in a cluster (see the module's docs).
-async fn delete_in_cluster(
-    id: u64,
-    tables: &TablesApi,
-    known: &ClusterTables,
-    routes: &Routes,
-) -> Response<Body> {
-    let holder = match known.delete(id).await {
-        Err(e) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::BrokerUnavailable,
-                &format!(
-                    "cannot reach Redis: {e}; retry (a DELETE that went through answers 404 \
-                     the second time)"
-                ),
-            )
-        }
-        Ok(Deletion::Unknown) => return not_found(),
-        Ok(Deletion::Deleted { holder }) => holder,
-    };
-    let closed = match holder {
-        None => None,
-        Some((node, _)) if Some(node.as_str()) == tables.games.node_id() => {
-            known.close_here(id).await.map(|i| info_json(&i))
-        }
-        Some((node, _)) => routes
-            .close_remote(&node, id)
-            .await
-            .flatten()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok()),
-    };
-    match closed {
-        Some(state) => ok(state),
-        None => json(
+async fn delete_in_cluster(id: u64, cluster: &dyn TableDirectory) -> Response<Body> {
+    match cluster.close(id).await {
+        Err(e) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::BrokerUnavailable,
+            &format!(
+                "cannot reach Redis: {e}; retry (a DELETE that went through answers 404 \
+                 the second time)"
+            ),
+        ),
+        Ok(Closing::Unknown) => not_found(),
+        Ok(Closing::Closed(state)) => ok(state),
+        Ok(Closing::Deleted) => json(
             StatusCode::ACCEPTED,
             json!({
                 "table": id,
@@ -259,18 +217,4 @@ async fn delete_in_cluster(
             .into_bytes(),
         ),
     }
-}
-
-/// A table's state as `GET /api/tables/{id}` (and `DELETE`) answer it.
-pub(crate) fn info_json(info: &TableInfo) -> Value {
-    let seats: Vec<Value> = info
-        .seats
-        .iter()
-        .map(|(seat, user, away)| json!({"seat": seat, "user": user, "away": away}))
-        .collect();
-    json!({
-        "table": entry_json(&info.entry),
-        "seats": seats,
-        "state": payload_json(&info.state),
-    })
 }

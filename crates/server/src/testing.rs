@@ -3,12 +3,19 @@
 //! drops the runtime: every socket closes at once and nothing says goodbye
 //! (not to clients, not to Redis), which is what a crashed node looks like to
 //! the rest of a cluster. Used by the cluster tests of this crate and of
-//! `herald-bench`.
+//! `herald-bench`. Test servers run Hold'em ([`games`]); a real server runs
+//! what the binary chooses.
 
 use crate::{Listeners, ServeArgs, ServerConfig};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// The games test servers run tables of: Hold'em, as `herald serve` does.
+pub fn games() -> Vec<Arc<dyn herald_game::GameFactory>> {
+    vec![herald_holdem::factory()]
+}
 
 /// A running server. Dropping it shuts it down gracefully (then, after a few
 /// seconds, regardless).
@@ -87,7 +94,7 @@ fn spawn_server(
             http: tokio::net::TcpListener::from_std(http).expect("listener"),
             tcp: Some(tokio::net::TcpListener::from_std(tcp).expect("listener")),
         };
-        if let Err(e) = crate::run(listeners, config, token).await {
+        if let Err(e) = crate::run(listeners, config, games(), token).await {
             tracing::error!(error = %e, "test server failed");
         }
     })

@@ -771,7 +771,7 @@ async fn a_bad_broker_url_is_refused_at_start() {
             broker: Some(bad.into()),
             ..ServeArgs::default()
         })
-        .map(herald_server::server::build);
+        .map(|c| herald_server::server::build(c, herald_server::testing::games()));
         assert!(!matches!(r, Ok(Ok(_))), "{bad} was accepted");
     }
 }

@@ -45,7 +45,11 @@ async fn start_tls() -> TlsServer {
     let addr = listener.local_addr().expect("addr");
     let token = CancellationToken::new();
     let t = token.clone();
-    tokio::spawn(async move { herald_server::run(listener, config, t).await.expect("run") });
+    tokio::spawn(async move {
+        herald_server::run(listener, config, herald_server::testing::games(), t)
+            .await
+            .expect("run")
+    });
     TlsServer {
         addr,
         ca: certified.cert.der().clone(),

@@ -58,7 +58,7 @@ async fn start_listeners(args: ServeArgs, with_tcp: bool) -> TestServer {
             http: listener,
             tcp,
         };
-        herald_server::run(listeners, config, token)
+        herald_server::run(listeners, config, herald_server::testing::games(), token)
             .await
             .expect("server run");
     });

@@ -107,7 +107,7 @@ struct Proxy {
 
 /// The edge → owner routes of one node (both sides: a node may be an edge
 /// for some tables and the owner of others).
-pub struct Routes {
+pub(crate) struct Routes {
     me: Weak<Routes>,
     broker: Arc<RedisBroker>,
     store: TableStore,
@@ -130,7 +130,7 @@ pub struct Routes {
     proxies: Mutex<HashMap<(Arc<str>, u64), Proxy>>,
     next_proxy: AtomicU64,
     /// Commands this node passed to another (for the log and tests).
-    pub routed: AtomicU64,
+    pub(crate) routed: AtomicU64,
 }
 
 impl std::fmt::Debug for Routes {
@@ -145,7 +145,7 @@ impl Routes {
     /// Starts routing for `engine` over `broker`'s node topics, for the
     /// cluster's tables (`known`); `lease` is the tables' lease (the
     /// owner watch runs every third of it).
-    pub fn start(
+    pub(crate) fn start(
         broker: &Arc<RedisBroker>,
         engine: &Arc<Engine>,
         known: Arc<ClusterTables>,
@@ -181,11 +181,6 @@ impl Routes {
         tokio::spawn(expire(Arc::downgrade(&routes)));
         tokio::spawn(watch_edges(Arc::downgrade(&routes)));
         routes
-    }
-
-    /// How long an edge waits for an answer before it answers 114.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     fn send_cmd(&self, client: &Arc<Client>, id: u32, table: u64, owner: Arc<str>, cmd: Command) {
@@ -348,7 +343,7 @@ impl Routes {
     /// `Some(None)`, the table does not run there; `None`, no answer in
     /// [`Routes::timeout`] (the owner died, or the message was lost: its
     /// keeper closes the table at its next scan if it is alive).
-    pub async fn close_remote(&self, owner: &str, table: u64) -> Option<Option<Bytes>> {
+    pub(crate) async fn close_remote(&self, owner: &str, table: u64) -> Option<Option<Bytes>> {
         let req = self.next_close.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         lock(&self.closes).insert(req, tx);
@@ -382,7 +377,7 @@ impl Routes {
             payload.put_u64(req);
             if let Some(info) = info {
                 payload.put_u8(1);
-                payload.put_slice(crate::tables::info_json(&info).to_string().as_bytes());
+                payload.put_slice(crate::json::info_json(&info).to_string().as_bytes());
             } else {
                 payload.put_u8(0);
             }

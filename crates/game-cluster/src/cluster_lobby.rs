@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// Starts filling `engine`'s lobby from the cluster's.
-pub fn start(broker: &Arc<RedisBroker>, engine: &Arc<Engine>) {
+pub(crate) fn start(broker: &Arc<RedisBroker>, engine: &Arc<Engine>) {
     let store = broker.table_store();
     let engine = Arc::downgrade(engine);
     let last = Arc::new(AtomicU64::new(0));

@@ -42,8 +42,7 @@
 //! that joins a running cluster takes only tables that become free; nothing
 //! is moved to it.
 
-use crate::config::tables::TableConfig;
-use herald_game::{Engine, EngineError, TableInfo, TableSpec};
+use herald_game::{Engine, EngineError, TableConfig, TableInfo, TableSpec};
 use herald_redis::registry::{Deletion, TableRegistry};
 use herald_redis::tables::{TableStore, TableStoreError};
 use herald_redis::{NodeInfo, RedisBroker};
@@ -53,7 +52,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The cluster's tables as this node knows them.
-pub struct ClusterTables {
+pub(crate) struct ClusterTables {
     registry: TableRegistry,
     /// Leases, read before claiming.
     store: TableStore,
@@ -73,10 +72,10 @@ pub struct ClusterTables {
 }
 
 /// Scans a free table waits for its preferred node before another claims it.
-pub const GRACE_SCANS: u32 = 2;
+pub(crate) const GRACE_SCANS: u32 = 2;
 
 /// Time after start before a keeper claims anything.
-pub const SETTLE: Duration = Duration::from_secs(2);
+pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 
 /// A node heartbeating within this many periods counts as live.
 const LIVE_BEATS: u64 = 2;
@@ -140,7 +139,7 @@ impl ClusterTables {
     /// Checks the configured tables and starts reading the registry; when
     /// `keep` (the node runs tables), the keeper claims tables too. Both
     /// end with the engine.
-    pub fn start(
+    pub(crate) fn start(
         broker: &Arc<RedisBroker>,
         engine: &Arc<Engine>,
         tables: &[TableConfig],
@@ -180,17 +179,17 @@ impl ClusterTables {
     }
 
     /// How many tables are configured (ids 1..=N).
-    pub fn configured(&self) -> u64 {
+    pub(crate) fn configured(&self) -> u64 {
         self.configured.len() as u64
     }
 
     /// Whether `table` is known deleted.
-    pub fn is_deleted(&self, table: u64) -> bool {
+    pub(crate) fn is_deleted(&self, table: u64) -> bool {
         read(&self.deleted).contains(&table)
     }
 
     /// Whether `table` is a table of the cluster as of the last scan.
-    pub fn knows(&self, table: u64) -> bool {
+    pub(crate) fn knows(&self, table: u64) -> bool {
         !self.is_deleted(table)
             && ((1..=self.configured()).contains(&table)
                 || read(&self.created).contains_key(&table))
@@ -198,14 +197,14 @@ impl ClusterTables {
 
     /// Whether `table` is in Redis's registry now (a table created since
     /// the last scan).
-    pub async fn is_listed(&self, table: u64) -> Result<bool, TableStoreError> {
+    pub(crate) async fn is_listed(&self, table: u64) -> Result<bool, TableStoreError> {
         self.registry.is_listed(table).await
     }
 
     /// Creates `count` tables of `spec` (checked by the caller) in the
     /// registry; returns their ids. A game node claims them at its next
     /// scan (this node's keeper at once).
-    pub async fn create(
+    pub(crate) async fn create(
         &self,
         spec: &TableConfig,
         count: u32,
@@ -228,7 +227,7 @@ impl ClusterTables {
     }
 
     /// Deletes `table` in Redis (see `table_delete.lua`).
-    pub async fn delete(&self, table: u64) -> Result<Deletion, TableStoreError> {
+    pub(crate) async fn delete(&self, table: u64) -> Result<Deletion, TableStoreError> {
         let d = self.registry.delete(table, self.configured()).await?;
         if matches!(d, Deletion::Deleted { .. }) {
             write(&self.deleted).insert(table);
@@ -241,7 +240,7 @@ impl ClusterTables {
     /// are told as on a single node), waits for its task to end, then
     /// retires its lease (the sentinel: never claimed again). Its last
     /// state, or `None` when it does not run here.
-    pub async fn close_here(&self, table: u64) -> Option<TableInfo> {
+    pub(crate) async fn close_here(&self, table: u64) -> Option<TableInfo> {
         let engine = self.engine.upgrade()?;
         let token = engine.leases().get(&table)?.token;
         let info = engine.close_table_and_wait(table).await.ok()?;
