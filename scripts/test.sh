@@ -39,7 +39,8 @@ fi
 echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# README.md, crates/*/README.md and docs/decisions/ cite no file that is gone.
+# README.md, crates/*/README.md, docs/ARCHITECTURE.md and docs/decisions/ cite
+# no file that is gone.
 scripts/check-doc-paths
 # No import circle among a crate's files (crates/server: none at all; other
 # crates: none beyond the old ones listed in scripts/module-cycles.known).

@@ -34,7 +34,9 @@ use crate::transport::ws::upgrade::Upgrades;
 use crate::transport::Drivers;
 use herald_core::outbox::Frame;
 use herald_core::{Node, Task};
+use herald_game_cluster::directory::TableDirectory;
 use herald_proto::DisconnectCode;
+use herald_redis::RedisBroker;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,119 +103,11 @@ pub fn build(
         (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
         _ => None,
     };
-    let spawner = Arc::new(|task: Task| {
-        tokio::spawn(task);
-    });
-    let (node, cluster) = match &config.redis {
-        None => (Node::with_memory_broker(config.node.clone(), spawner), None),
-        Some(url) => {
-            let hub = Arc::new(herald_core::Hub::new());
-            let mut cfg = herald_redis::RedisConfig::new(url.clone());
-            cfg.prefix = config.redis_prefix.clone();
-            cfg.retention = herald_core::Retention {
-                size: config.node.history_size,
-                ttl: config.node.history_ttl,
-            };
-            cfg.by_namespace = config.node.history_by_namespace.clone();
-            cfg.vacated_delay = config.pusher.vacated_delay;
-            let broker = herald_redis::RedisBroker::start(cfg, hub.clone())?;
-            let mut node_config = config.node.clone();
-            // Client ids are shown to every node (presence): a random base in
-            // the high bits keeps them unique across the cluster.
-            node_config.client_id_base = fastrand::u64(1..1 << 23) << 40;
-            let node = Node::new(node_config, hub, broker.clone(), broker.clone(), spawner);
-            tracing::info!(
-                node = broker.node_id(),
-                "cluster mode: channels, history and presence in redis"
-            );
-            (node, Some(broker))
-        }
-    };
-    let factories = games;
-    let games = match &cluster {
-        // In a cluster, tables (configured, or created over HTTP on any
-        // node) are durable and owned by one node at a time (decision
-        // 0009): the keeper claims them.
-        Some(broker) => herald_game::Engine::with_durability(
-            config.games.clone(),
-            factories,
-            herald_game::durable::Durability {
-                store: Arc::new(broker.table_store()),
-                lease: config.table_lease,
-            },
-        ),
-        None => herald_game::Engine::new(config.games.clone(), factories),
-    };
-    let mut table_directory = None;
-    match &cluster {
-        Some(broker) => {
-            let weak = Arc::downgrade(&node);
-            let engine = Arc::downgrade(&games);
-            let listen = config.listen.to_string();
-            let role = config.role.name();
-            broker.set_stats(Box::new(move || match weak.upgrade() {
-                Some(n) => serde_json::json!({
-                    "listen": listen,
-                    "clients": n.client_count(),
-                    "channels": n.hub.channel_count(),
-                    "publications": n.metrics.publications.get(),
-                    "uptime_s": n.now(),
-                    "version": n.config.version,
-                    "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
-                    "role": role,
-                }),
-                None => serde_json::Value::Null,
-            }));
-            // Tables owned by one node at a time, routes to their owners
-            // from every node, one lobby (decision 0009).
-            let directory = herald_game_cluster::start(
-                broker,
-                &games,
-                &config.tables,
-                herald_game_cluster::Options {
-                    lease: config.table_lease,
-                    runs_tables: config.role.runs_tables(),
-                    queue_bytes: config.node.client_queue_bytes,
-                },
-            )?;
-            table_directory = Some(directory);
-        }
-        None => {
-            for t in &config.tables {
-                let spec = t.spec();
-                for _ in 0..t.count {
-                    games.create_table(&spec)?;
-                }
-            }
-            if !config.tables.is_empty() {
-                tracing::info!(tables = games.table_count(), "game tables created");
-            }
-        }
-    }
-    node.set_games(games.clone());
-    let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher, cluster.is_some()));
-    if pusher.has_webhooks() {
-        let apps = pusher.clone();
-        node.hub
-            .set_observer(Box::new(move |channel, event| apps.observe(channel, event)));
-    }
-    if pusher.counts.is_some() {
-        let apps = pusher.clone();
-        node.hub
-            .set_count_hook(Box::new(move |channel| apps.count_changed(channel)));
-    }
+    let (node, cluster) = node(&config)?;
+    let (games, table_directory) = engine(&config, &node, cluster.as_ref(), games)?;
+    let pusher = pusher_apps(&config, &node, cluster.is_some());
     let tracker = TaskTracker::new();
-    let parker = if config.hibernate_after.is_zero() {
-        None
-    } else {
-        match crate::hibernate::Parker::start(config.hibernate_after, tracker.clone()) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                tracing::warn!(error = %e, "idle connections cannot hibernate");
-                None
-            }
-        }
-    };
+    let parker = parker(&config, &tracker);
     let stopping = CancellationToken::new();
     let drivers = Arc::new(Drivers {
         node: node.clone(),
@@ -289,6 +183,149 @@ pub fn build(
         per_ip: Arc::new(PerIp::new(config.max_connections_per_ip)),
         config,
     }))
+}
+
+/// The node and, in cluster mode, its Redis broker.
+fn node(config: &ServerConfig) -> Result<(Arc<Node>, Option<Arc<RedisBroker>>), ServerError> {
+    let spawner = Arc::new(|task: Task| {
+        tokio::spawn(task);
+    });
+    Ok(match &config.redis {
+        None => (Node::with_memory_broker(config.node.clone(), spawner), None),
+        Some(url) => {
+            let hub = Arc::new(herald_core::Hub::new());
+            let mut cfg = herald_redis::RedisConfig::new(url.clone());
+            cfg.prefix = config.redis_prefix.clone();
+            cfg.retention = herald_core::Retention {
+                size: config.node.history_size,
+                ttl: config.node.history_ttl,
+            };
+            cfg.by_namespace = config.node.history_by_namespace.clone();
+            cfg.vacated_delay = config.pusher.vacated_delay;
+            let broker = herald_redis::RedisBroker::start(cfg, hub.clone())?;
+            let mut node_config = config.node.clone();
+            // Client ids are shown to every node (presence): a random base in
+            // the high bits keeps them unique across the cluster.
+            node_config.client_id_base = fastrand::u64(1..1 << 23) << 40;
+            let node = Node::new(node_config, hub, broker.clone(), broker.clone(), spawner);
+            tracing::info!(
+                node = broker.node_id(),
+                "cluster mode: channels, history and presence in redis"
+            );
+            (node, Some(broker))
+        }
+    })
+}
+
+/// The game engine and, in a cluster, the directory of its tables.
+type Games = (Arc<herald_game::Engine>, Option<Arc<dyn TableDirectory>>);
+
+/// The game engine with the binary's `games`, and the tables it starts
+/// with: created here on one node; in a cluster durable, claimed by the
+/// keeper (decision 0009), and reached by `/api/tables` through the
+/// returned directory.
+fn engine(
+    config: &ServerConfig,
+    node: &Arc<Node>,
+    cluster: Option<&Arc<RedisBroker>>,
+    games: Vec<Arc<dyn herald_game::GameFactory>>,
+) -> Result<Games, ServerError> {
+    let factories = games;
+    let games = match cluster {
+        // In a cluster, tables (configured, or created over HTTP on any
+        // node) are durable and owned by one node at a time (decision
+        // 0009): the keeper claims them.
+        Some(broker) => herald_game::Engine::with_durability(
+            config.games.clone(),
+            factories,
+            herald_game::durable::Durability {
+                store: Arc::new(broker.table_store()),
+                lease: config.table_lease,
+            },
+        ),
+        None => herald_game::Engine::new(config.games.clone(), factories),
+    };
+    let mut table_directory = None;
+    match cluster {
+        Some(broker) => {
+            let weak = Arc::downgrade(node);
+            let engine = Arc::downgrade(&games);
+            let listen = config.listen.to_string();
+            let role = config.role.name();
+            broker.set_stats(Box::new(move || match weak.upgrade() {
+                Some(n) => serde_json::json!({
+                    "listen": listen,
+                    "clients": n.client_count(),
+                    "channels": n.hub.channel_count(),
+                    "publications": n.metrics.publications.get(),
+                    "uptime_s": n.now(),
+                    "version": n.config.version,
+                    "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
+                    "role": role,
+                }),
+                None => serde_json::Value::Null,
+            }));
+            // Tables owned by one node at a time, routes to their owners
+            // from every node, one lobby (decision 0009).
+            let directory = herald_game_cluster::start(
+                broker,
+                &games,
+                &config.tables,
+                herald_game_cluster::Options {
+                    lease: config.table_lease,
+                    runs_tables: config.role.runs_tables(),
+                    queue_bytes: config.node.client_queue_bytes,
+                },
+            )?;
+            table_directory = Some(directory);
+        }
+        None => {
+            for t in &config.tables {
+                let spec = t.spec();
+                for _ in 0..t.count {
+                    games.create_table(&spec)?;
+                }
+            }
+            if !config.tables.is_empty() {
+                tracing::info!(tables = games.table_count(), "game tables created");
+            }
+        }
+    }
+    node.set_games(games.clone());
+    node.set_games(games.clone());
+    Ok((games, table_directory))
+}
+
+/// The Pusher apps, hooked to the hub when they send webhooks or counts.
+fn pusher_apps(config: &ServerConfig, node: &Arc<Node>, cluster: bool) -> Arc<Apps> {
+    let pusher = Arc::new(crate::pusher::Apps::new(&config.pusher, cluster));
+    if pusher.has_webhooks() {
+        let apps = pusher.clone();
+        node.hub
+            .set_observer(Box::new(move |channel, event| apps.observe(channel, event)));
+    }
+    if pusher.counts.is_some() {
+        let apps = pusher.clone();
+        node.hub
+            .set_count_hook(Box::new(move |channel| apps.count_changed(channel)));
+    }
+    pusher
+}
+
+/// The parking place of idle connections, unless `--hibernate-after 0` (or
+/// it cannot start: then connections just stay on the runtime).
+fn parker(config: &ServerConfig, tracker: &TaskTracker) -> Option<Arc<crate::hibernate::Parker>> {
+    if config.hibernate_after.is_zero() {
+        None
+    } else {
+        match crate::hibernate::Parker::start(config.hibernate_after, tracker.clone()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "idle connections cannot hibernate");
+                None
+            }
+        }
+    }
 }
 
 /// The sockets a server serves.
