@@ -28,21 +28,21 @@
 //! - [`tls`]: loading certificates for HTTPS/WSS.
 //! - [`rewind`]: replaying bytes already read to hyper.
 
-pub mod api;
+pub(crate) mod api;
 pub mod auth;
 pub mod config;
 pub mod conn;
-pub mod demo;
-pub mod hibernate;
+pub(crate) mod demo;
+pub(crate) mod hibernate;
 pub mod http;
-pub mod limits;
-pub mod metrics;
+pub(crate) mod limits;
+pub(crate) mod metrics;
 pub mod pusher;
-pub mod respond;
-pub mod rewind;
-pub mod routes;
+pub(crate) mod respond;
+pub(crate) mod rewind;
+pub(crate) mod routes;
 pub mod server;
-pub mod tables;
+pub(crate) mod tables;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 pub mod tls;

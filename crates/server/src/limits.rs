@@ -57,6 +57,7 @@ impl PerIp {
     }
 
     /// Open connections from `ip`.
+    #[cfg(test)]
     pub fn count(&self, ip: IpAddr) -> usize {
         self.counts.lock(&ip).get(&ip).copied().unwrap_or(0)
     }
