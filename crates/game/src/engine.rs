@@ -179,7 +179,7 @@ pub enum EngineError {
 }
 
 /// Carries game commands for tables that run on another node of the
-/// cluster to their owner (decision 0009; the server's `table_routes`).
+/// cluster to their owner (decision 0009; `table_routes` in herald-game-cluster).
 ///
 /// Contract: both methods return at once; [`Router::forward`] answers the
 /// command (reply or error with its id, exactly once) whatever happens, as

@@ -1,7 +1,7 @@
 //! The route table: which endpoint a request's path names, consulted by both
 //! HTTP paths — Herald's lean HTTP/1.1 path ([`crate::http`], which takes
 //! WebSocket upgrades, event streams and long-polls itself) and hyper's
-//! ([`crate::http::hyper`], everything else, and all of HTTP/2).
+//! ([`crate::http::service`], everything else, and all of HTTP/2).
 //!
 //! One table, so that a path cannot mean one thing on one path and another
 //! on the other. What each path does with a route (a method it does not

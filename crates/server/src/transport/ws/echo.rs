@@ -6,7 +6,7 @@
 //! echoes every message back, text as text and binary as binary. Herald's own
 //! protocol on `/ws` answers JSON commands, so it cannot be probed that way.
 //! This handler is the whole difference: the upgrade goes through the same
-//! `http.rs` handshake, origin check and limits as `/ws`, and the frames
+//! `upgrade.rs` handshake, origin check and limits as `/ws`, and the frames
 //! through the same [`WsWire`](super::WsWire) and connection driver
 //! (`conn.rs`), so what the tool checks is the code that serves real clients.
 //!
