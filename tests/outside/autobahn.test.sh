@@ -3,7 +3,7 @@
 #
 # 1. server: `wstest -m fuzzingclient` against the real binary's connection
 #    driver: `herald serve --test-echo-route` (hidden flag) serves /echo
-#    through the same handshake (http.rs), framing (ws/mod.rs, crates/ws) and
+#    through the same handshake (transport/ws/upgrade.rs), framing (transport/ws/mod.rs, crates/ws) and
 #    driver (conn.rs) as /ws, with an echo handler (ws/echo.rs).
 # 2. client: `wstest -m fuzzingserver` against the load generator's client:
 #    `herald bench __autobahn-client` (hidden) drives the bench's own engine

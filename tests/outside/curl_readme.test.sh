@@ -158,7 +158,7 @@ if n < 4:
 sys.exit(1 if bad else 0)
 EOF
 ok
-# protocol.md §1 and crates/server/src/poll.rs: long-polling, step by step.
+# protocol.md §1 and crates/server/src/transport/poll/: long-polling, step by step.
 req POST /poll
 expect 200 '\{"session":"[0-9a-f]{32}","timeout":25\}' "POST /poll opens a session"
 [ "$CTYPE" = "$JSON" ] || fail "POST /poll content-type $CTYPE"

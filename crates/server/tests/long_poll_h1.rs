@@ -1,5 +1,5 @@
 //! Long-polling on one kept-alive HTTP/1.1 connection is served off hyper
-//! (`serve_polls` in `crates/server/src/http.rs`): read here byte for byte
+//! (`serve_polls` in `crates/server/src/http/mod.rs`): read here byte for byte
 //! from a raw socket — open, send, poll on the same connection, pipelined
 //! requests, a body over the limit, `connection: close`, and a request of
 //! another kind handed on to hyper.

@@ -1,5 +1,5 @@
 //! An event stream that opens an HTTP/1.1 connection is served off hyper, by
-//! Herald's own driver (`crates/server/src/h1.rs`): read here byte for byte
+//! Herald's own driver (`crates/server/src/transport/sse/conn.rs`): read here byte for byte
 //! from a raw socket — the head, the chunked events, the end on shutdown, a
 //! client that goes away, and an error answer after which the connection
 //! goes on serving requests.
