@@ -86,6 +86,10 @@ pub struct GameMetrics {
     /// Messages a durable table handled in a group after the first, i.e.
     /// saved by another message's save (group commit per table).
     pub grouped: Counter,
+    /// Tables closed because their game failed (a panic, or a
+    /// [`crate::Game::fault`]: a scripted game's exception, time-out,
+    /// memory cap or malformed output).
+    pub failed: Counter,
 }
 
 /// What a table is created from (the TOML file's `[[tables]]` or

@@ -107,6 +107,17 @@ pub trait Game: Send + 'static {
     fn save(&self) -> Option<Vec<u8>> {
         None
     }
+
+    /// Why this game can no longer run, if it failed without panicking (a
+    /// scripted game threw, ran past its CPU budget or memory cap, or sent
+    /// something that is not JSON): the engine checks it after every call,
+    /// [`Game::save`] included, and closes the table as for a panic
+    /// (everyone gets `unseat` with code 100). A game that reports a fault
+    /// must not be relied on afterwards: the engine calls it no more.
+    /// Default: never.
+    fn fault(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a game refused an action. The message reaches the player.

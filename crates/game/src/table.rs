@@ -306,7 +306,15 @@ impl Table {
         if !touched || self.durable.is_none() {
             return true;
         }
-        let record = match self.record() {
+        let record = self.record();
+        if self.faulted() {
+            // The game's state cannot be saved (a scripted game's state is
+            // not JSON, or too large): close the table as failed, now.
+            self.close(ErrorCode::Internal, "the table failed and was closed");
+            self.flush();
+            return false;
+        }
+        let record = match record {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(table = self.id, "cannot save the table: {e}");
@@ -579,7 +587,7 @@ impl Table {
         Flow::Continue
     }
 
-    fn info(&self) -> TableInfo {
+    fn info(&mut self) -> TableInfo {
         TableInfo {
             entry: self.entry(),
             seats: self
@@ -642,12 +650,15 @@ impl Table {
         let refused =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.game.can_sit(seat, &user, data)));
         match refused {
+            Ok(_) if self.faulted() => {
+                return self.error(&client, id, ErrorCode::Internal, "the table failed");
+            }
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
                 return self.error(&client, id, ErrorCode::SeatUnavailable, &reason);
             }
             Err(_) => {
-                self.failed = true;
+                self.fail("the game panicked");
                 return self.error(&client, id, ErrorCode::Internal, "the table failed");
             }
         }
@@ -773,6 +784,9 @@ impl Table {
         let game = &mut *self.game;
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| game.act(&mut ctx, seat, data)));
         match result {
+            Ok(_) if self.faulted() => {
+                self.error(client, id, ErrorCode::Internal, "the table failed")
+            }
             Ok(Ok(())) => {
                 self.reply(client, id, Reply::Act);
                 self.shared.metrics.action_latency.observe(at.elapsed());
@@ -780,7 +794,7 @@ impl Table {
             }
             Ok(Err(e)) => self.error(client, id, ErrorCode::ActionRefused, &e.to_string()),
             Err(_) => {
-                self.failed = true;
+                self.fail("the game panicked");
                 self.error(client, id, ErrorCode::Internal, "the table failed");
             }
         }
@@ -854,15 +868,48 @@ impl Table {
         let mut ctx = Ctx::new();
         let game = &mut *self.game;
         if std::panic::catch_unwind(AssertUnwindSafe(|| f(game, &mut ctx))).is_err() {
-            tracing::error!(table = self.id, "game panicked; closing the table");
-            self.failed = true;
+            self.fail("the game panicked");
+            return;
+        }
+        if self.faulted() {
             return;
         }
         self.apply(ctx);
     }
 
-    fn snapshot(&self, seat: Option<Seat>) -> Bytes {
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.game.snapshot(seat))).unwrap_or_default()
+    /// Marks the table failed (closed at the end of this message), once:
+    /// logged and counted.
+    fn fail(&mut self, why: &str) {
+        if !self.failed {
+            tracing::error!(table = self.id, game = %self.game_name, "{why}; closing the table");
+            self.shared.metrics.failed.inc();
+            self.failed = true;
+        }
+    }
+
+    /// True if the game has failed, by a panic earlier or by reporting a
+    /// [`Game::fault`] now (then the table is marked failed).
+    fn faulted(&mut self) -> bool {
+        if !self.failed {
+            if let Some(why) = self.game.fault() {
+                self.fail(&format!("the game failed: {why}"));
+            }
+        }
+        self.failed
+    }
+
+    /// The game's view for `seat`; empty if the game panics or faults (the
+    /// fault closes the table at the end of this message).
+    fn snapshot(&mut self, seat: Option<Seat>) -> Bytes {
+        let view = std::panic::catch_unwind(AssertUnwindSafe(|| self.game.snapshot(seat)));
+        match view {
+            Ok(v) if !self.faulted() => v,
+            Ok(_) => Bytes::new(),
+            Err(_) => {
+                self.fail("the game panicked");
+                Bytes::new()
+            }
+        }
     }
 
     fn apply(&mut self, mut ctx: Ctx) {

@@ -48,6 +48,9 @@ pub struct Harness {
     pub hands: u64,
     /// Seats the game stood up, with the reason.
     pub unseated: Vec<(Seat, String)>,
+    /// The game's [`Game::fault`], once it reported one: as in the engine,
+    /// the game is not called again (the table would be closed).
+    pub fault: Option<String>,
 }
 
 impl Harness {
@@ -63,6 +66,7 @@ impl Harness {
             attrs: Map::new(),
             hands: 0,
             unseated: Vec::new(),
+            fault: None,
         };
         h.with_ctx(|g, ctx| g.created(ctx));
         h
@@ -108,7 +112,14 @@ impl Harness {
         if self.seats.contains_key(&seat) {
             return Err("seat taken".into());
         }
-        self.game.can_sit(seat, user, data)?;
+        if self.fault.is_some() {
+            return Err("the table failed".into());
+        }
+        let allowed = self.game.can_sit(seat, user, data);
+        if self.check_fault() {
+            return Err("the table failed".into());
+        }
+        allowed?;
         self.seats.insert(seat, user.to_string());
         let user = user.to_string();
         let data = data.to_vec();
@@ -143,10 +154,39 @@ impl Harness {
         if !self.seats.contains_key(&seat) {
             return Err(ActionError::OutOfTurn("not seated".into()));
         }
+        if self.fault.is_some() {
+            return Err(ActionError::OutOfTurn("the table failed".into()));
+        }
         let mut ctx = Ctx::new();
         let r = self.game.act(&mut ctx, seat, data);
-        self.apply(ctx);
+        if !self.check_fault() {
+            self.apply(ctx);
+        }
         r
+    }
+
+    /// The game's view for `seat` (a watcher's for `None`), as the engine
+    /// would send it.
+    pub fn snapshot(&mut self, seat: Option<Seat>) -> Bytes {
+        let view = self.game.snapshot(seat);
+        self.check_fault();
+        view
+    }
+
+    /// The game's [`Game::save`], as the engine takes it after each message
+    /// in a cluster.
+    pub fn save(&mut self) -> Option<Vec<u8>> {
+        let saved = self.game.save();
+        self.check_fault();
+        saved
+    }
+
+    /// Records the game's fault, if it reports one now; true if it failed.
+    fn check_fault(&mut self) -> bool {
+        if self.fault.is_none() {
+            self.fault = self.game.fault();
+        }
+        self.fault.is_some()
     }
 
     /// Moves the clock forward by `d`, firing every timer that falls due,
@@ -207,9 +247,14 @@ impl Harness {
     }
 
     fn with_ctx(&mut self, f: impl FnOnce(&mut dyn Game, &mut Ctx)) {
+        if self.fault.is_some() {
+            return;
+        }
         let mut ctx = Ctx::new();
         f(&mut *self.game, &mut ctx);
-        self.apply(ctx);
+        if !self.check_fault() {
+            self.apply(ctx);
+        }
     }
 
     fn apply(&mut self, mut ctx: Ctx) {

@@ -22,7 +22,7 @@
 //! | `herald_cluster_node_clients`, `herald_cluster_node_last_seen_seconds` | gauge | `node` |
 //! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
 //! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
-//! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total` | counter | — |
+//! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
 //! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
 
@@ -351,6 +351,11 @@ fn games(out: &mut String, scrape: &Scrape) {
             "herald_game_events_total",
             "Game messages queued to clients, one per recipient.",
             m.events.get(),
+        ),
+        (
+            "herald_game_tables_failed_total",
+            "Tables closed because their game failed (panic, or a scripted game's fault).",
+            m.failed.get(),
         ),
         (
             "herald_game_saves_total",
