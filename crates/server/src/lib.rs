@@ -41,6 +41,7 @@ pub mod pusher;
 pub(crate) mod respond;
 pub(crate) mod rewind;
 pub(crate) mod routes;
+pub(crate) mod scripts;
 pub mod server;
 pub(crate) mod tables;
 #[cfg(any(test, feature = "test-util"))]

@@ -25,6 +25,7 @@
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
 //! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
+//! | `herald_script_faults_total` | counter | `game`, `kind` (exception, timeout, memory, output): game module faults, each closing its table |
 
 use crate::hibernate::Parker;
 use crate::respond::{full, Body};
@@ -63,6 +64,8 @@ pub struct Scrape {
     pub cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// The game engine.
     pub games: Arc<herald_game::Engine>,
+    /// The game modules (their faults).
+    pub scripts: Arc<crate::scripts::Scripts>,
 }
 
 /// `GET /metrics`: every metric, as Prometheus's text format.
@@ -86,7 +89,24 @@ pub fn render(scrape: &Scrape) -> String {
         cluster(&mut out, c);
     }
     games(&mut out, scrape);
+    scripts(&mut out, scrape);
     out
+}
+
+/// Game modules' faults, by game and kind (each closed its table).
+fn scripts(out: &mut String, scrape: &Scrape) {
+    let name = "herald_script_faults_total";
+    head(
+        out,
+        name,
+        "counter",
+        "Game module faults that closed a table, by game and kind.",
+    );
+    for (game, counts) in scrape.scripts.faults() {
+        for (kind, n) in herald_script::FaultCounts::KINDS.iter().zip(counts.get()) {
+            let _ = writeln!(out, "{name}{{game=\"{game}\",kind=\"{kind}\"}} {n}");
+        }
+    }
 }
 
 /// Connections: open, accepted, refused, hibernated, ended.

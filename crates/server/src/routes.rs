@@ -35,6 +35,8 @@ pub enum Route {
     Nodes,
     /// `/api/tables`, `/api/tables/{id}`.
     Tables,
+    /// `/api/games`, `/api/games/{name}/reload`.
+    Games,
     /// `/apps/{id}/...`: Pusher's HTTP API.
     PusherApi,
     /// Anything else: a page of the demo (`/`, `/demo.js`, ...) or 404.
@@ -56,8 +58,10 @@ impl Route {
             "/api/publish" => Route::Publish,
             "/api/nodes" => Route::Nodes,
             "/api/tables" => Route::Tables,
+            "/api/games" => Route::Games,
             p if p.starts_with("/poll/") => Route::Poll,
             p if p.starts_with("/api/tables/") => Route::Tables,
+            p if p.starts_with("/api/games/") => Route::Games,
             p if p.starts_with("/app/") => Route::PusherWs,
             p if p.starts_with("/apps/") => Route::PusherApi,
             _ => Route::Page,
@@ -107,6 +111,8 @@ mod tests {
             ("/api/nodes", Route::Nodes),
             ("/api/tables", Route::Tables),
             ("/api/tables/7", Route::Tables),
+            ("/api/games", Route::Games),
+            ("/api/games/dice/reload", Route::Games),
             ("/apps/1/events", Route::PusherApi),
             ("/", Route::Page),
             ("/demo.js", Route::Page),

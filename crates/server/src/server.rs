@@ -89,6 +89,9 @@ pub enum ServerError {
     /// A configured table could not be created.
     #[error("[[tables]]: {0}")]
     Table(#[from] herald_game::EngineError),
+    /// A `[[games]]` module could not be loaded.
+    #[error("[[games]]: {0}")]
+    Module(#[from] herald_script::LoadError),
 }
 
 /// Builds every piece of a server's state for `config`, on the current tokio
@@ -103,6 +106,8 @@ pub fn build(
         (Some(cert), Some(key)) => Some(crate::tls::acceptor(cert, key)?),
         _ => None,
     };
+    let (scripts, games) = crate::scripts::load(&config.game_modules, games)?;
+    let scripts = Arc::new(scripts);
     let (node, cluster) = node(&config)?;
     let (games, table_directory) = engine(&config, &node, cluster.as_ref(), games)?;
     let pusher = pusher_apps(&config, &node, cluster.is_some());
@@ -161,7 +166,9 @@ pub fn build(
             parker,
             cluster: cluster.clone(),
             games: games.clone(),
+            scripts: scripts.clone(),
         },
+        scripts,
         tables: TablesApi {
             games,
             cluster: table_directory,

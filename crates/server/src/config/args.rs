@@ -4,6 +4,7 @@
 //! turns the result into a [`super::ServerConfig`]. The `[default: …]` each
 //! help text states is checked against [`super::defaults`] by a test.
 
+use super::games::GameModule;
 use super::tables::TableConfig;
 use crate::auth::NamespaceRule;
 use serde::Deserialize;
@@ -238,6 +239,14 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_ROLE")]
     pub role: Option<String>,
 
+    /// Game modules in JavaScript; TOML only (`[[games]]` with `name`,
+    /// `module` (the file), and optional `cpu_ms` (100), `memory_mb` (16),
+    /// `max_message` (65536), `max_state` (1048576), `shards` (one per
+    /// core); docs/games.md) [default: none].
+    #[arg(skip)]
+    #[serde(default)]
+    pub games: Vec<GameModule>,
+
     /// Game tables created at start-up; TOML only (`[[tables]]` with `game`
     /// (e.g. `"holdem"`), `seats`, optional `count` (default 1), `timing`
     /// (default `"normal"`), `path` (lobby path, default
@@ -314,6 +323,11 @@ impl ServeArgs {
             lobby_interval: self.lobby_interval.or(other.lobby_interval),
             table_lease: self.table_lease.or(other.table_lease),
             role: self.role.or(other.role),
+            games: if self.games.is_empty() {
+                other.games
+            } else {
+                self.games
+            },
             tables: if self.tables.is_empty() {
                 other.tables
             } else {

@@ -15,12 +15,14 @@
 pub mod args;
 pub mod defaults;
 pub mod error;
+pub mod games;
 mod resolve;
 pub mod secret;
 pub mod tables;
 
 pub use args::ServeArgs;
 pub use error::ConfigError;
+pub use games::GameModule;
 pub use secret::Secret;
 pub use tables::TableConfig;
 
@@ -85,6 +87,8 @@ pub struct ServerConfig {
     pub node: NodeConfig,
     /// Game engine settings.
     pub games: herald_game::EngineConfig,
+    /// Game modules in JavaScript (`[[games]]`), loaded at start-up.
+    pub game_modules: Vec<GameModule>,
     /// Tables created at start-up.
     pub tables: Vec<TableConfig>,
     /// A game table's lease in a cluster (`--table-lease`, default 3 s).

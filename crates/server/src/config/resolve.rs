@@ -177,6 +177,7 @@ impl ServerConfig {
             tls_key: a.tls_key,
             node,
             games,
+            game_modules: a.games,
             tables: a.tables,
             table_lease,
             role,
@@ -298,6 +299,20 @@ fn games_config(a: &ServeArgs) -> Result<herald_game::EngineConfig, ConfigError>
         return Err(ConfigError::Invalid(
             "lobby_interval must be 1 to 60000 ms".into(),
         ));
+    }
+    for (i, g) in a.games.iter().enumerate() {
+        if g.name.is_empty() || a.games[..i].iter().any(|o| o.name == g.name) {
+            return Err(ConfigError::Invalid(format!(
+                "[[games]] name = {:?}: empty or given twice",
+                g.name
+            )));
+        }
+        if g.cpu_ms == Some(0) || g.memory_mb == Some(0) || g.shards == Some(0) {
+            return Err(ConfigError::Invalid(format!(
+                "[[games]] {}: cpu_ms, memory_mb and shards are at least 1",
+                g.name
+            )));
+        }
     }
     for t in &a.tables {
         if t.count == 0 || t.count > defaults::TABLES_PER_ENTRY_MAX {

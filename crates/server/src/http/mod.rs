@@ -84,6 +84,8 @@ pub struct Http {
     pub metrics: Scrape,
     /// `/api/tables`.
     pub tables: TablesApi,
+    /// `/api/games`: the game modules.
+    pub scripts: Arc<crate::scripts::Scripts>,
     /// Pusher's HTTP API (`/apps/...`).
     pub pusher: PusherApi,
 }

@@ -125,6 +125,7 @@ pub async fn handle(req: Request<Incoming>, http: Arc<Http>) -> Result<Response<
         Route::Publish => crate::api::publish(req, &http.api).await,
         Route::Nodes if get => crate::api::nodes(&http.api),
         Route::Tables => crate::tables::handle(req, &http.tables).await,
+        Route::Games => crate::scripts::handle(&req, &http.scripts),
         // An event stream is a GET without a body (EventSource never sends
         // one); one that comes with a body would leave that body unread on a
         // connection held open for as long as the stream lasts.
