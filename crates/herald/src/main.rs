@@ -31,6 +31,39 @@ enum Command {
     /// Mint a token (HS256 with the server's secret, or RS256/ES256 with a
     /// private key): `herald token --user U --channel C --ttl 1h`.
     Token(herald_server::auth::mint::TokenArgs),
+    /// Game modules: `herald game test MODULE` plays one headless with its
+    /// bots (docs/games.md).
+    #[command(subcommand)]
+    Game(GameCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum GameCommand {
+    /// Play a module's tables with its `bot` in every seat on the engine's
+    /// fake-clock harness: no socket, no wall clock; saves and restores
+    /// each table halfway. Exits non-zero on any fault.
+    Test(GameTestArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct GameTestArgs {
+    /// The module (one ES module file exporting `game` and `bot`).
+    module: std::path::PathBuf,
+    /// Tables to play.
+    #[arg(long, default_value_t = 10)]
+    tables: u32,
+    /// Seats per table, each with a bot.
+    #[arg(long, default_value_t = 2)]
+    seats: u32,
+    /// Actions per table at most.
+    #[arg(long, default_value_t = 2000)]
+    actions: u64,
+    /// The first table's random seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Table parameters, a JSON object (what `created` gets as `params`).
+    #[arg(long, default_value = "{}")]
+    params: String,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,7 +76,46 @@ fn main() -> anyhow::Result<()> {
             println!("{token}");
             Ok(())
         }
+        Command::Game(GameCommand::Test(args)) => game_test(&args),
     }
+}
+
+fn game_test(a: &GameTestArgs) -> anyhow::Result<()> {
+    use herald_script::{bots::Bots, selfplay, Limits, ScriptFactory};
+    let params: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&a.params).context("--params must be a JSON object")?;
+    let name = a
+        .module
+        .file_stem()
+        .map_or("game".into(), |s| s.to_string_lossy().into_owned());
+    let factory = ScriptFactory::load(&name, &a.module, Limits::default(), 1)?;
+    let bots = Bots::load(&a.module, Limits::default())?;
+    let opts = selfplay::Options {
+        tables: a.tables,
+        seats: a.seats,
+        actions: a.actions,
+        seed: a.seed,
+        params,
+    };
+    let reports = selfplay::run(&factory.current(), &bots, &opts);
+    let mut failed = 0;
+    for (i, r) in reports.iter().enumerate() {
+        println!(
+            "table {}: {} actions ({} refused), {} timers, {} hands, {} messages, {} unseated, restored: {}{}",
+            i + 1,
+            r.actions,
+            r.refused,
+            r.timers,
+            r.hands,
+            r.messages,
+            r.unseated,
+            r.restored,
+            r.fault.as_ref().map_or(String::new(), |f| format!(", FAULT: {f}")),
+        );
+        failed += usize::from(r.fault.is_some() || (!r.restored && r.actions >= 2));
+    }
+    anyhow::ensure!(failed == 0, "{failed} of {} tables failed", reports.len());
+    Ok(())
 }
 
 fn unix_now() -> u64 {

@@ -17,11 +17,15 @@
 //! - [`rng`]: the generator behind `ctx.random()`.
 //! - [`bots`]: a module's `bot` export, for `herald bench bots --game` and
 //!   `herald game test`.
+//! - [`selfplay`] (feature `harness`): `herald game test`, a module played
+//!   by its bots on the engine's fake-clock harness.
 //! - `prelude.js`: the JavaScript side of the glue.
 
 mod alloc;
 pub mod bots;
 pub mod rng;
+#[cfg(feature = "harness")]
+pub mod selfplay;
 mod shard;
 mod table;
 
