@@ -73,14 +73,23 @@ pub struct BotsArgs {
     #[arg(short = 's', long, default_value_t = 100)]
     pub payload: usize,
     /// What the bots do: `publish` actions to a table channel (the
-    /// default, above), or play `holdem` on the server's game tables
-    /// (crate::holdem; --rate, --table-size and --payload do not apply).
-    #[arg(long, value_enum, default_value = "publish")]
+    /// default, above), play `holdem` on the server's game tables
+    /// (crate::holdem), or play the scripted game of that name with the
+    /// `bot` of its module (`--game NAME --module FILE`, crate::scripted);
+    /// --rate, --table-size and --payload apply to `publish` only.
+    #[arg(long, default_value = "publish", value_parser = BotGame::parse)]
     pub game: BotGame,
-    /// --game holdem: the lobby branch the bots subscribe to and pick
-    /// tables from ("" = every table) [default: ""].
-    #[arg(long, default_value = "")]
-    pub lobby: String,
+    /// --game NAME (a scripted game): the game's module, whose `bot` export
+    /// plays (docs/games.md); required for a scripted game, refused
+    /// otherwise.
+    #[arg(long)]
+    pub module: Option<std::path::PathBuf>,
+    /// --game holdem or a scripted game: the lobby branch the bots
+    /// subscribe to and pick tables from ("" = every table) [default: ""
+    /// for holdem, "NAME" for a scripted game, whose tables are then the
+    /// ones under NAME/].
+    #[arg(long)]
+    pub lobby: Option<String>,
     /// --game holdem: each bot leaves the lobby (`lobby_off`) once seated, so
     /// the measured play carries no lobby traffic (seed 000 left it out); a
     /// bot that must find another table subscribes again.
@@ -109,15 +118,60 @@ pub struct BotsArgs {
     pub common: CommonArgs,
 }
 
-/// What the bots do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What the bots do: `--game publish|holdem|NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BotGame {
     /// Publish actions to a table channel and wait for each reply (seed
     /// 003's one action per bot per second).
     Publish,
     /// Play Texas Hold'em at the server's tables (`crate::holdem`).
     Holdem,
+    /// Play the scripted game of this name (`[[games]] name` on the
+    /// server) with its module's `bot` (`crate::scripted`).
+    Script(String),
+}
+
+impl BotGame {
+    /// `--game`'s parser: `publish`, `holdem`, or any other game name
+    /// (the characters a lobby path segment may hold).
+    pub fn parse(s: &str) -> Result<BotGame, String> {
+        match s {
+            "publish" => Ok(BotGame::Publish),
+            "holdem" => Ok(BotGame::Holdem),
+            "" => Err("a game name: publish, holdem, or a scripted game's name".into()),
+            name if name.contains('/') || name.chars().any(char::is_whitespace) => Err(format!(
+                "{name:?} is not a game name (no '/' or spaces: it is the first segment of the game's lobby paths)"
+            )),
+            name => Ok(BotGame::Script(name.to_string())),
+        }
+    }
+
+    /// `--module` goes with a scripted game only.
+    pub(crate) fn refuse_module(args: &BotsArgs) -> Result<(), BenchError> {
+        match (&args.game, &args.module) {
+            (BotGame::Script(_), _) | (_, None) => Ok(()),
+            (game, Some(_)) => Err(BenchError::Args(format!(
+                "--module is for a scripted game's bots, not --game {}",
+                game.name()
+            ))),
+        }
+    }
+
+    /// The name as given to `--game`.
+    pub fn name(&self) -> &str {
+        match self {
+            BotGame::Publish => "publish",
+            BotGame::Holdem => "holdem",
+            BotGame::Script(name) => name,
+        }
+    }
+}
+
+/// In result files: the name as given to `--game`.
+impl Serialize for BotGame {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// One step of a bots run.
@@ -452,10 +506,12 @@ impl Scenario for Bots {
 /// with [`crate::holdem::run`] instead (`herald bench bots` dispatches).
 pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     if args.game != BotGame::Publish {
-        return Err(BenchError::Args(
-            "--game holdem runs with holdem::run, not bots::run".into(),
-        ));
+        return Err(BenchError::Args(format!(
+            "--game {} runs with holdem::run or scripted::run, not bots::run",
+            args.game.name()
+        )));
     }
+    BotGame::refuse_module(args)?;
     if args.bots == 0 || args.rate.is_nan() || args.rate <= 0.0 {
         return Err(BenchError::Args(
             "--bots and --rate must be positive".into(),
