@@ -39,7 +39,7 @@ use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::Scheme;
+use crate::target::{Scheme, Target};
 use crate::BenchError;
 
 /// Arguments of `bots`.
@@ -502,6 +502,35 @@ impl Scenario for Bots {
     }
 }
 
+/// The bots' clients (`ws-json`, `ws-binary` or `tcp`; with several URLs,
+/// bot i connects to URL i % n), and the servers; `why` says in the error
+/// for other transports why they cannot serve.
+pub(crate) fn bot_clients(
+    args: &BotsArgs,
+    why: &str,
+) -> Result<(HeraldClients, Vec<Target>), BenchError> {
+    let (kind, scheme) = match args.transport {
+        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
+        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
+        Transport::Sse | Transport::Poll => {
+            return Err(BenchError::Args(format!(
+                "{why}: use ws-json, ws-binary or tcp, not {}",
+                args.transport.as_str()
+            )))
+        }
+    };
+    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
+    let clients = HeraldClients::with_kind(
+        kind,
+        &targets,
+        args.transport.encoding(),
+        args.local_addr.clone(),
+        args.connect_concurrency,
+        0,
+    );
+    Ok((clients, targets))
+}
+
 /// Runs `bots` in publish mode; returns its steps. `--game holdem` runs
 /// with [`crate::holdem::run`] instead (`herald bench bots` dispatches).
 pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
@@ -517,19 +546,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
             "--bots and --rate must be positive".into(),
         ));
     }
-    let (kind, scheme) = match args.transport {
-        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
-        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
-        Transport::Sse | Transport::Poll => {
-            return Err(BenchError::Args(format!(
-                "bots publish and wait for each answer: use ws-json, ws-binary or tcp, not {}",
-                args.transport.as_str()
-            )))
-        }
-    };
-    // Several URLs (`URL,URL`): bot i connects to URL i % n.
-    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
-    let enc = args.transport.encoding();
+    let (clients, _) = bot_clients(args, "bots publish and wait for each answer")?;
     let run = run_id();
     let step_size = if args.step_size == 0 {
         (args.bots / 10).max(1)
@@ -540,14 +557,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     let start = Instant::now();
     let started_at = clock::now_secs_f64();
     let mut bots = Bots {
-        clients: HeraldClients::with_kind(
-            kind,
-            &targets,
-            enc,
-            args.local_addr.clone(),
-            args.connect_concurrency,
-            0,
-        ),
+        clients,
         bots: Vec::new(),
         heap: BinaryHeap::new(),
         prefix: format!("bench.{run}.bots"),

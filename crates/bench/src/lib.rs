@@ -45,7 +45,7 @@ pub mod idle;
 pub mod latency;
 pub mod output;
 pub mod progress;
-pub(crate) mod ramp;
+pub mod ramp;
 pub mod report;
 pub(crate) mod scenario;
 pub mod scripted;

@@ -9,17 +9,21 @@
 //! past [`SETTLE_LIMIT`] the run fails); then [`SETTLE`] passes, so that
 //! the lobby deltas of the seating burst have drained, before the step's
 //! window of `--step-duration` is measured. `--duration` caps the run.
+//!
+//! [`GameBots`] is the rest the two scenarios share: a bot per connection,
+//! the events of each message handled once the clients have read it, and
+//! the tick that runs the bots' timers and the ramp.
 
 use std::time::{Duration, Instant};
 
 use crate::bots::BotsArgs;
-use crate::common::Transport;
-use crate::engine::{Io, IoStats};
-use crate::hclients::{ClientKind, HeraldClients};
+use crate::engine::{Engine, Io, IoStats, Tick};
+use crate::hclients::{HeraldClients, State};
 use crate::output::RunRecord;
 use crate::progress::Progress;
+use crate::scenario::{Adapter, Arrival, Got, Inbox, Scenario};
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::{Scheme, Target};
+use crate::target::Target;
 use crate::BenchError;
 
 /// Pause between the last bot of a step being seated and the step's
@@ -30,33 +34,15 @@ pub(crate) const SETTLE: Duration = Duration::from_secs(3);
 /// this long fails the run.
 pub(crate) const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 
-/// The game bots' clients (`ws-json`, `ws-binary` or `tcp`; bot i connects
-/// to URL i % n), lenient: a message they cannot read is the scenario's to
-/// count, not fatal. `players` names the bots in the error for other
-/// transports. Also returns the servers.
+/// The game bots' clients (see [`crate::bots::bot_clients`]), lenient: a
+/// message they cannot read is the scenario's to count, not fatal.
+/// `players` names the bots in the error for other transports. Also
+/// returns the servers.
 pub(crate) fn game_clients(
     args: &BotsArgs,
     players: &str,
 ) -> Result<(HeraldClients, Vec<Target>), BenchError> {
-    let (kind, scheme) = match args.transport {
-        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
-        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
-        Transport::Sse | Transport::Poll => {
-            return Err(BenchError::Args(format!(
-                "{players} play: use ws-json, ws-binary or tcp, not {}",
-                args.transport.as_str()
-            )))
-        }
-    };
-    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
-    let mut clients = HeraldClients::with_kind(
-        kind,
-        &targets,
-        args.transport.encoding(),
-        args.local_addr.clone(),
-        args.connect_concurrency,
-        0,
-    );
+    let (mut clients, targets) = crate::bots::bot_clients(args, &format!("{players} play"))?;
     clients.lenient = true;
     Ok((clients, targets))
 }
@@ -91,14 +77,15 @@ pub(crate) enum Next {
 }
 
 /// One step's measured window: its time, the server's CPU and the bytes
-/// on the bench's sockets.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Window {
+/// on the bench's sockets (in a step's JSON, flattened into it).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Window {
     /// Seconds since the start.
     pub started_s: f64,
     /// See `started_s`.
     pub ended_s: f64,
     /// Its length, seconds (never 0).
+    #[serde(skip)]
     pub secs: f64,
     /// Server CPU, % of one core.
     pub server_cpu_pct: Option<f64>,
@@ -156,11 +143,6 @@ impl Ramp {
             since: start,
             window_stats: IoStats::default(),
         }
-    }
-
-    /// Bots added per step.
-    pub fn step_size(&self) -> usize {
-        self.step_size
     }
 
     /// How many bots the next step adds to the `have` running.
@@ -248,17 +230,22 @@ impl Ramp {
         (now - self.start).as_secs_f64()
     }
 
-    /// The run is over: its result file with `steps`, the run's length and
-    /// the server's samples (the caller adds params and summary).
+    /// The run is over: its result file with `steps`, the run's length,
+    /// the server's samples and the parameters every game bots run has
+    /// (`extra` adds the scenario's own; the caller adds the summary).
+    /// `label` unless `--label`.
     pub fn record<S: serde::Serialize>(
         &mut self,
         scenario: &str,
+        args: &BotsArgs,
         label: String,
         steps: &[S],
+        extra: serde_json::Value,
     ) -> Result<RunRecord, BenchError> {
         self.progress.clear();
         let end = Instant::now();
         self.monitor.sample(end);
+        let label = args.common.label.clone().unwrap_or(label);
         let mut record = RunRecord::new(scenario, label, self.started_at);
         record.duration_s = (end - self.start).as_secs_f64();
         record.steps = steps
@@ -267,6 +254,149 @@ impl Ramp {
             .collect::<Result<_, _>>()
             .map_err(BenchError::Json)?;
         record.system = std::mem::take(&mut self.monitor.samples);
+        let mut params = serde_json::json!({
+            "url": args.url,
+            "transport": args.transport,
+            "game": args.game,
+            "bots": args.bots,
+            "step_size": self.step_size,
+            "step_duration_s": args.step_duration.as_secs_f64(),
+            "think_ms": args.think.as_millis() as u64,
+        });
+        if let (Some(p), serde_json::Value::Object(extra)) = (params.as_object_mut(), extra) {
+            p.extend(extra);
+        }
+        record.params = params;
         Ok(record)
+    }
+}
+
+/// Adds the first step's bots to `s` and runs it on the engine until its
+/// last step is over; the engine's result is for the result file.
+pub(crate) fn play<S: GameBots>(s: &mut S) -> Result<Result<(), BenchError>, BenchError> {
+    s.add_step();
+    // Lobby snapshots of many tables are large.
+    let mut engine = Engine::new(16 << 20)?;
+    Ok(engine.run(&mut Adapter(s)))
+}
+
+/// A game bots scenario: one bot per connection (tag = bot index) on one
+/// lenient client set, stepped by a [`Ramp`]; it is a [`Scenario`] through
+/// [`GameBots::arrival`] and [`GameBots::tick`].
+pub(crate) trait GameBots {
+    /// The clients, the inbox and the ramp.
+    fn parts(&mut self) -> (&mut HeraldClients, &mut Inbox, &mut Ramp);
+    /// Bots running.
+    fn bots(&self) -> usize;
+    /// One event `got` (with its message) for bot `b`.
+    fn on_got(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        got: Got,
+        msg: &[u8],
+        now_ns: i64,
+    ) -> Result<(), BenchError>;
+    /// Bot `b`'s connection is set up (`connect` answered): its first step.
+    /// Called after each of its messages until it has taken it.
+    fn on_ready(&mut self, io: &mut Io, b: usize);
+    /// Runs the bots' timers that are due; returns when the next one is
+    /// (Unix ns).
+    fn run_due(&mut self, io: &mut Io) -> Option<i64>;
+    /// Every bot connected and seated or waiting for a table.
+    fn settled(&self) -> bool;
+    /// Bots seated.
+    fn players(&self) -> usize;
+    /// The measured window starts: reset the counters.
+    fn reset_window(&mut self, io: &Io);
+    /// The window is over: report the step ([`Ramp::window`]).
+    fn finish_step(&mut self, io: &Io, now: Instant, more: bool);
+    /// Adds the next step's bots.
+    fn add_step(&mut self);
+    /// The progress line.
+    fn progress(&self, now: Instant) -> String;
+
+    /// [`Scenario::on_arrival`]: feeds the message to the
+    /// clients, then hands its events to the bot.
+    fn arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        let (tag, now_ns) = (msg.tag, msg.now_ns);
+        let (clients, inbox, _) = self.parts();
+        let mut mail = std::mem::take(inbox);
+        let fed = mail.fill(msg, clients, io);
+        let b = tag as usize;
+        let mut result = fed.and_then(|()| {
+            if b >= self.bots() {
+                return Err(BenchError::Internal("message for an unknown bot"));
+            }
+            Ok(())
+        });
+        for (g, m) in mail.iter() {
+            if result.is_err() {
+                break;
+            }
+            result = self.on_got(io, b, g, m, now_ns);
+        }
+        mail.clear();
+        *self.parts().1 = mail;
+        result?;
+        if self.parts().0.clients[b].state == State::Ready {
+            self.on_ready(io, b);
+        }
+        Ok(())
+    }
+
+    /// [`Scenario::on_tick`]: the bots' timers, the
+    /// clients' connects, the ramp, the server's samples and the progress
+    /// line.
+    fn tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
+        let due = self.run_due(io);
+        if self.parts().2.connecting() {
+            self.parts().0.tick(io)?;
+        }
+        let (settled, bots) = (self.settled(), self.bots());
+        let mut next = match self.parts().2.advance(io, now, settled, bots) {
+            Next::Wait(next) => next,
+            Next::Window => {
+                self.reset_window(io);
+                now
+            }
+            Next::StepEnd { more } => {
+                self.finish_step(io, now, more);
+                if more {
+                    self.add_step();
+                }
+                now
+            }
+            Next::Done => return Ok(Tick::Done),
+            Next::Stalled => {
+                let ready = self.parts().0.ready();
+                return Err(BenchError::Stalled(format!(
+                    "{ready} of {bots} bots connected, {} seated after {}s",
+                    self.players(),
+                    SETTLE_LIMIT.as_secs()
+                )));
+            }
+        };
+        if let Some(due) = due {
+            let wait = due - crate::clock::now_ns();
+            next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
+        }
+        let text = self.progress(now);
+        let show = self.parts().2.tick(now, || text);
+        Ok(Tick::Continue(Some(next.min(show))))
+    }
+}
+
+impl<T: GameBots> Scenario for T {
+    fn group(&mut self, _: u64) -> &mut HeraldClients {
+        self.parts().0
+    }
+
+    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
+        self.arrival(io, msg)
+    }
+
+    fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
+        self.tick(io, now)
     }
 }

@@ -61,12 +61,12 @@ use serde_json::json;
 
 use crate::bots::{BotGame, BotsArgs};
 use crate::clock;
-use crate::engine::{ConnId, Engine, Io, Tick};
-use crate::hclients::{HeraldClients, State, FIRST_SCENARIO_ID};
+use crate::engine::{ConnId, Io};
+use crate::hclients::{HeraldClients, FIRST_SCENARIO_ID};
 use crate::holdem::wire::{self, GamePush};
 use crate::latency::{Latency, LatencySummary};
-use crate::ramp::{game_clients, Next, Ramp, SETTLE_LIMIT};
-use crate::scenario::{Adapter, Arrival, Got, Inbox, Scenario};
+use crate::ramp::{game_clients, play, GameBots, Ramp, Window};
+use crate::scenario::{Got, Inbox};
 use crate::seating::LobbyView;
 use crate::target::Scheme;
 use crate::BenchError;
@@ -118,22 +118,11 @@ pub struct ScriptStep {
     pub bot_faults: u64,
     /// Unexpected: unreadable messages, undecodable replies.
     pub errors: u64,
-    /// Server CPU, % of one core.
-    pub server_cpu_pct: Option<f64>,
-    /// 100 − server CPU %, floored at 0: the idle share of the server's core.
-    pub server_idle_pct: Option<f64>,
-    /// Idle share of the whole machine, %.
-    pub system_idle_pct: Option<f64>,
-    /// Bytes per second into the server (sent by the bots).
-    pub bandwidth_in_bps: f64,
-    /// Bytes per second out of the server (received by the bots).
-    pub bandwidth_out_bps: f64,
     /// Time to connect and seat this step's new bots, seconds.
     pub connect_s: f64,
-    /// Measurement window, seconds since the start.
-    pub started_s: f64,
-    /// See `started_s`.
-    pub ended_s: f64,
+    /// The measured window: its time, server CPU, bandwidth in and out.
+    #[serde(flatten)]
+    pub window: Window,
 }
 
 /// Where a bot is.
@@ -206,20 +195,6 @@ struct Scripted {
 }
 
 impl Scripted {
-    fn add_step(&mut self) {
-        for _ in 0..self.ramp.new_bots(self.bots.len()) {
-            self.clients.add(Vec::new());
-            self.bots.push(Player {
-                at: At::Setup,
-                brain: None,
-                tried: Vec::new(),
-                gen: 0,
-                pending: VecDeque::new(),
-                in_flight: VecDeque::new(),
-            });
-        }
-    }
-
     fn conn(&self, b: usize) -> ConnId {
         self.clients.clients[b].conn
     }
@@ -403,14 +378,9 @@ impl Scripted {
         match wire::push_kind(self.enc, msg) {
             GamePush::Game => {
                 self.c.game_events += 1;
-                if let Some((table, data)) = wire::game_in_place(self.enc, msg) {
-                    self.on_game(io, b, table, data, now_ns);
-                } else if let Ok(ServerMsg::Push(Push::Game { table, data })) =
-                    self.enc.decode_server(msg)
-                {
-                    self.on_game(io, b, table, &data, now_ns);
-                } else {
-                    self.c.errors += 1;
+                match wire::game(self.enc, msg) {
+                    Some((table, data)) => self.on_game(io, b, table, &data, now_ns),
+                    None => self.c.errors += 1,
                 }
             }
             GamePush::LobbyUpdate => {
@@ -442,7 +412,7 @@ impl Scripted {
     }
 
     /// Runs the timers that are due.
-    fn run_due(&mut self, io: &mut Io) {
+    fn run_timers(&mut self, io: &mut Io) {
         let now_ns = clock::now_ns();
         while let Some(&Reverse((due, b, token))) = self.heap.peek() {
             if due > now_ns {
@@ -467,6 +437,57 @@ impl Scripted {
         }
     }
 
+    /// `herald_game_hands_total` summed over the servers, if every one
+    /// answered.
+    fn hands(&self) -> Option<u64> {
+        if self.metrics.is_empty() {
+            return None;
+        }
+        self.metrics
+            .iter()
+            .map(|&addr| read_counter(addr, "herald_game_hands_total"))
+            .sum()
+    }
+}
+
+impl GameBots for Scripted {
+    fn parts(&mut self) -> (&mut HeraldClients, &mut Inbox, &mut Ramp) {
+        (&mut self.clients, &mut self.inbox, &mut self.ramp)
+    }
+
+    fn bots(&self) -> usize {
+        self.bots.len()
+    }
+
+    fn on_got(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        got: Got,
+        msg: &[u8],
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        match got {
+            Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
+            Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
+            Got::Other => self.on_push(io, b, msg, now_ns),
+            Got::Pub => {}
+            Got::Unreadable => self.c.errors += 1,
+        }
+        Ok(())
+    }
+
+    fn on_ready(&mut self, io: &mut Io, b: usize) {
+        if self.bots[b].at == At::Setup {
+            self.ask_lobby(io, b);
+        }
+    }
+
+    fn run_due(&mut self, io: &mut Io) -> Option<i64> {
+        self.run_timers(io);
+        self.heap.peek().map(|&Reverse((due, _, _))| due)
+    }
+
     /// All bots connected and either seated or waiting for a free table.
     fn settled(&self) -> bool {
         self.clients.all_ready()
@@ -483,19 +504,7 @@ impl Scripted {
             .count()
     }
 
-    /// `herald_game_hands_total` summed over the servers, if every one
-    /// answered.
-    fn hands(&self) -> Option<u64> {
-        if self.metrics.is_empty() {
-            return None;
-        }
-        self.metrics
-            .iter()
-            .map(|&addr| read_counter(addr, "herald_game_hands_total"))
-            .sum()
-    }
-
-    fn reset_window(&mut self) {
+    fn reset_window(&mut self, _: &Io) {
         self.c = Counters::default();
         self.act_errors.clear();
         self.unseats.clear();
@@ -531,14 +540,8 @@ impl Scripted {
             hands_per_min: hands.map(|(a, b)| b.saturating_sub(a) as f64 * 60.0 / w.secs),
             bot_faults: c.bot_faults,
             errors: c.errors,
-            server_cpu_pct: w.server_cpu_pct,
-            server_idle_pct: w.server_idle_pct,
-            system_idle_pct: w.system_idle_pct,
-            bandwidth_in_bps: w.bandwidth_in_bps,
-            bandwidth_out_bps: w.bandwidth_out_bps,
             connect_s: self.ramp.connect_s,
-            started_s: w.started_s,
-            ended_s: w.ended_s,
+            window: w,
         };
         let r = step.response.as_ref();
         println!(
@@ -553,93 +556,36 @@ impl Scripted {
             step.refused,
             step.game_events_per_s,
             step.hands_per_min.map_or("-".into(), |h| format!("{h:.1}")),
-            step.server_cpu_pct.unwrap_or(f64::NAN),
+            w.server_cpu_pct.unwrap_or(f64::NAN),
             step.unseats,
             step.errors + step.bot_faults,
         );
         self.steps.push(step);
     }
 
-    /// Handles what the clients' callback reported for bot `b`.
-    fn dispatch(&mut self, io: &mut Io, b: usize, now_ns: i64) -> Result<(), BenchError> {
-        let inbox = std::mem::take(&mut self.inbox);
-        for (g, msg) in inbox.iter() {
-            match g {
-                Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
-                Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
-                Got::Other => self.on_push(io, b, msg, now_ns),
-                Got::Pub => {}
-                Got::Unreadable => self.c.errors += 1,
-            }
+    fn add_step(&mut self) {
+        for _ in 0..self.ramp.new_bots(self.bots.len()) {
+            self.clients.add(Vec::new());
+            self.bots.push(Player {
+                at: At::Setup,
+                brain: None,
+                tried: Vec::new(),
+                gen: 0,
+                pending: VecDeque::new(),
+                in_flight: VecDeque::new(),
+            });
         }
-        self.inbox = inbox;
-        self.inbox.clear();
-        Ok(())
-    }
-}
-
-impl Scenario for Scripted {
-    fn group(&mut self, _: u64) -> &mut HeraldClients {
-        &mut self.clients
     }
 
-    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
-        let (tag, now_ns) = (msg.tag, msg.now_ns);
-        self.inbox.fill(msg, &mut self.clients, io)?;
-        let b = tag as usize;
-        if b >= self.bots.len() {
-            return Err(BenchError::Internal("message for an unknown bot"));
-        }
-        self.dispatch(io, b, now_ns)?;
-        if self.bots[b].at == At::Setup && self.clients.clients[b].state == State::Ready {
-            self.ask_lobby(io, b);
-        }
-        Ok(())
-    }
-
-    fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
-        self.run_due(io);
-        if self.ramp.connecting() {
-            self.clients.tick(io)?;
-        }
-        let mut next = match self.ramp.advance(io, now, self.settled(), self.bots.len()) {
-            Next::Wait(next) => next,
-            Next::Window => {
-                self.reset_window();
-                now
-            }
-            Next::StepEnd { more } => {
-                self.finish_step(io, now, more);
-                if more {
-                    self.add_step();
-                }
-                now
-            }
-            Next::Done => return Ok(Tick::Done),
-            Next::Stalled => {
-                return Err(BenchError::Stalled(format!(
-                    "{} of {} bots connected, {} seated after {}s",
-                    self.clients.ready(),
-                    self.bots.len(),
-                    self.players(),
-                    SETTLE_LIMIT.as_secs()
-                )))
-            }
-        };
-        if let Some(&Reverse((due, _, _))) = self.heap.peek() {
-            let wait = due - clock::now_ns();
-            next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
-        }
-        let text = format!(
+    fn progress(&self, now: Instant) -> String {
+        format!(
             "[{:>4.0}s] {} bots ({} ready, {} seated) · {} actions this step",
             self.ramp.elapsed(now),
             self.bots.len(),
             self.clients.ready(),
             self.players(),
             self.c.acts
-        );
-        let show = self.ramp.tick(now, || text);
-        Ok(Tick::Continue(Some(next.min(show))))
+        )
     }
 }
 
@@ -713,28 +659,13 @@ pub fn run(args: &BotsArgs) -> Result<Vec<ScriptStep>, BenchError> {
         frame: Vec::with_capacity(256),
         rng: fastrand::Rng::new(),
     };
-    s.add_step();
-    // Lobby snapshots of many tables are large.
-    let mut engine = Engine::new(16 << 20)?;
-    let result = engine.run(&mut Adapter(&mut s));
-
-    let label = args
-        .common
-        .label
-        .clone()
-        .unwrap_or_else(|| format!("{name} bots {}", args.transport.as_str()));
-    let mut record = s.ramp.record("bots-script", label, &s.steps)?;
-    record.params = json!({
-        "url": args.url,
-        "transport": args.transport,
-        "game": args.game,
+    let result = play(&mut s)?;
+    let label = format!("{name} bots {}", args.transport.as_str());
+    let extra = json!({
         "module": path.display().to_string(),
-        "bots": args.bots,
-        "step_size": s.ramp.step_size(),
-        "step_duration_s": args.step_duration.as_secs_f64(),
         "lobby": s.lobby_path,
-        "think_ms": s.think_ms,
     });
+    let mut record = s.ramp.record("bots-script", args, label, &s.steps, extra)?;
     let last = s.steps.last();
     record.summary = json!({
         "steps": s.steps.len(),

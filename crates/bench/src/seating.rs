@@ -163,12 +163,16 @@ mod tests {
         let mut v = LobbyView::default();
         v.apply(1, &[entry(1, 2, 0), entry(2, 2, 1), entry(3, 2, 2)]);
         assert_eq!(v.pick(&[]), Some(2));
+        // The lobby's player may be this bot: one claim does not fill it,
+        // a second does (the larger of the two counts is what is taken).
         v.claim(2);
-        // Table 2 is full once the claim counts; 1 and 3 are left.
+        assert_eq!(v.pick(&[]), Some(2));
+        v.claim(2);
         assert_eq!(v.pick(&[]), Some(1));
         assert_eq!(v.pick(&[1]), None);
         v.release(2);
         assert_eq!(v.pick(&[]), Some(2));
+        v.release(2);
         v.remove(2);
         assert_eq!((v.pick(&[]), v.len()), (Some(1), 2));
         v.claim(1);

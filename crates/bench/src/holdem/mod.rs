@@ -71,7 +71,7 @@ pub mod wire;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use herald_proto::{Command, Encoding, Push, Reply, ServerMsg};
 use serde::Serialize;
@@ -79,12 +79,12 @@ use serde_json::json;
 
 use crate::bots::BotsArgs;
 use crate::clock;
-use crate::engine::{ConnId, Engine, Io, Tick};
-use crate::hclients::{HeraldClients, State, FIRST_SCENARIO_ID};
+use crate::engine::{ConnId, Io};
+use crate::hclients::{HeraldClients, FIRST_SCENARIO_ID};
 use crate::herald_wire;
 use crate::latency::{Latency, LatencySummary};
-use crate::ramp::{game_clients, Next, Ramp, SETTLE_LIMIT};
-use crate::scenario::{Adapter, Arrival, Got, Inbox, Scenario};
+use crate::ramp::{game_clients, play, GameBots, Ramp};
+use crate::scenario::{Got, Inbox};
 use crate::seating::LobbyView;
 use crate::BenchError;
 
@@ -372,27 +372,6 @@ struct Poker {
 }
 
 impl Poker {
-    fn add_step(&mut self) {
-        let have = self.bots.len();
-        let n = self.ramp.new_bots(have);
-        for _ in 0..n {
-            self.clients.add(Vec::new());
-            self.bots.push(Bot {
-                at: At::Setup,
-                buyin: 0,
-                tried: Vec::new(),
-                turn: None,
-                gen: 0,
-                chat_gen: 0,
-                act_sent_ns: None,
-                chats: 0,
-                in_lobby: false,
-                return_tries: 0,
-                view: None,
-            });
-        }
-    }
-
     fn conn(&self, b: usize) -> ConnId {
         self.clients.clients[b].conn
     }
@@ -700,14 +679,9 @@ impl Poker {
         match wire::push_kind(self.enc, msg) {
             GamePush::Game => {
                 self.c.game_events += 1;
-                if let Some((table, data)) = wire::game_in_place(self.enc, msg) {
-                    self.on_game(io, b, table, data, now_ns);
-                } else if let Ok(ServerMsg::Push(Push::Game { table, data })) =
-                    self.enc.decode_server(msg)
-                {
-                    self.on_game(io, b, table, &data, now_ns);
-                } else {
-                    self.c.errors += 1;
+                match wire::game(self.enc, msg) {
+                    Some((table, data)) => self.on_game(io, b, table, &data, now_ns),
+                    None => self.c.errors += 1,
                 }
             }
             GamePush::LobbyUpdate => {
@@ -837,7 +811,7 @@ impl Poker {
     }
 
     /// Runs the timers that are due.
-    fn run_due(&mut self, io: &mut Io) {
+    fn run_timers(&mut self, io: &mut Io) {
         let now_ns = clock::now_ns();
         while let Some(&Reverse((due, b, token))) = self.heap.peek() {
             if due > now_ns {
@@ -900,6 +874,83 @@ impl Poker {
                 _ => {}
             }
         }
+    }
+
+    /// The ledger's counts over the run so far: hands seen to start, of
+    /// those seen to end, of the rest those the table is past, and the
+    /// others lost (all but the last hand of a table where a bot sits or is
+    /// sitting back, which may be in play).
+    fn hand_ledger(&self) -> Ledger {
+        let here: HashSet<u64> = self
+            .bots
+            .iter()
+            .filter_map(|b| match b.at {
+                At::Seated { table, .. } | At::Returning { table, .. } => Some(table),
+                At::Sitting(table) | At::Standing(table) => Some(table),
+                At::Setup | At::Lobby | At::Free => None,
+            })
+            .collect();
+        let mut l = Ledger::default();
+        let mut tables: Vec<_> = self.ledger.iter().collect();
+        tables.sort_unstable_by_key(|(t, _)| **t);
+        for (table, h) in tables {
+            l.started += h.started.len() as u64;
+            let last = h.started.last().copied();
+            for &n in &h.started {
+                if h.finished.contains(&n) {
+                    l.finished += 1;
+                } else if n <= h.passed {
+                    l.ended_unseen += 1;
+                } else if Some(n) == last && here.contains(table) {
+                    // In play, maybe.
+                } else {
+                    l.lost += 1;
+                    if l.lost_at.len() < LOST_LISTED {
+                        l.lost_at.push((*table, n));
+                    }
+                }
+            }
+        }
+        l
+    }
+}
+
+impl GameBots for Poker {
+    fn parts(&mut self) -> (&mut HeraldClients, &mut Inbox, &mut Ramp) {
+        (&mut self.clients, &mut self.inbox, &mut self.ramp)
+    }
+
+    fn bots(&self) -> usize {
+        self.bots.len()
+    }
+
+    fn on_got(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        got: Got,
+        msg: &[u8],
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        match got {
+            Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
+            Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
+            Got::Pub => self.c.chat_received += 1,
+            Got::Other => self.on_push(io, b, msg, now_ns),
+            Got::Unreadable => self.c.errors += 1,
+        }
+        Ok(())
+    }
+
+    fn on_ready(&mut self, io: &mut Io, b: usize) {
+        if self.bots[b].at == At::Setup {
+            self.ask_lobby(io, b);
+        }
+    }
+
+    fn run_due(&mut self, io: &mut Io) -> Option<i64> {
+        self.run_timers(io);
+        self.heap.peek().map(|&Reverse((due, _, _))| due)
     }
 
     /// All bots connected and either seated or waiting for a free table.
@@ -1011,124 +1062,36 @@ impl Poker {
         self.steps.push(step);
     }
 
-    /// The ledger's counts over the run so far: hands seen to start, of
-    /// those seen to end, of the rest those the table is past, and the
-    /// others lost (all but the last hand of a table where a bot sits or is
-    /// sitting back, which may be in play).
-    fn hand_ledger(&self) -> Ledger {
-        let here: HashSet<u64> = self
-            .bots
-            .iter()
-            .filter_map(|b| match b.at {
-                At::Seated { table, .. } | At::Returning { table, .. } => Some(table),
-                At::Sitting(table) | At::Standing(table) => Some(table),
-                At::Setup | At::Lobby | At::Free => None,
-            })
-            .collect();
-        let mut l = Ledger::default();
-        let mut tables: Vec<_> = self.ledger.iter().collect();
-        tables.sort_unstable_by_key(|(t, _)| **t);
-        for (table, h) in tables {
-            l.started += h.started.len() as u64;
-            let last = h.started.last().copied();
-            for &n in &h.started {
-                if h.finished.contains(&n) {
-                    l.finished += 1;
-                } else if n <= h.passed {
-                    l.ended_unseen += 1;
-                } else if Some(n) == last && here.contains(table) {
-                    // In play, maybe.
-                } else {
-                    l.lost += 1;
-                    if l.lost_at.len() < LOST_LISTED {
-                        l.lost_at.push((*table, n));
-                    }
-                }
-            }
+    fn add_step(&mut self) {
+        let have = self.bots.len();
+        let n = self.ramp.new_bots(have);
+        for _ in 0..n {
+            self.clients.add(Vec::new());
+            self.bots.push(Bot {
+                at: At::Setup,
+                buyin: 0,
+                tried: Vec::new(),
+                turn: None,
+                gen: 0,
+                chat_gen: 0,
+                act_sent_ns: None,
+                chats: 0,
+                in_lobby: false,
+                return_tries: 0,
+                view: None,
+            });
         }
-        l
     }
 
-    /// Handles what the clients' callback reported for bot `b`.
-    fn dispatch(&mut self, io: &mut Io, b: usize, now_ns: i64) -> Result<(), BenchError> {
-        let inbox = std::mem::take(&mut self.inbox);
-        for (g, msg) in inbox.iter() {
-            match g {
-                Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
-                Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
-                Got::Pub => self.c.chat_received += 1,
-                Got::Other => self.on_push(io, b, msg, now_ns),
-                Got::Unreadable => self.c.errors += 1,
-            }
-        }
-        self.inbox = inbox;
-        self.inbox.clear();
-        Ok(())
-    }
-}
-
-impl Scenario for Poker {
-    fn group(&mut self, _: u64) -> &mut HeraldClients {
-        &mut self.clients
-    }
-
-    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
-        let (tag, now_ns) = (msg.tag, msg.now_ns);
-        self.inbox.fill(msg, &mut self.clients, io)?;
-        let b = tag as usize;
-        if b >= self.bots.len() {
-            return Err(BenchError::Internal("message for an unknown bot"));
-        }
-        self.dispatch(io, b, now_ns)?;
-        if self.bots[b].at == At::Setup && self.clients.clients[b].state == State::Ready {
-            self.ask_lobby(io, b);
-        }
-        Ok(())
-    }
-
-    fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
-        self.run_due(io);
-        if self.ramp.connecting() {
-            self.clients.tick(io)?;
-        }
-        let mut next = match self.ramp.advance(io, now, self.settled(), self.bots.len()) {
-            Next::Wait(next) => next,
-            Next::Window => {
-                self.reset_window(io);
-                now
-            }
-            Next::StepEnd { more } => {
-                self.finish_step(io, now, more);
-                if more {
-                    self.add_step();
-                }
-                now
-            }
-            Next::Done => return Ok(Tick::Done),
-            Next::Stalled => {
-                return Err(BenchError::Stalled(format!(
-                    "{} of {} bots connected, {} seated after {}s",
-                    self.clients.ready(),
-                    self.bots.len(),
-                    self.players(),
-                    SETTLE_LIMIT.as_secs()
-                )))
-            }
-        };
-        if let Some(&Reverse((due, _, _))) = self.heap.peek() {
-            let wait = due - clock::now_ns();
-            next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
-        }
-        let text = format!(
+    fn progress(&self, now: Instant) -> String {
+        format!(
             "[{:>4.0}s] {} bots ({} ready, {} seated) · {} hands this step",
             self.ramp.elapsed(now),
             self.bots.len(),
             self.clients.ready(),
             self.players(),
             self.c.hands
-        );
-        let show = self.ramp.tick(now, || text);
-        Ok(Tick::Continue(Some(next.min(show))))
+        )
     }
 }
 
@@ -1178,29 +1141,17 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         channel: String::with_capacity(32),
         rng: fastrand::Rng::new(),
     };
-    poker.add_step();
-    // Lobby snapshots of many tables are large.
-    let mut engine = Engine::new(16 << 20)?;
-    let result = engine.run(&mut Adapter(&mut poker));
-    let label = args
-        .common
-        .label
-        .clone()
-        .unwrap_or_else(|| format!("holdem bots {}", args.transport.as_str()));
-    let mut record = poker.ramp.record("bots-holdem", label, &poker.steps)?;
-    record.params = json!({
-        "url": args.url,
-        "transport": args.transport,
-        "game": args.game,
-        "bots": args.bots,
-        "step_size": poker.ramp.step_size(),
-        "step_duration_s": args.step_duration.as_secs_f64(),
+    let result = play(&mut poker)?;
+    let label = format!("holdem bots {}", args.transport.as_str());
+    let extra = json!({
         "lobby": poker.lobby_path,
         "lobby_off_when_seated": args.lobby_off_when_seated,
-        "think_ms": args.think.as_millis() as u64,
         "timeout_share": args.timeout_share,
         "chat_rate": args.chat_rate,
     });
+    let mut record = poker
+        .ramp
+        .record("bots-holdem", args, label, &poker.steps, extra)?;
     let last = poker.steps.last();
     record.summary = json!({
         "steps": poker.steps.len(),
