@@ -39,7 +39,7 @@ use crate::output::RunRecord;
 use crate::progress::Progress;
 use crate::scenario::{Adapter, Arrival, Scenario};
 use crate::sysmon::{mean_between, Monitor};
-use crate::target::Scheme;
+use crate::target::{Scheme, Target};
 use crate::BenchError;
 
 /// Arguments of `bots`.
@@ -73,14 +73,23 @@ pub struct BotsArgs {
     #[arg(short = 's', long, default_value_t = 100)]
     pub payload: usize,
     /// What the bots do: `publish` actions to a table channel (the
-    /// default, above), or play `holdem` on the server's game tables
-    /// (crate::holdem; --rate, --table-size and --payload do not apply).
-    #[arg(long, value_enum, default_value = "publish")]
+    /// default, above), play `holdem` on the server's game tables
+    /// (crate::holdem), or play the scripted game of that name with the
+    /// `bot` of its module (`--game NAME --module FILE`, crate::scripted);
+    /// --rate, --table-size and --payload apply to `publish` only.
+    #[arg(long, default_value = "publish", value_parser = BotGame::parse)]
     pub game: BotGame,
-    /// --game holdem: the lobby branch the bots subscribe to and pick
-    /// tables from ("" = every table) [default: ""].
-    #[arg(long, default_value = "")]
-    pub lobby: String,
+    /// --game NAME (a scripted game): the game's module, whose `bot` export
+    /// plays (docs/games.md); required for a scripted game, refused
+    /// otherwise.
+    #[arg(long)]
+    pub module: Option<std::path::PathBuf>,
+    /// --game holdem or a scripted game: the lobby branch the bots
+    /// subscribe to and pick tables from ("" = every table) [default: ""
+    /// for holdem, "NAME" for a scripted game, whose tables are then the
+    /// ones under NAME/].
+    #[arg(long)]
+    pub lobby: Option<String>,
     /// --game holdem: each bot leaves the lobby (`lobby_off`) once seated, so
     /// the measured play carries no lobby traffic (seed 000 left it out); a
     /// bot that must find another table subscribes again.
@@ -109,15 +118,60 @@ pub struct BotsArgs {
     pub common: CommonArgs,
 }
 
-/// What the bots do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What the bots do: `--game publish|holdem|NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BotGame {
     /// Publish actions to a table channel and wait for each reply (seed
     /// 003's one action per bot per second).
     Publish,
     /// Play Texas Hold'em at the server's tables (`crate::holdem`).
     Holdem,
+    /// Play the scripted game of this name (`[[games]] name` on the
+    /// server) with its module's `bot` (`crate::scripted`).
+    Script(String),
+}
+
+impl BotGame {
+    /// `--game`'s parser: `publish`, `holdem`, or any other game name
+    /// (the characters a lobby path segment may hold).
+    pub fn parse(s: &str) -> Result<BotGame, String> {
+        match s {
+            "publish" => Ok(BotGame::Publish),
+            "holdem" => Ok(BotGame::Holdem),
+            "" => Err("a game name: publish, holdem, or a scripted game's name".into()),
+            name if name.contains('/') || name.chars().any(char::is_whitespace) => Err(format!(
+                "{name:?} is not a game name (no '/' or spaces: it is the first segment of the game's lobby paths)"
+            )),
+            name => Ok(BotGame::Script(name.to_string())),
+        }
+    }
+
+    /// `--module` goes with a scripted game only.
+    pub(crate) fn refuse_module(args: &BotsArgs) -> Result<(), BenchError> {
+        match (&args.game, &args.module) {
+            (BotGame::Script(_), _) | (_, None) => Ok(()),
+            (game, Some(_)) => Err(BenchError::Args(format!(
+                "--module is for a scripted game's bots, not --game {}",
+                game.name()
+            ))),
+        }
+    }
+
+    /// The name as given to `--game`.
+    pub fn name(&self) -> &str {
+        match self {
+            BotGame::Publish => "publish",
+            BotGame::Holdem => "holdem",
+            BotGame::Script(name) => name,
+        }
+    }
+}
+
+/// In result files: the name as given to `--game`.
+impl Serialize for BotGame {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 /// One step of a bots run.
@@ -448,32 +502,51 @@ impl Scenario for Bots {
     }
 }
 
-/// Runs `bots` in publish mode; returns its steps. `--game holdem` runs
-/// with [`crate::holdem::run`] instead (`herald bench bots` dispatches).
-pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
-    if args.game != BotGame::Publish {
-        return Err(BenchError::Args(
-            "--game holdem runs with holdem::run, not bots::run".into(),
-        ));
-    }
-    if args.bots == 0 || args.rate.is_nan() || args.rate <= 0.0 {
-        return Err(BenchError::Args(
-            "--bots and --rate must be positive".into(),
-        ));
-    }
+/// The bots' clients (`ws-json`, `ws-binary` or `tcp`; with several URLs,
+/// bot i connects to URL i % n), and the servers; `why` says in the error
+/// for other transports why they cannot serve.
+pub(crate) fn bot_clients(
+    args: &BotsArgs,
+    why: &str,
+) -> Result<(HeraldClients, Vec<Target>), BenchError> {
     let (kind, scheme) = match args.transport {
         Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
         Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
         Transport::Sse | Transport::Poll => {
             return Err(BenchError::Args(format!(
-                "bots publish and wait for each answer: use ws-json, ws-binary or tcp, not {}",
+                "{why}: use ws-json, ws-binary or tcp, not {}",
                 args.transport.as_str()
             )))
         }
     };
-    // Several URLs (`URL,URL`): bot i connects to URL i % n.
     let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
-    let enc = args.transport.encoding();
+    let clients = HeraldClients::with_kind(
+        kind,
+        &targets,
+        args.transport.encoding(),
+        args.local_addr.clone(),
+        args.connect_concurrency,
+        0,
+    );
+    Ok((clients, targets))
+}
+
+/// Runs `bots` in publish mode; returns its steps. `--game holdem` runs
+/// with [`crate::holdem::run`] instead (`herald bench bots` dispatches).
+pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
+    if args.game != BotGame::Publish {
+        return Err(BenchError::Args(format!(
+            "--game {} runs with holdem::run or scripted::run, not bots::run",
+            args.game.name()
+        )));
+    }
+    BotGame::refuse_module(args)?;
+    if args.bots == 0 || args.rate.is_nan() || args.rate <= 0.0 {
+        return Err(BenchError::Args(
+            "--bots and --rate must be positive".into(),
+        ));
+    }
+    let (clients, _) = bot_clients(args, "bots publish and wait for each answer")?;
     let run = run_id();
     let step_size = if args.step_size == 0 {
         (args.bots / 10).max(1)
@@ -484,14 +557,7 @@ pub fn run(args: &BotsArgs) -> Result<Vec<BotsStep>, BenchError> {
     let start = Instant::now();
     let started_at = clock::now_secs_f64();
     let mut bots = Bots {
-        clients: HeraldClients::with_kind(
-            kind,
-            &targets,
-            enc,
-            args.local_addr.clone(),
-            args.connect_concurrency,
-            0,
-        ),
+        clients,
         bots: Vec::new(),
         heap: BinaryHeap::new(),
         prefix: format!("bench.{run}.bots"),

@@ -16,7 +16,9 @@
 //!   over Herald's protocol; open-loop latency, loss, duplicates, reordering.
 //! - `bots` ([`bots`]): the game-server load test (one action per bot per
 //!   second, answered), ramped in steps; with `--game holdem` ([`holdem`])
-//!   the bots play Texas Hold'em at the server's game tables instead.
+//!   the bots play Texas Hold'em at the server's game tables instead, and
+//!   with `--game NAME --module FILE` ([`scripted`]) any scripted game,
+//!   played by its module's `bot` export.
 //! - `stream` ([`stream`]): batches of events to consumers at an interval,
 //!   max events/s as batch size and consumers grow.
 //! - `idle` ([`idle`]): many idle connections; server memory per connection.
@@ -43,8 +45,11 @@ pub mod idle;
 pub mod latency;
 pub mod output;
 pub mod progress;
+pub mod ramp;
 pub mod report;
 pub(crate) mod scenario;
+pub mod scripted;
+pub(crate) mod seating;
 pub mod shootout;
 pub mod stream;
 pub mod sysmon;
@@ -75,8 +80,9 @@ pub enum Scenario {
     /// (Herald protocol); open-loop latency, loss, duplicates, reordering.
     Fanout(fanout::FanoutArgs),
     /// Game-server load test: N bots, one answered action per second each,
-    /// or (--game holdem) playing Texas Hold'em at the server's tables,
-    /// ramped in steps (Herald protocol).
+    /// or (--game holdem) playing Texas Hold'em at the server's tables, or
+    /// (--game NAME --module FILE) playing a scripted game with its
+    /// module's bot, ramped in steps (Herald protocol).
     Bots(bots::BotsArgs),
     /// Event streaming: batches of B events to C consumers at an interval;
     /// max events/s as B and C grow (Herald protocol).
@@ -150,8 +156,11 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         Scenario::Broadcast(a) => shootout::run(&a, true).map(drop),
         Scenario::Echo(a) => shootout::run(&a, false).map(drop),
         Scenario::Fanout(a) => fanout::run(&a).map(drop),
-        Scenario::Bots(a) if a.game == bots::BotGame::Holdem => holdem::run(&a).map(drop),
-        Scenario::Bots(a) => bots::run(&a).map(drop),
+        Scenario::Bots(a) => match a.game {
+            bots::BotGame::Publish => bots::run(&a).map(drop),
+            bots::BotGame::Holdem => holdem::run(&a).map(drop),
+            bots::BotGame::Script(_) => scripted::run(&a).map(drop),
+        },
         Scenario::Stream(a) => stream::run(&a).map(drop),
         Scenario::Idle(a) => idle::run(&a).map(drop),
         Scenario::Report(a) => report::run(&a),

@@ -5,7 +5,7 @@
 //! ```text
 //! {
 //!   "schema": "herald-bench/1",
-//!   "scenario": "broadcast" | "echo" | "fanout" | "bots" | "bots-holdem" | "stream" | "idle",
+//!   "scenario": "broadcast" | "echo" | "fanout" | "bots" | "bots-holdem" | "bots-script" | "stream" | "idle",
 //!   "label": "free text naming the run (--label; defaults to scenario + target)",
 //!   "started_at": 1700000000.0,          // Unix seconds
 //!   "duration_s": 42.0,

@@ -154,3 +154,66 @@ impl<S: Scenario> Handler for Adapter<'_, S> {
         self.0.on_tick(io, now)
     }
 }
+
+/// What the clients' sink reported for one message, kept until
+/// [`Arrival::feed`] returns: the game bots answer through the clients and
+/// the engine the sink borrows, so they read their [`Inbox`] afterwards.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Got {
+    /// A reply to this command id (the message kept).
+    Reply(u32),
+    /// An error answer to this command id, with its code.
+    Error(u32, u16),
+    /// A publication.
+    Pub,
+    /// Anything else: a game push (the message kept).
+    Other,
+    /// An unreadable message, or a failed recovery.
+    Unreadable,
+}
+
+/// The events of one arrival and the bytes of those a game bot reads,
+/// reused from message to message (no allocation in the steady state).
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    got: Vec<(Got, usize, usize)>,
+    bytes: Vec<u8>,
+}
+
+impl Inbox {
+    /// Feeds `msg` to `clients` (its owner) and keeps what they report.
+    pub fn fill(
+        &mut self,
+        msg: Arrival<'_>,
+        clients: &mut HeraldClients,
+        io: &mut Io,
+    ) -> Result<(), BenchError> {
+        let (got, bytes) = (&mut self.got, &mut self.bytes);
+        let mut keep = |g: Got, msg: &[u8]| {
+            let from = bytes.len();
+            bytes.extend_from_slice(msg);
+            got.push((g, from, bytes.len()));
+        };
+        msg.feed(clients, io, &mut |ev| match ev {
+            Event::Reply { id, msg } => keep(Got::Reply(id), msg),
+            Event::Error { id, code } => keep(Got::Error(id, code), &[]),
+            Event::Pub { .. } => keep(Got::Pub, &[]),
+            Event::Other { msg } => keep(Got::Other, msg),
+            Event::Unreadable | Event::Unrecovered => keep(Got::Unreadable, &[]),
+        })
+    }
+
+    /// What was kept, in order, each with its message (empty for errors
+    /// and publications).
+    pub fn iter(&self) -> impl Iterator<Item = (Got, &[u8])> {
+        self.got
+            .iter()
+            .map(|&(g, from, to)| (g, self.bytes.get(from..to).unwrap_or(&[])))
+    }
+
+    /// Empties it, keeping its capacity.
+    pub fn clear(&mut self) {
+        self.got.clear();
+        self.bytes.clear();
+    }
+}

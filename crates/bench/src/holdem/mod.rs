@@ -22,14 +22,12 @@
 //! Seated bots subscribe to their table's chat channel `table:{id}` and
 //! publish to it (`--chat-rate` messages a minute each).
 //!
-//! Picking a table: the bench keeps one view of the lobby (the snapshot
-//! and every newer `lobby_update` any bot receives; all bots subscribe to
-//! the same branch, so it is the view each of them has) and counts the
-//! seats its own bots have asked for, which the lobby only shows after its
-//! coalescing interval. A bot takes the fullest table that still has a free
-//! seat (so tables fill and play, rather than one bot waiting at each),
-//! lowest id first; error 116 (the seat went to someone else) makes it try
-//! another table; when none is free it looks again every half second.
+//! Picking a table ([`crate::seating`], shared with the scripted games'
+//! bots): the bench keeps one view of the lobby and counts the seats its
+//! own bots have asked for; a bot takes the fullest table that still has a
+//! free seat, lowest id first; error 116 (the seat went to someone else)
+//! makes it try another table; when none is free it looks again every half
+//! second.
 //!
 //! Per step (`--step-size` bots added every `--step-duration`, measured
 //! from 3 s after the new bots are connected and seated or waiting, so that
@@ -73,24 +71,21 @@ pub mod wire;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use herald_proto::{Command, Encoding, Push, Reply, ServerMsg, TableEntry};
+use herald_proto::{Command, Encoding, Push, Reply, ServerMsg};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::bots::BotsArgs;
 use crate::clock;
-use crate::common::Transport;
-use crate::engine::{ConnId, Engine, Io, IoStats, Tick};
-use crate::hclients::{ClientKind, Event, HeraldClients, State, FIRST_SCENARIO_ID};
+use crate::engine::{ConnId, Io};
+use crate::hclients::{HeraldClients, FIRST_SCENARIO_ID};
 use crate::herald_wire;
 use crate::latency::{Latency, LatencySummary};
-use crate::output::RunRecord;
-use crate::progress::Progress;
-use crate::scenario::{Adapter, Arrival, Scenario};
-use crate::sysmon::{mean_between, Monitor};
-use crate::target::Scheme;
+use crate::ramp::{game_clients, play, GameBots, Ramp};
+use crate::scenario::{Got, Inbox};
+use crate::seating::LobbyView;
 use crate::BenchError;
 
 use decide::{Decision, Kind, Turn};
@@ -115,9 +110,6 @@ const RETRY_NS: i64 = 500_000_000;
 /// owner did not answer in time), half a second apart, before it gives the
 /// seat up and looks for another table. 20: ten seconds, several leases.
 pub const RETURN_TRIES: u32 = 20;
-/// A step whose bots are not all connected and seated (or waiting) after
-/// this long fails the run.
-const SETTLE_LIMIT: Duration = Duration::from_secs(120);
 
 /// Timer kinds in the heap (the low two bits of a token).
 const T_DECIDE: u64 = 0;
@@ -307,13 +299,6 @@ struct Ledger {
     lost_at: Vec<(u64, u64)>,
 }
 
-/// One table of the lobby view.
-#[derive(Debug, Clone, Copy)]
-struct LobbyTable {
-    seats: u32,
-    players: u32,
-}
-
 /// The counters of a measurement window.
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
@@ -344,31 +329,6 @@ struct RunCounters {
     hands_replayed: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Phase {
-    Connecting,
-    /// Every bot is seated; the lobby deltas of the last sits (one flush per
-    /// lobby interval, to every subscriber) are still draining.
-    Settling,
-    Running,
-    Done,
-}
-
-/// Pause between the last bot of a step being seated and the step's measured
-/// window: the window measures play, not the tail of the seating burst.
-const SETTLE: Duration = Duration::from_secs(3);
-
-/// What the clients' callback reported, kept until the callback returns
-/// (it borrows the clients and the engine the answer needs).
-#[derive(Debug, Clone, Copy)]
-enum Got {
-    Reply(u32),
-    Error(u32, u16),
-    Pub,
-    Other,
-    Unreadable,
-}
-
 struct Poker {
     clients: HeraldClients,
     enc: Encoding,
@@ -382,10 +342,7 @@ struct Poker {
     seating_from: (u64, u64),
     /// `--lobby-off-when-seated`.
     lobby_off_when_seated: bool,
-    lobby_seq: Option<u64>,
-    lobby: HashMap<u64, LobbyTable>,
-    /// Seats the bots hold or asked for, per table.
-    ours: HashMap<u64, u32>,
+    lobby: LobbyView,
     /// The last hand counted per table.
     hands_seen: HashMap<u64, u64>,
     /// The hands' ledger, per table, over the whole run.
@@ -396,15 +353,8 @@ struct Poker {
     timeout_share: f64,
     /// Mean time between one bot's chat messages (0: no chat).
     chat_period_ns: i64,
-    max_bots: usize,
-    step_size: usize,
-    step_duration: Duration,
-    deadline: Option<Instant>,
-    phase: Phase,
-    phase_since: Instant,
-    start: Instant,
-    connect_s: f64,
-    window_start_stats: IoStats,
+    /// Steps, windows, the server's CPU, the progress line.
+    ramp: Ramp,
     c: Counters,
     /// Since the start of the run.
     run: RunCounters,
@@ -413,39 +363,15 @@ struct Poker {
     act_errors: BTreeMap<u16, u64>,
     response: Latency,
     steps: Vec<HoldemStep>,
-    /// Messages reported by the clients' callback, and their bytes.
-    got: Vec<(Got, usize, usize)>,
-    inbox: Vec<u8>,
+    /// Messages reported by the clients' callback.
+    inbox: Inbox,
     frame: Vec<u8>,
     data: Vec<u8>,
     channel: String,
     rng: fastrand::Rng,
-    monitor: Monitor,
-    progress: Progress,
 }
 
 impl Poker {
-    fn add_step(&mut self) {
-        let have = self.bots.len();
-        let n = self.step_size.min(self.max_bots - have);
-        for _ in 0..n {
-            self.clients.add(Vec::new());
-            self.bots.push(Bot {
-                at: At::Setup,
-                buyin: 0,
-                tried: Vec::new(),
-                turn: None,
-                gen: 0,
-                chat_gen: 0,
-                act_sent_ns: None,
-                chats: 0,
-                in_lobby: false,
-                return_tries: 0,
-                view: None,
-            });
-        }
-    }
-
     fn conn(&self, b: usize) -> ConnId {
         self.clients.clients[b].conn
     }
@@ -480,24 +406,10 @@ impl Poker {
     /// Bot `b` picks a table and sends `sit`, or waits for one to free up.
     fn choose(&mut self, io: &mut Io, b: usize, now_ns: i64) {
         let bot = &mut self.bots[b];
-        let mut best: Option<(u32, Reverse<u64>)> = None;
-        for (&id, t) in &self.lobby {
-            if bot.tried.contains(&id) {
-                continue;
-            }
-            let taken = t.players.max(self.ours.get(&id).copied().unwrap_or(0));
-            if taken >= t.seats {
-                continue;
-            }
-            let key = (taken, Reverse(id));
-            if best.is_none_or(|k| key > k) {
-                best = Some(key);
-            }
-        }
-        match best {
-            Some((_, Reverse(table))) => {
+        match self.lobby.pick(&bot.tried) {
+            Some(table) => {
                 bot.at = At::Sitting(table);
-                *self.ours.entry(table).or_insert(0) += 1;
+                self.lobby.claim(table);
                 self.frame.clear();
                 wire::command(self.enc, SIT_ID, wire::sit(table), &mut self.frame);
                 self.send_frame(io, b);
@@ -516,12 +428,7 @@ impl Poker {
     /// Bot `b` is no longer at `table` (stood up, unseated, refused): it
     /// leaves the chat channel and looks for a table again.
     fn left_table(&mut self, io: &mut Io, b: usize, table: u64, was_seated: bool, now_ns: i64) {
-        if let Some(n) = self.ours.get_mut(&table) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                self.ours.remove(&table);
-            }
-        }
+        self.lobby.release(table);
         let bot = &mut self.bots[b];
         bot.gen += 1;
         bot.chat_gen += 1;
@@ -587,21 +494,11 @@ impl Poker {
                 self.c.lobby_bytes += msg.len() as u64;
                 self.c.lobby_snapshots += 1;
                 self.c.lobby_snapshot_bytes += msg.len() as u64;
-                match self.enc.decode_server(msg) {
-                    Ok(ServerMsg::Reply {
-                        reply: Reply::Lobby { seq, tables },
-                        ..
-                    }) => {
-                        if self.lobby_seq.is_none_or(|s| seq > s) {
-                            self.lobby.clear();
-                            self.apply_entries(seq, &tables);
-                        }
-                        self.choose(io, b, now_ns);
-                    }
-                    _ => {
-                        self.c.errors += 1;
-                        self.ask_lobby(io, b);
-                    }
+                if self.lobby.on_reply(self.enc, msg) {
+                    self.choose(io, b, now_ns);
+                } else {
+                    self.c.errors += 1;
+                    self.ask_lobby(io, b);
                 }
             }
             (SIT_ID, At::Sitting(table)) => match self.enc.decode_server(msg) {
@@ -731,9 +628,7 @@ impl Poker {
                         self.c.seat_conflicts += 1;
                         self.bots[b].tried.push(table);
                     }
-                    115 => {
-                        self.lobby.remove(&table);
-                    }
+                    115 => self.lobby.remove(table),
                     _ => self.c.errors += 1,
                 }
                 self.left_table(io, b, table, false, now_ns);
@@ -748,7 +643,7 @@ impl Poker {
                     self.schedule(b, now_ns + RETRY_NS / 2 + jitter, T_RETURN);
                 } else {
                     if code == 115 {
-                        self.lobby.remove(&table); // closed
+                        self.lobby.remove(table); // closed
                     }
                     self.give_up_seat(io, b, table, now_ns);
                 }
@@ -784,37 +679,15 @@ impl Poker {
         match wire::push_kind(self.enc, msg) {
             GamePush::Game => {
                 self.c.game_events += 1;
-                if let Some((table, data)) = wire::game_in_place(self.enc, msg) {
-                    self.on_game(io, b, table, data, now_ns);
-                } else if let Ok(ServerMsg::Push(Push::Game { table, data })) =
-                    self.enc.decode_server(msg)
-                {
-                    self.on_game(io, b, table, &data, now_ns);
-                } else {
-                    self.c.errors += 1;
+                match wire::game(self.enc, msg) {
+                    Some((table, data)) => self.on_game(io, b, table, &data, now_ns),
+                    None => self.c.errors += 1,
                 }
             }
             GamePush::LobbyUpdate => {
                 self.c.lobby_bytes += msg.len() as u64;
-                let seq = wire::lobby_update_seq(self.enc, msg);
-                if seq.is_some() && seq <= self.lobby_seq {
-                    return; // this view has it already
-                }
-                match self.enc.decode_server(msg) {
-                    Ok(ServerMsg::Push(Push::LobbyUpdate {
-                        seq,
-                        tables,
-                        removed,
-                        ..
-                    })) => {
-                        if self.lobby_seq.is_none_or(|s| seq > s) {
-                            for id in removed {
-                                self.lobby.remove(&id);
-                            }
-                            self.apply_entries(seq, &tables);
-                        }
-                    }
-                    _ => self.c.errors += 1,
+                if !self.lobby.on_update(self.enc, msg) {
+                    self.c.errors += 1;
                 }
             }
             GamePush::Unseat => match self.enc.decode_server(msg) {
@@ -833,19 +706,6 @@ impl Poker {
                 _ => self.c.errors += 1,
             },
             GamePush::Seat | GamePush::Other => {}
-        }
-    }
-
-    fn apply_entries(&mut self, seq: u64, tables: &[TableEntry]) {
-        self.lobby_seq = Some(seq);
-        for t in tables {
-            self.lobby.insert(
-                t.table,
-                LobbyTable {
-                    seats: t.seats,
-                    players: t.players,
-                },
-            );
         }
     }
 
@@ -951,7 +811,7 @@ impl Poker {
     }
 
     /// Runs the timers that are due.
-    fn run_due(&mut self, io: &mut Io) {
+    fn run_timers(&mut self, io: &mut Io) {
         let now_ns = clock::now_ns();
         while let Some(&Reverse((due, b, token))) = self.heap.peek() {
             if due > now_ns {
@@ -1016,122 +876,6 @@ impl Poker {
         }
     }
 
-    /// All bots connected and either seated or waiting for a free table.
-    fn settled(&self) -> bool {
-        self.clients.all_ready()
-            && self
-                .bots
-                .iter()
-                .all(|b| matches!(b.at, At::Seated { .. } | At::Free))
-    }
-
-    fn players(&self) -> usize {
-        self.bots
-            .iter()
-            .filter(|b| matches!(b.at, At::Seated { .. }))
-            .count()
-    }
-
-    fn reset_window(&mut self, io: &Io) {
-        self.seating = (
-            self.c.lobby_bytes.saturating_sub(self.seating_from.0),
-            io.stats.bytes_in.saturating_sub(self.seating_from.1),
-        );
-        self.window_start_stats = io.stats;
-        self.c = Counters::default();
-        self.act_errors.clear();
-        self.response.reset();
-    }
-
-    fn finish_step(&mut self, io: &Io, now: Instant) {
-        self.seating_from = (self.c.lobby_bytes, io.stats.bytes_in);
-        let started = (self.phase_since - self.start).as_secs_f64();
-        let ended = (now - self.start).as_secs_f64();
-        let secs = (now - self.phase_since).as_secs_f64().max(1e-9);
-        self.monitor.sample(now);
-        let samples = &self.monitor.samples;
-        let cpu = mean_between(samples, started, ended, |s| s.server_cpu_pct);
-        let out_bps = (io.stats.bytes_in - self.window_start_stats.bytes_in) as f64 / secs;
-        let lobby_bps = self.c.lobby_bytes as f64 / secs;
-        let c = self.c;
-        let ledger = self.hand_ledger();
-        let step = HoldemStep {
-            bots: self.bots.len(),
-            players: self.players(),
-            tables_in_play: self.ours.values().filter(|&&n| n >= 2).count(),
-            hands_per_min: c.hands as f64 * 60.0 / secs,
-            game_events_per_s: c.game_events as f64 / secs,
-            actions_per_s: c.acts as f64 / secs,
-            response: self.response.summary(),
-            timeouts: c.timeouts,
-            auto_actions: c.auto_actions,
-            chat_sent_per_s: c.chat_sent as f64 / secs,
-            chat_received_per_s: c.chat_received as f64 / secs,
-            rebuys: c.rebuys,
-            resits: c.resits,
-            sat_back: self.run.sat_back,
-            sit_back_refused: self.run.sit_back_refused,
-            hands_after_sit_back: self.run.hands_after_sit_back,
-            hands_started: ledger.started,
-            hands_finished: ledger.finished,
-            hands_ended_unseen: ledger.ended_unseen,
-            hands_lost: ledger.lost,
-            hands_lost_at: ledger.lost_at,
-            hands_replayed: self.run.hands_replayed,
-            seat_conflicts: c.seat_conflicts,
-            lobby_snapshots: c.lobby_snapshots,
-            seating_lobby_bytes: self.seating.0,
-            seating_bytes_out: self.seating.1,
-            lobby_snapshot_bps: c.lobby_snapshot_bytes as f64 / secs,
-            refused: c.refused,
-            act_errors: self.act_errors.clone(),
-            errors: c.errors,
-            server_cpu_pct: cpu,
-            server_idle_pct: cpu.map(|c| (100.0 - c).max(0.0)),
-            system_idle_pct: mean_between(samples, started, ended, |s| s.system_idle_pct),
-            bandwidth_in_bps: (io.stats.bytes_out - self.window_start_stats.bytes_out) as f64
-                / secs,
-            bandwidth_out_bps: out_bps,
-            lobby_bps,
-            lobby_share_pct: if out_bps > 0.0 {
-                100.0 * lobby_bps / out_bps
-            } else {
-                0.0
-            },
-            connect_s: self.connect_s,
-            started_s: started,
-            ended_s: ended,
-        };
-        self.progress.clear();
-        let r = step.response.as_ref();
-        println!(
-            "bots: {:6}    players: {:6}    hands/min: {:8.1}    events/s: {:8.0}    response p50: {:7.2}ms    p99: {:7.2}ms    server cpu: {:5.1}%    out: {:6.0} KiB/s (lobby {:4.1}%)    errors: {}{}",
-            step.bots,
-            step.players,
-            step.hands_per_min,
-            step.game_events_per_s,
-            r.map_or(0.0, |r| r.p50_ms),
-            r.map_or(0.0, |r| r.p99_ms),
-            step.server_cpu_pct.unwrap_or(f64::NAN),
-            step.bandwidth_out_bps / 1024.0,
-            step.lobby_share_pct,
-            step.errors,
-            if step.sat_back + step.resits + step.hands_lost + step.hands_replayed > 0 {
-                format!(
-                    "    sat back: {}    resits: {}    hands lost: {} {:?}    replayed: {}",
-                    step.sat_back,
-                    step.resits,
-                    step.hands_lost,
-                    step.hands_lost_at,
-                    step.hands_replayed
-                )
-            } else {
-                String::new()
-            },
-        );
-        self.steps.push(step);
-    }
-
     /// The ledger's counts over the run so far: hands seen to start, of
     /// those seen to end, of the rest those the table is past, and the
     /// others lost (all but the last hand of a table where a bot sits or is
@@ -1169,124 +913,191 @@ impl Poker {
         }
         l
     }
-
-    /// Handles what the clients' callback reported for bot `b`.
-    fn dispatch(&mut self, io: &mut Io, b: usize, now_ns: i64) -> Result<(), BenchError> {
-        let got = std::mem::take(&mut self.got);
-        let inbox = std::mem::take(&mut self.inbox);
-        for &(g, from, to) in &got {
-            let msg = inbox.get(from..to).unwrap_or(&[]);
-            match g {
-                Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
-                Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
-                Got::Pub => self.c.chat_received += 1,
-                Got::Other => self.on_push(io, b, msg, now_ns),
-                Got::Unreadable => self.c.errors += 1,
-            }
-        }
-        self.got = got;
-        self.got.clear();
-        self.inbox = inbox;
-        self.inbox.clear();
-        Ok(())
-    }
 }
 
-impl Scenario for Poker {
-    fn group(&mut self, _: u64) -> &mut HeraldClients {
-        &mut self.clients
+impl GameBots for Poker {
+    fn parts(&mut self) -> (&mut HeraldClients, &mut Inbox, &mut Ramp) {
+        (&mut self.clients, &mut self.inbox, &mut self.ramp)
     }
 
-    fn on_arrival(&mut self, io: &mut Io, msg: Arrival<'_>) -> Result<(), BenchError> {
-        let (tag, now_ns) = (msg.tag, msg.now_ns);
-        let (got, inbox) = (&mut self.got, &mut self.inbox);
-        let mut keep = |g: Got, bytes: &[u8]| {
-            let from = inbox.len();
-            inbox.extend_from_slice(bytes);
-            got.push((g, from, inbox.len()));
-        };
-        msg.feed(&mut self.clients, io, &mut |ev| match ev {
-            Event::Reply { id, msg } => keep(Got::Reply(id), msg),
-            Event::Error { id, code } => keep(Got::Error(id, code), &[]),
-            Event::Pub { .. } => keep(Got::Pub, &[]),
-            Event::Other { msg } => keep(Got::Other, msg),
-            Event::Unreadable | Event::Unrecovered => keep(Got::Unreadable, &[]),
-        })?;
-        let b = tag as usize;
-        if b >= self.bots.len() {
-            return Err(BenchError::Internal("message for an unknown bot"));
-        }
-        self.dispatch(io, b, now_ns)?;
-        if self.bots[b].at == At::Setup && self.clients.clients[b].state == State::Ready {
-            self.ask_lobby(io, b);
+    fn bots(&self) -> usize {
+        self.bots.len()
+    }
+
+    fn on_got(
+        &mut self,
+        io: &mut Io,
+        b: usize,
+        got: Got,
+        msg: &[u8],
+        now_ns: i64,
+    ) -> Result<(), BenchError> {
+        match got {
+            Got::Reply(id) => self.on_reply(io, b, id, msg, now_ns),
+            Got::Error(id, code) => self.on_error(io, b, id, code, now_ns)?,
+            Got::Pub => self.c.chat_received += 1,
+            Got::Other => self.on_push(io, b, msg, now_ns),
+            Got::Unreadable => self.c.errors += 1,
         }
         Ok(())
     }
 
-    fn on_tick(&mut self, io: &mut Io, now: Instant) -> Result<Tick, BenchError> {
-        let mut next = now + Duration::from_millis(20);
-        self.run_due(io);
-        match self.phase {
-            Phase::Connecting => {
-                self.clients.tick(io)?;
-                if self.settled() {
-                    self.connect_s = (now - self.phase_since).as_secs_f64();
-                    self.phase = Phase::Settling;
-                    self.phase_since = now;
-                } else if now - self.phase_since > SETTLE_LIMIT {
-                    return Err(BenchError::Stalled(format!(
-                        "{} of {} bots connected, {} seated after {}s",
-                        self.clients.ready(),
-                        self.bots.len(),
-                        self.players(),
-                        SETTLE_LIMIT.as_secs()
-                    )));
-                }
-            }
-            Phase::Settling => {
-                if now - self.phase_since >= SETTLE {
-                    self.phase = Phase::Running;
-                    self.phase_since = now;
-                    self.reset_window(io);
-                }
-            }
-            Phase::Running => {
-                let out_of_time = self.deadline.is_some_and(|d| now >= d);
-                if now - self.phase_since >= self.step_duration || out_of_time {
-                    self.finish_step(io, now);
-                    if self.bots.len() >= self.max_bots || out_of_time {
-                        self.phase = Phase::Done;
-                    } else {
-                        self.add_step();
-                        self.phase = Phase::Connecting;
-                        self.phase_since = now;
-                    }
-                } else {
-                    next = next.min(self.phase_since + self.step_duration);
-                }
-            }
-            Phase::Done => return Ok(Tick::Done),
+    fn on_ready(&mut self, io: &mut Io, b: usize) {
+        if self.bots[b].at == At::Setup {
+            self.ask_lobby(io, b);
         }
-        if let Some(&Reverse((due, _, _))) = self.heap.peek() {
-            let wait = due - clock::now_ns();
-            next = next.min(now + Duration::from_nanos(wait.max(0) as u64));
+    }
+
+    fn run_due(&mut self, io: &mut Io) -> Option<i64> {
+        self.run_timers(io);
+        self.heap.peek().map(|&Reverse((due, _, _))| due)
+    }
+
+    /// All bots connected and either seated or waiting for a free table.
+    fn settled(&self) -> bool {
+        self.clients.all_ready()
+            && self
+                .bots
+                .iter()
+                .all(|b| matches!(b.at, At::Seated { .. } | At::Free))
+    }
+
+    fn players(&self) -> usize {
+        self.bots
+            .iter()
+            .filter(|b| matches!(b.at, At::Seated { .. }))
+            .count()
+    }
+
+    fn reset_window(&mut self, io: &Io) {
+        self.seating = (
+            self.c.lobby_bytes.saturating_sub(self.seating_from.0),
+            io.stats.bytes_in.saturating_sub(self.seating_from.1),
+        );
+        self.c = Counters::default();
+        self.act_errors.clear();
+        self.response.reset();
+    }
+
+    fn finish_step(&mut self, io: &Io, now: Instant, more: bool) {
+        self.seating_from = (self.c.lobby_bytes, io.stats.bytes_in);
+        let w = self.ramp.window(io, now, more);
+        let secs = w.secs;
+        let out_bps = w.bandwidth_out_bps;
+        let lobby_bps = self.c.lobby_bytes as f64 / secs;
+        let c = self.c;
+        let ledger = self.hand_ledger();
+        let step = HoldemStep {
+            bots: self.bots.len(),
+            players: self.players(),
+            tables_in_play: self.lobby.ours_with(2),
+            hands_per_min: c.hands as f64 * 60.0 / secs,
+            game_events_per_s: c.game_events as f64 / secs,
+            actions_per_s: c.acts as f64 / secs,
+            response: self.response.summary(),
+            timeouts: c.timeouts,
+            auto_actions: c.auto_actions,
+            chat_sent_per_s: c.chat_sent as f64 / secs,
+            chat_received_per_s: c.chat_received as f64 / secs,
+            rebuys: c.rebuys,
+            resits: c.resits,
+            sat_back: self.run.sat_back,
+            sit_back_refused: self.run.sit_back_refused,
+            hands_after_sit_back: self.run.hands_after_sit_back,
+            hands_started: ledger.started,
+            hands_finished: ledger.finished,
+            hands_ended_unseen: ledger.ended_unseen,
+            hands_lost: ledger.lost,
+            hands_lost_at: ledger.lost_at,
+            hands_replayed: self.run.hands_replayed,
+            seat_conflicts: c.seat_conflicts,
+            lobby_snapshots: c.lobby_snapshots,
+            seating_lobby_bytes: self.seating.0,
+            seating_bytes_out: self.seating.1,
+            lobby_snapshot_bps: c.lobby_snapshot_bytes as f64 / secs,
+            refused: c.refused,
+            act_errors: self.act_errors.clone(),
+            errors: c.errors,
+            server_cpu_pct: w.server_cpu_pct,
+            server_idle_pct: w.server_idle_pct,
+            system_idle_pct: w.system_idle_pct,
+            bandwidth_in_bps: w.bandwidth_in_bps,
+            bandwidth_out_bps: out_bps,
+            lobby_bps,
+            lobby_share_pct: if out_bps > 0.0 {
+                100.0 * lobby_bps / out_bps
+            } else {
+                0.0
+            },
+            connect_s: self.ramp.connect_s,
+            started_s: w.started_s,
+            ended_s: w.ended_s,
+        };
+        let r = step.response.as_ref();
+        println!(
+            "bots: {:6}    players: {:6}    hands/min: {:8.1}    events/s: {:8.0}    response p50: {:7.2}ms    p99: {:7.2}ms    server cpu: {:5.1}%    out: {:6.0} KiB/s (lobby {:4.1}%)    errors: {}{}",
+            step.bots,
+            step.players,
+            step.hands_per_min,
+            step.game_events_per_s,
+            r.map_or(0.0, |r| r.p50_ms),
+            r.map_or(0.0, |r| r.p99_ms),
+            step.server_cpu_pct.unwrap_or(f64::NAN),
+            step.bandwidth_out_bps / 1024.0,
+            step.lobby_share_pct,
+            step.errors,
+            if step.sat_back + step.resits + step.hands_lost + step.hands_replayed > 0 {
+                format!(
+                    "    sat back: {}    resits: {}    hands lost: {} {:?}    replayed: {}",
+                    step.sat_back,
+                    step.resits,
+                    step.hands_lost,
+                    step.hands_lost_at,
+                    step.hands_replayed
+                )
+            } else {
+                String::new()
+            },
+        );
+        self.steps.push(step);
+    }
+
+    fn add_step(&mut self) {
+        let have = self.bots.len();
+        let n = self.ramp.new_bots(have);
+        for _ in 0..n {
+            self.clients.add(Vec::new());
+            self.bots.push(Bot {
+                at: At::Setup,
+                buyin: 0,
+                tried: Vec::new(),
+                turn: None,
+                gen: 0,
+                chat_gen: 0,
+                act_sent_ns: None,
+                chats: 0,
+                in_lobby: false,
+                return_tries: 0,
+                view: None,
+            });
         }
-        let sample = self.monitor.tick(now);
-        let text = format!(
+    }
+
+    fn progress(&self, now: Instant) -> String {
+        format!(
             "[{:>4.0}s] {} bots ({} ready, {} seated) · {} hands this step",
-            (now - self.start).as_secs_f64(),
+            self.ramp.elapsed(now),
             self.bots.len(),
             self.clients.ready(),
             self.players(),
             self.c.hands
-        );
-        let show = self.progress.tick(now, || text);
-        Ok(Tick::Continue(Some(next.min(sample).min(show))))
+        )
     }
 }
 
 /// Runs `bots --game holdem`; returns its steps.
 pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
+    crate::bots::BotGame::refuse_module(args)?;
     if args.bots == 0 {
         return Err(BenchError::Args("--bots must be positive".into()));
     }
@@ -1296,47 +1107,18 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
     if args.chat_rate.is_nan() || args.chat_rate < 0.0 {
         return Err(BenchError::Args("--chat-rate must be 0 or more".into()));
     }
-    let (kind, scheme) = match args.transport {
-        Transport::WsJson | Transport::WsBinary => (ClientKind::Ws, Scheme::Ws),
-        Transport::Tcp => (ClientKind::Tcp, Scheme::Tcp),
-        Transport::Sse | Transport::Poll => {
-            return Err(BenchError::Args(format!(
-                "poker bots play: use ws-json, ws-binary or tcp, not {}",
-                args.transport.as_str()
-            )))
-        }
-    };
-    // Several URLs (`URL,URL`): bot i connects to URL i % n.
-    let targets = crate::fanout::parse_urls(std::slice::from_ref(&args.url), scheme)?;
+    let (clients, _) = game_clients(args, "poker bots")?;
     let enc = args.transport.encoding();
-    let step_size = if args.step_size == 0 {
-        (args.bots / 10).max(1)
-    } else {
-        args.step_size
-    };
-    let start = Instant::now();
-    let started_at = clock::now_secs_f64();
-    let mut clients = HeraldClients::with_kind(
-        kind,
-        &targets,
-        enc,
-        args.local_addr.clone(),
-        args.connect_concurrency,
-        0,
-    );
-    clients.lenient = true;
     let mut poker = Poker {
         clients,
         enc,
         bots: Vec::new(),
         heap: BinaryHeap::new(),
-        lobby_path: args.lobby.clone(),
+        lobby_path: args.lobby.clone().unwrap_or_default(),
         seating: (0, 0),
         seating_from: (0, 0),
         lobby_off_when_seated: args.lobby_off_when_seated,
-        lobby_seq: None,
-        lobby: HashMap::new(),
-        ours: HashMap::new(),
+        lobby: LobbyView::default(),
         hands_seen: HashMap::new(),
         ledger: HashMap::new(),
         resumed: HashMap::new(),
@@ -1347,63 +1129,29 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         } else {
             0
         },
-        max_bots: args.bots,
-        step_size,
-        step_duration: args.step_duration,
-        deadline: args.common.duration.map(|d| start + d),
-        phase: Phase::Connecting,
-        phase_since: start,
-        start,
-        connect_s: 0.0,
-        window_start_stats: IoStats::default(),
+        ramp: Ramp::new(args),
         c: Counters::default(),
         run: RunCounters::default(),
         act_errors: BTreeMap::new(),
         response: Latency::new(),
         steps: Vec::new(),
-        got: Vec::with_capacity(4),
-        inbox: Vec::with_capacity(4096),
+        inbox: Inbox::default(),
         frame: Vec::with_capacity(256),
         data: Vec::with_capacity(128),
         channel: String::with_capacity(32),
         rng: fastrand::Rng::new(),
-        monitor: Monitor::new(args.common.server_pid, &args.common.net_iface, start),
-        progress: Progress::new(args.common.quiet, start),
     };
-    poker.add_step();
-    // Lobby snapshots of many tables are large.
-    let mut engine = Engine::new(16 << 20)?;
-    let result = engine.run(&mut Adapter(&mut poker));
-    poker.progress.clear();
-    let end = Instant::now();
-    poker.monitor.sample(end);
-
-    let label = args
-        .common
-        .label
-        .clone()
-        .unwrap_or_else(|| format!("holdem bots {}", args.transport.as_str()));
-    let mut record = RunRecord::new("bots-holdem", label, started_at);
-    record.duration_s = (end - start).as_secs_f64();
-    record.params = json!({
-        "url": args.url,
-        "transport": args.transport,
-        "game": args.game,
-        "bots": args.bots,
-        "step_size": step_size,
-        "step_duration_s": args.step_duration.as_secs_f64(),
-        "lobby": args.lobby,
+    let result = play(&mut poker)?;
+    let label = format!("holdem bots {}", args.transport.as_str());
+    let extra = json!({
+        "lobby": poker.lobby_path,
         "lobby_off_when_seated": args.lobby_off_when_seated,
-        "think_ms": args.think.as_millis() as u64,
         "timeout_share": args.timeout_share,
         "chat_rate": args.chat_rate,
     });
-    record.steps = poker
-        .steps
-        .iter()
-        .map(serde_json::to_value)
-        .collect::<Result<_, _>>()
-        .map_err(BenchError::Json)?;
+    let mut record = poker
+        .ramp
+        .record("bots-holdem", args, label, &poker.steps, extra)?;
     let last = poker.steps.last();
     record.summary = json!({
         "steps": poker.steps.len(),
@@ -1415,7 +1163,6 @@ pub fn run(args: &BotsArgs) -> Result<Vec<HoldemStep>, BenchError> {
         "sat_back": last.map(|s| s.sat_back),
         "tables_seen": poker.lobby.len(),
     });
-    record.system = std::mem::take(&mut poker.monitor.samples);
     record.write_after(
         result,
         args.common.out.as_deref(),

@@ -12,8 +12,10 @@
 //! `Encoding::decode_server`. The unit tests check every encoder and reader
 //! here against `herald_proto`.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
-use herald_proto::{Command, Encoding, Request};
+use herald_proto::{Command, Encoding, Push, Request, ServerMsg};
 
 use crate::herald_wire::{json_int, put_bytes, put_varint, read_varint, write_u64};
 
@@ -121,6 +123,18 @@ pub fn game_in_place(enc: Encoding, msg: &[u8]) -> Option<(u64, &[u8])> {
     }
 }
 
+/// The table and data of a `game` push: read in place, or (a shape the
+/// in-place reader does not know) through `herald_proto`, copied.
+pub fn game(enc: Encoding, msg: &[u8]) -> Option<(u64, Cow<'_, [u8]>)> {
+    if let Some((table, data)) = game_in_place(enc, msg) {
+        return Some((table, Cow::Borrowed(data)));
+    }
+    match enc.decode_server(msg) {
+        Ok(ServerMsg::Push(Push::Game { table, data })) => Some((table, Cow::Owned(data.to_vec()))),
+        _ => None,
+    }
+}
+
 /// The `seq` of a `lobby_update` push, read without decoding its entries
 /// (so that updates a bot's lobby view already has cost nothing more).
 pub fn lobby_update_seq(enc: Encoding, msg: &[u8]) -> Option<u64> {
@@ -161,7 +175,7 @@ fn skip_json_string(s: &[u8]) -> Option<&[u8]> {
 mod tests {
     use super::*;
     use bytes::{Bytes, BytesMut};
-    use herald_proto::{Command, Push, ServerMsg, TableEntry};
+    use herald_proto::TableEntry;
 
     const BOTH: [Encoding; 2] = [Encoding::Json, Encoding::Binary];
 
@@ -274,6 +288,10 @@ mod tests {
             },
         );
         assert_eq!(game_in_place(Encoding::Json, &msg), None);
+        assert_eq!(
+            game(Encoding::Json, &msg),
+            Some((1, Cow::Owned(b"\xff".to_vec())))
+        );
         assert_eq!(game_in_place(Encoding::Binary, &[0xA6, 1, 5, b'x']), None);
         assert_eq!(
             lobby_update_seq(Encoding::Json, b"{\"lobby_update\":{\"path\":\"x"),
