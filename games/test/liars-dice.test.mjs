@@ -92,7 +92,7 @@ test("hidden dice: no seat and no watcher ever gets another's roll before the ca
   checkHistory(h);
 });
 
-test("a call: the loser loses a die, starts the next round, and a player with none is out", () => {
+test("a call: the rolls are shown, the loser loses a die and starts the next round", () => {
   const h = started(2);
   const turn = h.state.turn;
   const other = 1 - turn;
