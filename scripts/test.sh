@@ -65,6 +65,10 @@ echo "== TypeScript SDK and demo page: vectors, real servers on every transport,
 echo "   reconnect/recovery, fallback; end-to-end in headless Chromium with a Python peer"
 ./sdk/typescript/test.sh
 
+echo "== game modules (games/): bundled from TypeScript, dist/ fresh, rules, bots, hidden"
+echo "   information, timers and save/restore on the SDK's game harness"
+games/test.sh
+
 echo "== outside yardsticks: the field's own tools against the real binary"
 echo "   (Autobahn|Testsuite, h2load, curl, eventsource, slow and malformed HTTP)"
 HERALD_BIN="$BIN" tests/outside/run.sh
