@@ -70,8 +70,8 @@
     every(ms) {
       live("every");
       ms = msOf("every", ms);
-      if (ms !== 0 && ms < 10) throw new RangeError("ctx.every: at least 10 ms (or 0 to stop)");
-      fx.push(6, ms, "");
+      // At least 10 ms (a shorter period is raised to it); 0 stops.
+      fx.push(6, ms === 0 ? 0 : Math.max(ms, 10), "");
     },
     lobby(attrs) {
       live("lobby");
@@ -88,7 +88,7 @@
     random() { live("random"); return random(); },
     randomInt(n) {
       live("randomInt");
-      if (!Number.isInteger(n) || n <= 0) throw new RangeError("ctx.randomInt: n is a positive integer");
+      if (!Number.isSafeInteger(n) || n <= 0) throw new RangeError("ctx.randomInt: n is a positive safe integer");
       return Math.floor(random() * n);
     },
     outOfTurn(message) { return refusal("out_of_turn", message); },

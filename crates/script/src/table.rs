@@ -50,6 +50,7 @@ pub struct ScriptTable {
     shard: Arc<Shard>,
     handle: u64,
     id: u64,
+    seats: u32,
     rng: Cell<u64>,
     names: BTreeMap<String, u64>,
     keys: BTreeMap<u64, String>,
@@ -79,13 +80,14 @@ enum Effect {
 }
 
 impl ScriptTable {
-    fn new(script: Arc<Script>, id: u64, seed: u64) -> ScriptTable {
+    fn new(script: Arc<Script>, params: &TableParams, seed: u64) -> ScriptTable {
         let handle = script.next.fetch_add(1, Ordering::Relaxed);
         ScriptTable {
             shard: script.shard(handle),
             script,
             handle,
-            id,
+            id: params.id,
+            seats: params.seats,
             rng: Cell::new(seed),
             names: BTreeMap::new(),
             keys: BTreeMap::new(),
@@ -100,7 +102,7 @@ impl ScriptTable {
     /// A new table of `script`, its generator seeded with `seed`: calls the
     /// module's `created`. `Err`: the module failed on these parameters.
     pub fn create(script: Arc<Script>, params: &TableParams, seed: u64) -> Result<Self, String> {
-        let mut t = ScriptTable::new(script, params.id, seed);
+        let mut t = ScriptTable::new(script, params, seed);
         let info = serde_json::json!({
             "id": params.id,
             "seats": params.seats,
@@ -141,7 +143,7 @@ impl ScriptTable {
             ));
         }
         let rng = u64::from_str_radix(&s.rng, 16).map_err(|e| format!("malformed rng: {e}"))?;
-        let mut t = ScriptTable::new(script, params.id, rng);
+        let mut t = ScriptTable::new(script, params, rng);
         let keys: BTreeMap<u64, String> = s.timers.iter().map(|(n, k)| (*k, n.clone())).collect();
         if keys.len() != s.timers.len()
             || keys.contains_key(&TICK)
@@ -237,9 +239,12 @@ impl ScriptTable {
         };
         let mut out = Vec::with_capacity(fx.len());
         for (kind, a, b) in fx {
-            let seat = || {
-                u32::try_from(a.as_u64().unwrap_or(u64::MAX))
-                    .map_err(|_| Fault::Output("a seat out of range".into()))
+            let seat = || match a.as_u64() {
+                Some(s) if s < u64::from(self.seats) => Ok(s as u32),
+                _ => Err(Fault::Output(format!(
+                    "seat {a} is not one of the table's {} seats",
+                    self.seats
+                ))),
             };
             out.push(match kind {
                 0 => Effect::Send(seat()?, bytes(b)?),
@@ -417,6 +422,8 @@ impl Game for ScriptTable {
             return Err(ActionError::Malformed("the action is not JSON".into()));
         };
         let (h, data) = (self.handle, data.to_string());
+        // A refused action changes nothing, its random draws included.
+        let rng = self.rng.get();
         let r = self.run(|_, herald| {
             let v: Value = herald.get::<_, Function>("act")?.call((h, seat, data))?;
             if let Some(o) = v.as_object().filter(|_| !v.is_array()) {
@@ -427,10 +434,13 @@ impl Game for ScriptTable {
             read_fx(v).map(Ok)
         });
         match r {
-            Ok(Err((kind, message))) => Err(match kind.as_str() {
-                "out_of_turn" => ActionError::OutOfTurn(message),
-                "illegal" => ActionError::Illegal(message),
-                _ => ActionError::Malformed(message),
+            Ok(Err((kind, message))) => Err({
+                self.rng.set(rng);
+                match kind.as_str() {
+                    "out_of_turn" => ActionError::OutOfTurn(message),
+                    "illegal" => ActionError::Illegal(message),
+                    _ => ActionError::Malformed(message),
+                }
             }),
             Ok(Ok(fx)) => {
                 match self.effects(&fx).and_then(|e| self.apply(ctx, e)) {

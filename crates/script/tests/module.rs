@@ -416,3 +416,51 @@ fn a_malformed_save_is_an_error_not_a_panic() {
     }
     let _ = Fault::Output(String::new()).kind();
 }
+
+/// The SDK harness's rules (game-harness.ts) hold here too: a refusal
+/// gives back its random draws, a period under 10 ms is raised to 10, a
+/// message to a seat the table does not have is a fault.
+const EDGES: &str = r#"
+export const game = {
+  created() { return { draws: [] }; },
+  sat(state, ctx) { ctx.every(1); },
+  left() {},
+  act(state, ctx, seat, data) {
+    const d = ctx.randomInt(1000000);
+    if (data === "refuse") return ctx.illegal("no");
+    if (data === "far") { ctx.send(9, "hi"); return; }
+    state.draws.push(d);
+  },
+  tick(state, ctx) {},
+  snapshot(state) { return state; },
+};
+"#;
+
+#[test]
+fn refusals_give_back_their_draws_and_bad_seats_fault() {
+    let s = script(EDGES);
+    let draws = |refuse_first: bool| {
+        let mut h = Harness::new(table(&s, 1, 42));
+        h.sit(0, "a", b"").expect("sit");
+        assert_eq!(
+            h.pending_timers(),
+            vec![(0, Duration::from_millis(10))],
+            "every(1) runs at 10 ms"
+        );
+        if refuse_first {
+            assert!(h.act(0, br#""refuse""#).is_err());
+        }
+        h.act(0, br#""ok""#).expect("act");
+        let v: Value = serde_json::from_slice(&h.save().expect("save")).expect("json");
+        v["state"]["draws"].clone()
+    };
+    assert_eq!(draws(true), draws(false));
+    let mut h = Harness::new(table(&s, 2, 1));
+    h.sit(0, "a", b"").expect("sit");
+    let _ = h.act(0, br#""far""#);
+    assert!(
+        h.fault.clone().unwrap_or_default().contains("seat 9"),
+        "{:?}",
+        h.fault
+    );
+}

@@ -103,7 +103,11 @@ export interface Ctx {
  * 100 to every player), counted in `/metrics`; other tables go on.
  */
 export interface Game<S extends Json = Json> {
-  /** Called once when the table is created: returns its initial state. */
+  /**
+   * Called once when the table is created: returns its initial state.
+   * Throw to refuse `table.params` (`POST /api/tables` answers 400 with
+   * the message).
+   */
   created(ctx: Ctx, table: TableInfo): S;
   /**
    * May `user` sit at the free seat `seat`, with `data` (the `sit`
