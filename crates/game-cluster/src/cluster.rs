@@ -36,6 +36,22 @@ pub fn start(
     options: Options,
 ) -> Result<Arc<dyn TableDirectory>, EngineError> {
     let known = ClusterTables::start(broker, engine, tables, options.lease, options.runs_tables)?;
+    // A table whose game failed here is deleted for the whole cluster, as
+    // `DELETE /api/tables/{id}` would: its lease would otherwise expire
+    // and another node restore it, and fail it again if the fault comes
+    // back.
+    let deleting = Arc::downgrade(&known);
+    engine.set_on_failed(Arc::new(move |table| {
+        let Some(known) = deleting.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            match known.delete(table).await {
+                Ok(_) => tracing::info!(table, "failed table deleted from the cluster"),
+                Err(e) => tracing::warn!(table, "cannot delete the failed table: {e}"),
+            }
+        });
+    }));
     crate::cluster_lobby::start(broker, engine);
     let routes = Routes::start(
         broker,

@@ -229,6 +229,19 @@ pub(crate) struct Shared {
     owned: Mutex<HashMap<u64, Lease>>,
     /// Where commands for tables of other nodes go (a cluster's edge).
     router: std::sync::OnceLock<Arc<dyn Router>>,
+    /// Told of a durable table whose game failed (see
+    /// [`Engine::set_on_failed`]).
+    on_failed: std::sync::OnceLock<Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+impl Shared {
+    /// A durable table's game failed and the table closed here: the
+    /// cluster is told, so that no other node takes it over.
+    pub(crate) fn durable_failed(&self, table: u64) {
+        if let Some(f) = self.on_failed.get() {
+            f(table);
+        }
+    }
 }
 
 impl Shared {
@@ -318,6 +331,7 @@ impl Engine {
                 tokens: Mutex::new(HashMap::new()),
                 owned: Mutex::new(HashMap::new()),
                 router: std::sync::OnceLock::new(),
+                on_failed: std::sync::OnceLock::new(),
                 lobby: Lobby::default(),
                 metrics: GameMetrics::default(),
                 factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -338,6 +352,17 @@ impl Engine {
     /// (set once).
     pub fn set_router(&self, router: Arc<dyn Router>) {
         let _ = self.shared.router.set(router);
+    }
+
+    /// Sets what is called with a durable table's id when its game fails
+    /// (a panic or a [`crate::Game::fault`]) and the table closes here
+    /// (its players got `unseat` 100). Without it the table's lease would
+    /// expire and another node would restore it from its last save, where
+    /// a fault that comes back (a timer's) would fail it again, node after
+    /// node: the game cluster deletes the table instead. Set once; later
+    /// calls are ignored.
+    pub fn set_on_failed(&self, f: Arc<dyn Fn(u64) + Send + Sync>) {
+        let _ = self.shared.on_failed.set(f);
     }
 
     /// Handles a table command (`sit`, `watch`, `stand`, `act`) for a table

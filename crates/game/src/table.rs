@@ -312,6 +312,9 @@ impl Table {
             // not JSON, or too large): close the table as failed, now.
             self.close(ErrorCode::Internal, "the table failed and was closed");
             self.flush();
+            if self.durable.is_some() {
+                self.shared.durable_failed(self.id);
+            }
             return false;
         }
         let record = match record {
@@ -527,6 +530,9 @@ impl Table {
             if self.failed {
                 self.close(ErrorCode::Internal, "the table failed and was closed");
                 self.flush();
+                if self.durable.is_some() {
+                    self.shared.durable_failed(self.id);
+                }
                 break;
             }
             if !self.persist().await {

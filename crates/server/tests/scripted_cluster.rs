@@ -34,6 +34,7 @@ export const game = {
   },
   left(state, ctx, seat) {},
   act(state, ctx, seat, data) {
+    if (data === "boom") throw new Error("boom");
     if (seat !== state.turn) return ctx.outOfTurn("seat " + state.turn + " plays");
     state.total += data;
     state.log.push(ctx.randomInt(1000));
@@ -159,5 +160,37 @@ async fn a_scripted_table_fails_over_mid_game_with_its_state() {
     let after = state(&nodes[other]).await;
     assert_eq!(after["total"], 13, "{after}");
     assert_eq!(after["log"].as_array().map(Vec::len), Some(4), "{after}");
+    let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
+}
+
+/// A table whose module fails is closed for the whole cluster: no other
+/// node restores it from its last save when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_scripted_table_is_not_taken_over() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let path = module_path();
+    let nodes = [node(&redis, &path), node(&redis, &path)];
+    let first = owner(&[&nodes[0], &nodes[1]]).await;
+    let mut p = Player::connect(nodes[first].addr, &user_token(SECRET, "ann")).await;
+    let r = p.sit(1).await;
+    assert!(r["sit"].is_object(), "{r}");
+    send_json(
+        &mut p.ws,
+        json!({"id": 2, "act": {"table": 1, "data": "boom"}}),
+    )
+    .await;
+    let u = p.wait("unseat", |m| m["unseat"].is_object()).await;
+    assert_eq!(u["unseat"]["code"], 100, "{u}");
+    // Four leases later, no node runs it, and the lobby has forgotten it.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    for n in &nodes {
+        let (status, _, body) = http(n.addr, "GET", "/api/tables/1", &[], "").await;
+        assert_eq!(status, 404, "{body}");
+        let (_, _, list) = http(n.addr, "GET", "/api/tables", &[], "").await;
+        let v: Value = serde_json::from_str(&list).expect("JSON");
+        assert_eq!(v["tables"].as_array().map(Vec::len), Some(0), "{v}");
+    }
     let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
 }
