@@ -24,6 +24,7 @@ function occupancy(s) {
   return taken;
 }
 function placeFood(s, ctx) {
+  if (s.food.length >= s.foodCount) return;
   const taken = occupancy(s);
   while (s.food.length < s.foodCount) {
     const free = taken.flatMap((t, c2) => t ? [] : [c2]);
@@ -35,14 +36,24 @@ function placeFood(s, ctx) {
 }
 function respawn(s, ctx, snake) {
   const taken = occupancy(s);
-  const places = [];
-  for (let head2 = 0; head2 < s.w * s.h; head2++) {
-    for (const dir2 of DIRS) {
-      const cells = [head2];
-      for (let i = 1; i < START_LENGTH; i++) cells.push(step(s, cells[i - 1], OPPOSITE[dir2]));
-      for (let i = 0, c = head2; i < ROOM_AHEAD; i++) cells.push(c = step(s, c, dir2));
-      if (cells.every((c) => c >= 0 && !taken[c])) places.push([head2, dir2]);
+  const fits = (head2, dir2) => {
+    for (let i = 0, c = head2; i < START_LENGTH; i++, c = step(s, c, OPPOSITE[dir2])) {
+      if (c < 0 || taken[c]) return false;
     }
+    for (let i = 0, c = head2; i < ROOM_AHEAD; i++) {
+      c = step(s, c, dir2);
+      if (c < 0 || taken[c]) return false;
+    }
+    return true;
+  };
+  const places = [];
+  for (let tries = 0; tries < 32 && places.length === 0; tries++) {
+    const head2 = ctx.randomInt(s.w * s.h);
+    const dir2 = DIRS[ctx.randomInt(DIRS.length)];
+    if (fits(head2, dir2)) places.push([head2, dir2]);
+  }
+  for (let head2 = 0; places.length === 0 && head2 < s.w * s.h; head2++) {
+    for (const dir2 of DIRS) if (fits(head2, dir2)) places.push([head2, dir2]);
   }
   if (places.length === 0) return;
   const [head, dir] = places[ctx.randomInt(places.length)];

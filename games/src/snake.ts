@@ -99,6 +99,8 @@ function occupancy(s: State): boolean[] {
 
 /** Tops the food up to `foodCount` pieces, on free cells drawn at random. */
 function placeFood(s: State, ctx: Ctx): void {
+  // Most ticks eat nothing: no board to build then.
+  if (s.food.length >= s.foodCount) return;
   const taken = occupancy(s);
   while (s.food.length < s.foodCount) {
     const free = taken.flatMap((t, c) => (t ? [] : [c]));
@@ -112,14 +114,28 @@ function placeFood(s: State, ctx: Ctx): void {
 /** Puts a dead snake back at a random free place, if there is one (else it waits a tick). */
 function respawn(s: State, ctx: Ctx, snake: Snake): void {
   const taken = occupancy(s);
-  const places: [number, Dir][] = [];
-  for (let head = 0; head < s.w * s.h; head++) {
-    for (const dir of DIRS) {
-      const cells = [head];
-      for (let i = 1; i < START_LENGTH; i++) cells.push(step(s, cells[i - 1] as number, OPPOSITE[dir]));
-      for (let i = 0, c = head; i < ROOM_AHEAD; i++) cells.push((c = step(s, c, dir)));
-      if (cells.every((c) => c >= 0 && !taken[c])) places.push([head, dir]);
+  // The cells a snake born at `head` heading `dir` takes, plus the room it
+  // needs ahead: false if any is off the board or taken.
+  const fits = (head: number, dir: Dir): boolean => {
+    for (let i = 0, c = head; i < START_LENGTH; i++, c = step(s, c, OPPOSITE[dir])) {
+      if (c < 0 || taken[c]) return false;
     }
+    for (let i = 0, c = head; i < ROOM_AHEAD; i++) {
+      c = step(s, c, dir);
+      if (c < 0 || taken[c]) return false;
+    }
+    return true;
+  };
+  // A few random draws find a place on a board that is mostly free (the
+  // usual case) without looking at every cell; a crowded board is scanned.
+  const places: [number, Dir][] = [];
+  for (let tries = 0; tries < 32 && places.length === 0; tries++) {
+    const head = ctx.randomInt(s.w * s.h);
+    const dir = DIRS[ctx.randomInt(DIRS.length)] as Dir;
+    if (fits(head, dir)) places.push([head, dir]);
+  }
+  for (let head = 0; places.length === 0 && head < s.w * s.h; head++) {
+    for (const dir of DIRS) if (fits(head, dir)) places.push([head, dir]);
   }
   if (places.length === 0) return;
   const [head, dir] = places[ctx.randomInt(places.length)] as [number, Dir];

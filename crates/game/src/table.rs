@@ -138,6 +138,11 @@ pub(crate) struct Table {
     touched: bool,
     /// Restored from a save: `Game::created` was called by its first owner.
     restored: bool,
+    /// The game timer being fired and its deadline, while its call runs:
+    /// the same timer set again from it counts from that deadline, not
+    /// from now, so a periodic timer keeps its rate (a 20 Hz tick stays
+    /// 20 Hz however late each firing is) as the fake-clock harness does.
+    firing: Option<(u64, Instant)>,
 }
 
 /// A durable table's lease and store.
@@ -200,6 +205,7 @@ impl Table {
             durable: None,
             touched: true,
             restored: false,
+            firing: None,
         }
     }
 
@@ -850,7 +856,11 @@ impl Table {
             }
             self.timers.remove(&key);
             match key {
-                TimerKey::Game(k) => self.call(|g, ctx| g.timer(ctx, k)),
+                TimerKey::Game(k) => {
+                    self.firing = Some((k, at));
+                    self.call(|g, ctx| g.timer(ctx, k));
+                    self.firing = None;
+                }
                 TimerKey::Grace(seat) => {
                     if self.seats[seat as usize]
                         .as_ref()
@@ -938,8 +948,8 @@ impl Table {
                 Effect::ToPlayers(data) => self.broadcast(data, true, false),
                 Effect::ToWatchers(data) => self.broadcast(data, false, true),
                 Effect::SetTimer(key, after) => {
-                    self.timers
-                        .insert(TimerKey::Game(key), Instant::now() + after);
+                    let due = timer_due(self.firing, key, after, Instant::now());
+                    self.timers.insert(TimerKey::Game(key), due);
                 }
                 Effect::CancelTimer(key) => {
                     self.timers.remove(&TimerKey::Game(key));
@@ -1070,6 +1080,17 @@ impl Table {
     }
 }
 
+/// When game timer `key` set to fire `after` now is due: from the deadline
+/// of its own firing if it is being set again from it (`firing`), so that
+/// a periodic timer keeps its rate, unless that is already past (an
+/// overloaded table skips rather than bursts to catch up); else from now.
+fn timer_due(firing: Option<(u64, Instant)>, key: u64, after: Duration, now: Instant) -> Instant {
+    match firing {
+        Some((k, at)) if k == key && at + after > now => at + after,
+        _ => now + after,
+    }
+}
+
 /// One message encoded at most once per encoding.
 #[derive(Default)]
 struct Encoded([Option<Bytes>; 2]);
@@ -1119,4 +1140,27 @@ fn unseat_msg(table: u64, code: ErrorCode, reason: &str) -> ServerMsg {
         code: code.code(),
         reason: reason.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timer_due;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn a_timer_set_again_from_its_own_firing_keeps_its_rate() {
+        let ms = Duration::from_millis;
+        let at = Instant::now();
+        // Fired 3 ms late: the next is due 50 ms after the missed deadline.
+        assert_eq!(timer_due(Some((7, at)), 7, ms(50), at + ms(3)), at + ms(50));
+        // Another timer, or none firing: from now.
+        assert_eq!(timer_due(Some((7, at)), 8, ms(50), at + ms(3)), at + ms(53));
+        assert_eq!(timer_due(None, 7, ms(50), at + ms(3)), at + ms(53));
+        // Later than a whole period: skip, no burst of catch-up firings.
+        assert_eq!(
+            timer_due(Some((7, at)), 7, ms(50), at + ms(80)),
+            at + ms(130)
+        );
+    }
 }

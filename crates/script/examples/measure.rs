@@ -236,6 +236,9 @@ fn actions(module: &str, n: u64) {
 struct Timed {
     inner: Box<dyn Game>,
     due: Option<Instant>,
+    /// The deadline of the tick being fired: the engine counts the next
+    /// one from it (table.rs, `firing`), and so does this.
+    firing: Option<Instant>,
     late: Arc<Mutex<hdrhistogram::Histogram<u64>>>,
 }
 
@@ -243,7 +246,13 @@ impl Timed {
     fn saw(&mut self, ctx: &Ctx) {
         for e in ctx.effects() {
             match e {
-                herald_game::Effect::SetTimer(0, d) => self.due = Some(Instant::now() + *d),
+                herald_game::Effect::SetTimer(0, d) => {
+                    let now = Instant::now();
+                    self.due = Some(match self.firing {
+                        Some(at) if at + *d > now => at + *d,
+                        _ => now + *d,
+                    });
+                }
                 herald_game::Effect::CancelTimer(0) => self.due = None,
                 _ => {}
             }
@@ -279,10 +288,12 @@ impl Game for Timed {
                 if let Ok(mut h) = self.late.lock() {
                     let _ = h.record(late.as_micros() as u64);
                 }
+                self.firing = Some(due);
             }
         }
         self.inner.timer(ctx, key);
         self.saw(ctx);
+        self.firing = None;
     }
     fn snapshot(&self, s: Option<Seat>) -> Bytes {
         self.inner.snapshot(s)
@@ -305,6 +316,7 @@ impl GameFactory for TimedFactory {
         Ok(Box::new(Timed {
             inner: self.inner.create(p)?,
             due: None,
+            firing: None,
             late: self.late.clone(),
         }))
     }
