@@ -1,6 +1,8 @@
 // Bundles the pages' scripts into web/dist/ (committed: `herald serve`
 // embeds them, so building the server needs no Node): demo.ts → demo.js for
-// the demo at `/`, table.ts → table.js for the poker table at `/table.html`.
+// the demo at `/`, table.ts → table.js for the poker table at `/table.html`,
+// games.ts (with its renderers/) → games.js for the game modules' page at
+// `/games.html`.
 // The HTML and demo.css need no build and are embedded straight from
 // web/src/. Each page is bundled on its own (no shared chunks), so each is
 // one file. Deterministic: the same sources give the same bytes, which the
@@ -12,7 +14,7 @@ import { fileURLToPath } from "node:url";
 const here = fileURLToPath(new URL(".", import.meta.url));
 mkdirSync(`${here}dist`, { recursive: true });
 await build({
-  entryPoints: [`${here}src/demo.ts`, `${here}src/table.ts`],
+  entryPoints: [`${here}src/demo.ts`, `${here}src/table.ts`, `${here}src/games.ts`],
   outdir: `${here}dist`,
   bundle: true,
   format: "esm",

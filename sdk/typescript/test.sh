@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Tests the TypeScript SDK and the demo page in one command: installs what is
+# Tests the TypeScript SDK and the web pages in one command: installs what is
 # missing (Node >= 20 is expected; Debian's chromium; a virtualenv with the
 # Python SDK for the end-to-end test's Python peer), builds the SDK and the
-# page, checks that the committed web/dist/ matches its sources, builds the
+# pages, checks that the committed web/dist/ matches its sources, builds the
 # server (which embeds web/dist/), then runs the SDK's tests (protocol
-# vectors, real servers on free ports) and the end-to-end test in headless
-# Chromium. Screenshots land in web/artifacts/ (or $HERALD_ARTIFACTS).
+# vectors, real servers on free ports) and the end-to-end tests in headless
+# Chromium (web/test/: the demo, the poker table, the games page against
+# games/dist/). Screenshots land in web/artifacts/ (or $HERALD_ARTIFACTS).
 #
 # Usage: sdk/typescript/test.sh            (from anywhere; CI runs it from scripts/test.sh)
 #   HERALD_BIN   server binary (default: debug/herald in cargo's target
@@ -64,6 +65,6 @@ echo "-- SDK tests: protocol vectors, every transport against real servers, reco
 echo "   and the README's install and quick start in a new project outside the SDK"
 (cd "$SDK" && node --test --test-concurrency=1 --test-reporter=dot test/)
 
-echo "-- end-to-end: the demo page in headless Chromium with a Python peer"
+echo "-- end-to-end: the demo, poker and games pages in headless Chromium with Python and Node peers"
 (cd "$WEB" && node --test --test-concurrency=1 --test-reporter=spec test/)
 echo "screenshots: ${HERALD_ARTIFACTS:-$WEB/artifacts}"

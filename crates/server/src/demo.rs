@@ -1,14 +1,17 @@
-//! The demo page at `/` and the poker table at `/table.html`, and the
-//! synthetic stream the demo shows.
+//! The demo page at `/`, the poker table at `/table.html`, the game
+//! modules' page at `/games.html`, and the synthetic stream the demo shows.
 //!
-//! The pages (`web/src/index.html`, `table.html` and `demo.css` as written,
-//! and the scripts bundled into the committed `web/dist/demo.js` and
-//! `table.js`) are embedded in the binary with `include_bytes!`, so `herald
-//! serve` needs no files beside it and building the server needs no Node
-//! toolchain. Both use the TypeScript SDK: the demo shows a live table and
-//! chart of `demo.stream`, a chat room on `demo.chat` and the transport in
-//! use; the poker page shows the game lobby and lets a person sit at a
-//! Hold'em table, play and chat on `table:{id}`.
+//! The pages (`web/src/index.html`, `table.html`, `games.html` and
+//! `demo.css` as written, and the scripts bundled into the committed
+//! `web/dist/demo.js`, `table.js` and `games.js`) are embedded in the binary
+//! with `include_bytes!`, so `herald serve` needs no files beside it and
+//! building the server needs no Node toolchain. All use the TypeScript SDK:
+//! the demo shows a live table and chart of `demo.stream`, a chat room on
+//! `demo.chat` and the transport in use; the poker page shows the game lobby
+//! and lets a person sit at a Hold'em table, play and chat on `table:{id}`;
+//! the games page does the same for one scripted game (`?game=NAME`, a
+//! `[[games]]` entry), drawn by a renderer for Liar's Dice, Snake or RPS, or
+//! as JSON for any other.
 //!
 //! Herald has no event source of its own, so `--demo-rate N` (off by default:
 //! a production server should not publish anything it was not asked to)
@@ -32,6 +35,8 @@ const DEMO_JS: &[u8] = include_bytes!("../../../web/dist/demo.js");
 const DEMO_CSS: &[u8] = include_bytes!("../../../web/src/demo.css");
 const TABLE_HTML: &[u8] = include_bytes!("../../../web/src/table.html");
 const TABLE_JS: &[u8] = include_bytes!("../../../web/dist/table.js");
+const GAMES_HTML: &[u8] = include_bytes!("../../../web/src/games.html");
+const GAMES_JS: &[u8] = include_bytes!("../../../web/dist/games.js");
 
 /// The embedded file at `path`, if there is one.
 pub fn asset(path: &str) -> Option<Response<Body>> {
@@ -41,6 +46,8 @@ pub fn asset(path: &str) -> Option<Response<Body>> {
         "/demo.css" => (DEMO_CSS, "text/css; charset=utf-8"),
         "/table.html" => (TABLE_HTML, "text/html; charset=utf-8"),
         "/table.js" => (TABLE_JS, "text/javascript; charset=utf-8"),
+        "/games.html" => (GAMES_HTML, "text/html; charset=utf-8"),
+        "/games.js" => (GAMES_JS, "text/javascript; charset=utf-8"),
         _ => return None,
     };
     let mut r = Response::new(full(body));
@@ -231,10 +238,18 @@ mod tests {
         assert!(asset("/demo.css").is_some());
         assert!(asset("/table.html").is_some());
         assert!(asset("/table.js").is_some());
+        assert!(asset("/games.html").is_some());
+        assert!(asset("/games.js").is_some());
         assert!(asset("/nope").is_none());
         assert!(std::str::from_utf8(INDEX_HTML).unwrap().contains("demo.js"));
         assert!(std::str::from_utf8(TABLE_HTML)
             .unwrap()
             .contains("table.js"));
+        assert!(std::str::from_utf8(GAMES_HTML)
+            .unwrap()
+            .contains("games.js"));
+        assert!(std::str::from_utf8(INDEX_HTML)
+            .unwrap()
+            .contains("games.html"));
     }
 }
