@@ -561,6 +561,41 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
     write_u64(out, v.unsigned_abs());
 }
 
+/// The `seq` of a `lobby_update` push, read without decoding its entries
+/// (so that updates a bot's lobby view already has cost nothing more).
+pub fn lobby_update_seq(enc: Encoding, msg: &[u8]) -> Option<u64> {
+    match enc {
+        Encoding::Binary => {
+            let mut rest = msg.strip_prefix(&[0xA5])?;
+            let path_len = usize::try_from(read_varint(&mut rest).ok()?).ok()?;
+            let mut rest = rest.get(path_len..)?;
+            read_varint(&mut rest).ok()
+        }
+        Encoding::Json => {
+            let rest = msg.strip_prefix(b"{\"lobby_update\":{\"path\":")?;
+            let rest = skip_json_string(rest)?;
+            let (seq, _) = json_int(rest.strip_prefix(b",\"seq\":")?)?;
+            u64::try_from(seq).ok()
+        }
+    }
+}
+
+/// What follows the JSON string at the start of `s`.
+fn skip_json_string(s: &[u8]) -> Option<&[u8]> {
+    let mut i = 1;
+    if s.first() != Some(&b'"') {
+        return None;
+    }
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'"' => return s.get(i + 1..),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

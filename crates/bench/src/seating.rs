@@ -15,8 +15,6 @@ use std::collections::HashMap;
 
 use herald_proto::{Encoding, Push, Reply, ServerMsg, TableEntry};
 
-use crate::holdem::wire;
-
 /// One table of the lobby view.
 #[derive(Debug, Clone, Copy)]
 struct LobbyTable {
@@ -56,7 +54,7 @@ impl LobbyView {
     /// read first, so an update the view has already costs nothing more).
     /// `false` if it cannot be read.
     pub fn on_update(&mut self, enc: Encoding, msg: &[u8]) -> bool {
-        let seq = wire::lobby_update_seq(enc, msg);
+        let seq = crate::herald_wire::lobby_update_seq(enc, msg);
         if seq.is_some() && seq <= self.seq {
             return true; // this view has it already
         }
