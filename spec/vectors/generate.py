@@ -300,6 +300,8 @@ def binary_server(m):
                 + bytes([STATUSES.index(b["status"])]))
     if op == "unseat":
         return b"\xa8" + varint(b["table"]) + varint(b["code"]) + s(b["reason"])
+    if op == "lobby_page":
+        return b"\xa9" + s(b["path"]) + entries(b["tables"])
     raise ValueError(op)
 
 
@@ -431,6 +433,8 @@ SERVER = [
     ("seat push left", msg(0, "seat", {"table": 7, "seat": 0, "user": "", "status": "left"})),
     ("seat push away", msg(0, "seat", {"table": 7, "seat": 2, "user": "u1", "status": "away"})),
     ("seat push back, escaped user", msg(0, "seat", {"table": U53, "seat": 2**32 - 1, "user": ODD, "status": "back"})),
+    ("lobby_page push, whole lobby", msg(0, "lobby_page", {"path": "", "tables": [entry(7, "holdem/10-seat/express", 10, 4, 0, b'{"big_blind":2}'), entry(9, "dice/4-seat/normal", 4, 0, 1)]})),
+    ("lobby_page push, a branch, empty", msg(0, "lobby_page", {"path": "holdem/6-seat", "tables": []})),
     ("unseat push", msg(0, "unseat", {"table": 7, "code": 115, "reason": "table closed"})),
     ("unseat push, disconnect code", msg(0, "unseat", {"table": 8, "code": 3000, "reason": ""})),
 ]
@@ -504,7 +508,9 @@ INVALID_BINARY = [
     ("unknown reply type 0x80", "server", "8001", "unknown", 0),
     ("unknown reply type 0x8f", "server", "8f01", "unknown", 0),
     ("command type sent by server", "server", "0501", "unknown", 0),
-    ("unknown push type 0xa9", "server", "a9", "unknown", 0),
+    ("unknown push type 0xaa", "server", "aa", "unknown", 0),
+    ("lobby_page push missing tables", "server", "a900", "malformed", 0),
+    ("lobby_page push trailing byte", "server", "a900" + "00" + "00", "malformed", 0),
     ("unknown type 0xe1", "server", "e101", "unknown", 0),
     ("connect reply ping_interval above u32 max", "server", "81010163017680808080" + "10", "invalid", 1),
     ("subscribe reply unknown flag bit", "server", "82020201650000", "malformed", 2),

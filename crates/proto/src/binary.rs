@@ -48,6 +48,7 @@ mod ty {
     pub const GAME: u8 = 0xA6;
     pub const SEAT: u8 = 0xA7;
     pub const UNSEAT: u8 = 0xA8;
+    pub const LOBBY_PAGE: u8 = 0xA9;
 }
 
 /// The longest varint (a u64 needs 64 / 7 rounded up = 10 bytes).
@@ -406,7 +407,7 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
 fn server(r: &mut Reader<'_>) -> Result<ServerMsg, DecodeError> {
     let t = r.u8("type")?;
     match t {
-        ty::PUB..=ty::UNSEAT => {
+        ty::PUB..=ty::LOBBY_PAGE => {
             let push = push(t, r)?;
             r.finish()?;
             Ok(ServerMsg::Push(push))
@@ -544,6 +545,10 @@ fn push(t: u8, r: &mut Reader<'_>) -> Result<Push, DecodeError> {
             table: r.varint("table")?,
             code: r.u16("code")?,
             reason: r.string("reason")?,
+        },
+        ty::LOBBY_PAGE => Push::LobbyPage {
+            path: r.string("path")?,
+            tables: r.tables()?,
         },
         other => return Err(unknown_type(other)),
     })
@@ -916,6 +921,11 @@ fn encode_push(push: &Push, out: &mut BytesMut) {
             put_varint(out, *table);
             put_varint(out, u64::from(*code));
             put_str(out, reason);
+        }
+        Push::LobbyPage { path, tables } => {
+            out.put_u8(ty::LOBBY_PAGE);
+            put_str(out, path);
+            put_tables(out, tables);
         }
     }
 }

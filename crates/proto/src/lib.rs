@@ -497,6 +497,15 @@ pub enum Push {
         /// Ids of tables removed.
         removed: Vec<u64>,
     },
+    /// Part of a lobby snapshot too large for one message (§5e): entries
+    /// of the subscribed branch, sent before the `lobby` reply that ends
+    /// the snapshot.
+    LobbyPage {
+        /// The subscribed branch ("" = all).
+        path: String,
+        /// Whole entries, in ascending table id.
+        tables: Vec<TableEntry>,
+    },
     /// Game data from a table the client sits at or watches (opaque).
     Game {
         /// The table id.

@@ -280,7 +280,7 @@ impl Rng {
                 code: self.u16(),
                 message: self.string(),
             },
-            _ => ServerMsg::Push(match self.below(9) {
+            _ => ServerMsg::Push(match self.below(10) {
                 0 => Push::Publication {
                     channel: self.string(),
                     offset: self.u64(),
@@ -319,10 +319,14 @@ impl Rng {
                     user: self.string(),
                     status: self.status(),
                 },
-                _ => Push::Unseat {
+                8 => Push::Unseat {
                     table: self.u64(),
                     code: self.u16(),
                     reason: self.string(),
+                },
+                _ => Push::LobbyPage {
+                    path: self.string(),
+                    tables: self.tables(),
                 },
             }),
         }

@@ -82,6 +82,7 @@ const SERVER_OPS: &[&str] = &[
     "stand",
     "act",
     "lobby_update",
+    "lobby_page",
     "game",
     "seat",
     "unseat",
@@ -816,6 +817,10 @@ fn server_msg<'a>(
             table: table(&f)?,
             code: u16_(req(f.code, "code")?, "code")?,
             reason: string(req(f.reason, "reason")?, "reason")?,
+        })),
+        "lobby_page" => Ok(ServerMsg::Push(Push::LobbyPage {
+            path: string(req(f.path, "path")?, "path")?,
+            tables: tables(req(f.tables, "tables")?, src)?,
         })),
         other => Err(DecodeError::Unknown(other.into())),
     }

@@ -390,6 +390,12 @@ fn encode_push(push: &Push, out: &mut BytesMut) {
             out.extend_from_slice(b",\"reason\":");
             write_str(out, reason);
         }
+        Push::LobbyPage { path, tables } => {
+            out.extend_from_slice(b"{\"lobby_page\":{\"path\":");
+            write_str(out, path);
+            out.extend_from_slice(b",\"tables\":");
+            write_tables(out, tables);
+        }
     }
 }
 
