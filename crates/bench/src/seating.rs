@@ -29,6 +29,9 @@ pub(crate) struct LobbyView {
     tables: HashMap<u64, LobbyTable>,
     /// Seats the bots hold or asked for, per table.
     ours: HashMap<u64, u32>,
+    /// A `lobby_page` came since the last reply: the reply ends a snapshot
+    /// in pages (protocol §5e) and adds to the view rather than replace it.
+    paged: bool,
 }
 
 impl LobbyView {
@@ -41,9 +44,12 @@ impl LobbyView {
                 ..
             }) => {
                 if self.seq.is_none_or(|s| seq > s) {
-                    self.tables.clear();
+                    if !self.paged {
+                        self.tables.clear();
+                    }
                     self.apply(seq, &tables);
                 }
+                self.paged = false;
                 true
             }
             _ => false,
@@ -51,8 +57,9 @@ impl LobbyView {
     }
 
     /// A `lobby_update` push: applied if newer than the view (its `seq` is
-    /// read first, so an update the view has already costs nothing more).
-    /// `false` if it cannot be read.
+    /// read first, so an update the view has already costs nothing more);
+    /// or a `lobby_page` push, whose entries are applied. `false` if it
+    /// cannot be read.
     pub fn on_update(&mut self, enc: Encoding, msg: &[u8]) -> bool {
         let seq = crate::herald_wire::lobby_update_seq(enc, msg);
         if seq.is_some() && seq <= self.seq {
@@ -70,6 +77,19 @@ impl LobbyView {
                         self.tables.remove(&id);
                     }
                     self.apply(seq, &tables);
+                }
+                true
+            }
+            Ok(ServerMsg::Push(Push::LobbyPage { tables, .. })) => {
+                self.paged = true;
+                for t in tables {
+                    self.tables.insert(
+                        t.table,
+                        LobbyTable {
+                            seats: t.seats,
+                            players: t.players,
+                        },
+                    );
                 }
                 true
             }

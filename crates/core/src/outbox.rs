@@ -500,6 +500,13 @@ impl Outbox {
         f(&mut self.lock())
     }
 
+    /// Payload bytes waiting (what the bound counts): a producer that
+    /// sends a lot on its own schedule (a lobby snapshot in pages) waits
+    /// for this to fall before sending more.
+    pub fn queued_bytes(&self) -> usize {
+        self.lock().bytes as usize
+    }
+
     /// Number of frames waiting.
     pub fn len(&self) -> usize {
         self.lock().frames.len()

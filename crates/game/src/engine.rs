@@ -746,16 +746,19 @@ impl Engine {
 impl Games for Engine {
     fn command(&self, client: &Arc<Client>, id: u32, cmd: Command) {
         match cmd {
-            Command::Lobby { path } => {
-                if !self.shared.lobby.subscribe(client, id, &path) {
-                    error(
-                        client,
-                        id,
-                        ErrorCode::AlreadySubscribed,
-                        "already subscribed to this lobby branch",
-                    );
+            Command::Lobby { path } => match self.shared.lobby.subscribe(client, id, &path) {
+                crate::lobby::Subscribed::Done => {}
+                crate::lobby::Subscribed::Paging(pager) => {
+                    let shared = self.shared.clone();
+                    tokio::spawn(async move { crate::lobby::page(&shared.lobby, pager).await });
                 }
-            }
+                crate::lobby::Subscribed::Already => error(
+                    client,
+                    id,
+                    ErrorCode::AlreadySubscribed,
+                    "already subscribed to this lobby branch",
+                ),
+            },
             Command::LobbyOff { path } => {
                 if self.shared.lobby.unsubscribe(client.id, &path) {
                     crate::table::reply(client, id, herald_proto::Reply::LobbyOff);

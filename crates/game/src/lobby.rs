@@ -29,18 +29,97 @@
 //! Branches: a table's path is like `holdem/10-seat/express`; a subscription
 //! to `holdem` sees every table whose path is `holdem` or starts with
 //! `holdem/`; the empty path sees everything.
+//!
+//! Large branches (protocol §5e, "Large lobbies"): a snapshot over
+//! [`PAGE_BYTES`] would not fit a connection's queue (50,000 tables are
+//! ~9 MB of JSON; the queue holds 1 MiB), so it goes in pages: the
+//! subscription starts at once (deltas flow as usual), and [`page`] sends
+//! `lobby_page` pushes of the entries as they are at that moment, each
+//! once the client has drained most of its queue, then the `lobby` reply
+//! with the last page and the seq of the moment it subscribed. Why pages
+//! of the live lobby rather than a frozen snapshot: nothing is held per
+//! subscriber, and a page is never older than a delta queued before it,
+//! so applying everything in order ends where a fresh snapshot would.
 
 use bytes::Bytes;
 use herald_core::Client;
 use herald_proto::{Encoding, Push, Reply, ServerMsg, TableEntry};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Whether a table at `path` belongs to the branch `branch`.
 pub fn in_branch(path: &str, branch: &str) -> bool {
     branch.is_empty()
         || (path.starts_with(branch)
             && (path.len() == branch.len() || path.as_bytes()[branch.len()] == b'/'))
+}
+
+/// Entries' bytes in one message of a snapshot (estimated: path, attrs
+/// and the numbers' text); a branch over it is sent in pages.
+pub const PAGE_BYTES: usize = 64 << 10;
+
+/// How often a paging subscriber's queue is looked at while it is fuller
+/// than half its bound.
+const DRAIN_POLL: Duration = Duration::from_millis(5);
+
+fn entry_bytes(e: &TableEntry) -> usize {
+    e.path.len() + e.attrs.len() + 80
+}
+
+/// What [`Lobby::subscribe`] did.
+#[derive(Debug)]
+pub enum Subscribed {
+    /// Subscribed; the snapshot was queued (one reply).
+    Done,
+    /// Subscribed; the snapshot is too large for one message: run [`page`]
+    /// with this.
+    Paging(Pager),
+    /// The client was already subscribed to the branch.
+    Already,
+}
+
+/// A subscriber whose snapshot goes in pages.
+#[derive(Debug)]
+pub struct Pager {
+    client: Arc<Client>,
+    id: u32,
+    branch: String,
+    /// The lobby's seq when it subscribed: the reply's.
+    seq: u64,
+}
+
+/// What one [`Lobby::next_page`] sent.
+enum Paged {
+    /// A `lobby_page` ending at this table id.
+    Page(u64),
+    /// The reply: the snapshot is complete.
+    Last,
+    /// Nothing: the client unsubscribed meanwhile.
+    Gone,
+}
+
+/// Sends `p`'s snapshot in pages, each once the client has drained its
+/// queue below half its bound; ends with the `lobby` reply, or early if
+/// the client unsubscribes or its connection closes.
+pub async fn page(lobby: &Lobby, p: Pager) {
+    let mut after = None;
+    loop {
+        let bound = p.client.outbox.max_bytes() / 2;
+        while p.client.outbox.queued_bytes() > bound {
+            if p.client.outbox.is_closing() {
+                return;
+            }
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+        if p.client.outbox.is_closing() {
+            return;
+        }
+        match lobby.next_page(&p, after) {
+            Paged::Page(last) => after = Some(last),
+            Paged::Last | Paged::Gone => return,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +139,11 @@ struct State {
 #[derive(Debug, Default)]
 pub struct Lobby {
     state: Mutex<State>,
+    /// Held by a flush from taking its changes until every delta is
+    /// queued, and by a page from reading the entries until it is queued:
+    /// so a page is never queued before a delta computed earlier (older
+    /// values after newer ones). Taken before `state`.
+    sending: Mutex<()>,
 }
 
 impl Lobby {
@@ -130,27 +214,87 @@ impl Lobby {
         self.len() == 0
     }
 
-    /// Subscribes `client` to `branch` and answers command `id` with the
-    /// snapshot, under one lock. False if it was already subscribed there.
-    pub fn subscribe(&self, client: &Arc<Client>, id: u32, branch: &str) -> bool {
+    /// Subscribes `client` to `branch` and, under the same lock, answers
+    /// command `id` with the snapshot, or, for a branch over
+    /// [`PAGE_BYTES`], says to send it in pages ([`page`]).
+    pub fn subscribe(&self, client: &Arc<Client>, id: u32, branch: &str) -> Subscribed {
         let mut s = self.state();
         let subs = s.subscribers.entry(branch.to_string()).or_default();
         if subs.contains_key(&client.id) {
-            return false;
+            return Subscribed::Already;
         }
         subs.insert(client.id, client.clone());
-        let tables = s
-            .entries
-            .values()
-            .filter(|e| in_branch(&e.path, branch))
-            .cloned()
-            .collect();
+        let mut bytes = 0;
+        let mut tables = Vec::new();
+        for e in s.entries.values().filter(|e| in_branch(&e.path, branch)) {
+            bytes += entry_bytes(e);
+            if bytes > PAGE_BYTES {
+                return Subscribed::Paging(Pager {
+                    client: client.clone(),
+                    id,
+                    branch: branch.to_string(),
+                    seq: s.seq,
+                });
+            }
+            tables.push(e.clone());
+        }
         let msg = ServerMsg::Reply {
             id,
             reply: Reply::Lobby { seq: s.seq, tables },
         };
         client.send(client.encoding.encode_server_bytes(&msg));
-        true
+        Subscribed::Done
+    }
+
+    /// Queues `p`'s next part: the entries of its branch after table
+    /// `after` as they are now, up to [`PAGE_BYTES`]; a `lobby_page` if
+    /// more remain, else the `lobby` reply.
+    fn next_page(&self, p: &Pager, after: Option<u64>) -> Paged {
+        let _order = self.sending.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.state();
+        if !s
+            .subscribers
+            .get(&p.branch)
+            .is_some_and(|subs| subs.contains_key(&p.client.id))
+        {
+            return Paged::Gone;
+        }
+        let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut bytes = 0;
+        let mut tables = Vec::new();
+        let mut more = false;
+        for e in s
+            .entries
+            .range((from, std::ops::Bound::Unbounded))
+            .map(|(_, e)| e)
+            .filter(|e| in_branch(&e.path, &p.branch))
+        {
+            bytes += entry_bytes(e);
+            if bytes > PAGE_BYTES && !tables.is_empty() {
+                more = true;
+                break;
+            }
+            tables.push(e.clone());
+        }
+        let msg = match (more, tables.last()) {
+            (true, Some(last)) => {
+                let last = last.table;
+                let msg = ServerMsg::Push(Push::LobbyPage {
+                    path: p.branch.clone(),
+                    tables,
+                });
+                drop(s);
+                p.client.send(p.client.encoding.encode_server_bytes(&msg));
+                return Paged::Page(last);
+            }
+            _ => ServerMsg::Reply {
+                id: p.id,
+                reply: Reply::Lobby { seq: p.seq, tables },
+            },
+        };
+        drop(s);
+        p.client.send(p.client.encoding.encode_server_bytes(&msg));
+        Paged::Last
     }
 
     /// Ends `client`'s subscription to `branch`; false if it had none.
@@ -183,6 +327,7 @@ impl Lobby {
     /// Sends one delta per branch with changes; returns how many messages
     /// were queued. Called every lobby interval.
     pub fn flush(&self) -> usize {
+        let _order = self.sending.lock().unwrap_or_else(|e| e.into_inner());
         let (seq, changed, removed, sends) = {
             let mut s = self.state();
             if s.changed.is_empty() && s.removed.is_empty() {
@@ -298,6 +443,108 @@ mod tests {
         assert!(!lobby.put_seq(older.clone(), 4));
         assert!(!lobby.put_seq(older, 5));
         assert_eq!(lobby.entries(), vec![e]);
+    }
+
+    /// A snapshot in pages with changes, removals and flushes between the
+    /// pages: applying everything in order, as §5e says, ends with the
+    /// lobby's entries.
+    #[test]
+    fn pages_and_deltas_in_order_end_with_the_lobby() {
+        use crate::testing::{client, drain};
+        let entry = |table: u64, players: u32| TableEntry {
+            table,
+            path: format!("g/{}", table % 3),
+            seats: 6,
+            players,
+            watchers: 0,
+            attrs: Bytes::from(format!(r#"{{"pad":"{}"}}"#, "x".repeat(200))),
+        };
+        let lobby = Lobby::default();
+        for t in 1..=2_000 {
+            lobby.put(entry(t, 0));
+        }
+        lobby.flush();
+        let c = client("u", Encoding::Json);
+        let Subscribed::Paging(pager) = lobby.subscribe(&c, 9, "") else {
+            panic!("2,000 entries of ~300 B need pages");
+        };
+        let mut after = None;
+        let mut round = 0u64;
+        loop {
+            // Between pages: tables ahead of and behind the cursor change,
+            // some go, one is added, and a flush sends the delta.
+            round += 1;
+            lobby.put(entry(round * 7 % 2_000 + 1, round as u32));
+            lobby.put(entry(2_000 - round, 5));
+            lobby.remove(round * 13 % 2_000 + 1);
+            lobby.put(entry(10_000 + round, 1));
+            lobby.flush();
+            match lobby.next_page(&pager, after) {
+                Paged::Page(last) => after = Some(last),
+                Paged::Last => break,
+                Paged::Gone => panic!("still subscribed"),
+            }
+        }
+        assert!(round > 3, "pages: {round}");
+        let mut map = BTreeMap::new();
+        let mut seq = None;
+        for m in drain(&c) {
+            match m {
+                ServerMsg::Push(Push::LobbyPage { tables, .. }) => {
+                    assert!(seq.is_none());
+                    map.extend(tables.into_iter().map(|t| (t.table, t)));
+                }
+                ServerMsg::Push(Push::LobbyUpdate {
+                    tables,
+                    removed,
+                    seq: s,
+                    ..
+                }) => {
+                    if seq.is_some_and(|last| s <= last) {
+                        continue;
+                    }
+                    map.extend(tables.into_iter().map(|t| (t.table, t)));
+                    for id in removed {
+                        map.remove(&id);
+                    }
+                    if seq.is_some() {
+                        seq = Some(s);
+                    }
+                }
+                ServerMsg::Reply {
+                    id: 9,
+                    reply: Reply::Lobby { seq: s, tables },
+                } => {
+                    map.extend(tables.into_iter().map(|t| (t.table, t)));
+                    seq = Some(s);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Whatever changed after the last page comes in the next flush.
+        lobby.put(entry(1, 99));
+        lobby.flush();
+        for m in drain(&c) {
+            if let ServerMsg::Push(Push::LobbyUpdate {
+                tables, removed, ..
+            }) = m
+            {
+                map.extend(tables.into_iter().map(|t| (t.table, t)));
+                for id in removed {
+                    map.remove(&id);
+                }
+            }
+        }
+        let want: BTreeMap<u64, TableEntry> =
+            lobby.entries().into_iter().map(|e| (e.table, e)).collect();
+        assert_eq!(map, want);
+        // Unsubscribed midway: the pager stops.
+        let d = client("v", Encoding::Binary);
+        let Subscribed::Paging(pager) = lobby.subscribe(&d, 1, "") else {
+            panic!("pages");
+        };
+        assert!(lobby.unsubscribe(d.id, ""));
+        assert!(matches!(lobby.next_page(&pager, None), Paged::Gone));
     }
 
     #[test]

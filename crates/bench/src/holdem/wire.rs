@@ -66,7 +66,7 @@ pub fn act(enc: Encoding, id: u32, table: u64, data: &[u8], out: &mut Vec<u8>) {
 pub enum GamePush {
     /// `game`.
     Game,
-    /// `lobby_update`.
+    /// `lobby_update`, or `lobby_page` (part of a large snapshot).
     LobbyUpdate,
     /// `seat`.
     Seat,
@@ -81,7 +81,7 @@ pub fn push_kind(enc: Encoding, msg: &[u8]) -> GamePush {
     match enc {
         Encoding::Binary => match msg.first() {
             Some(0xA6) => GamePush::Game,
-            Some(0xA5) => GamePush::LobbyUpdate,
+            Some(0xA5 | 0xA9) => GamePush::LobbyUpdate,
             Some(0xA7) => GamePush::Seat,
             Some(0xA8) => GamePush::Unseat,
             _ => GamePush::Other,
@@ -89,7 +89,8 @@ pub fn push_kind(enc: Encoding, msg: &[u8]) -> GamePush {
         Encoding::Json => {
             if msg.starts_with(b"{\"game\":") {
                 GamePush::Game
-            } else if msg.starts_with(b"{\"lobby_update\":") {
+            } else if msg.starts_with(b"{\"lobby_update\":") || msg.starts_with(b"{\"lobby_page\":")
+            {
                 GamePush::LobbyUpdate
             } else if msg.starts_with(b"{\"seat\":") {
                 GamePush::Seat
