@@ -182,6 +182,10 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       w.varint(m.removed.length);
       for (const t of m.removed) w.varint(t);
       break;
+    case "lobbyPage":
+      w.u8(0xa9).str(m.path);
+      writeTables(w, m.tables);
+      break;
     case "game":
       w.u8(0xa6).varint(m.table).bytes(m.data);
       break;
@@ -565,6 +569,10 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
       const table = r.offset();
       const code = r.uint(U16_MAX, "code");
       return finish(r, { type: "unseat", table, code, reason: r.str() });
+    }
+    case 0xa9: {
+      const path = r.str();
+      return finish(r, { type: "lobbyPage", path, tables: r.tables() });
     }
     default:
       throw new DecodeError("unknown", `unknown server message type 0x${t.toString(16)}`);

@@ -48,6 +48,7 @@ import type {
   GamePush,
   JoinPush,
   LeavePush,
+  LobbyPagePush,
   LobbyUpdatePush,
   Position,
   PublicationPush,
@@ -69,6 +70,7 @@ import {
   type SubscriptionCore,
 } from "./protocol.js";
 import { fromUtf8, utf8 } from "./bytes.js";
+import { Lobby } from "./lobby.js";
 import { openLongPoll } from "./transports/longpoll.js";
 import { openSse } from "./transports/sse.js";
 import {
@@ -140,6 +142,9 @@ export type ClientEvents = {
   closed: (error: HeraldError | null) => void;
   /** Lobby tables added, changed or removed (apply with {@link Lobby}). */
   lobby_update: (u: LobbyUpdatePush) => void;
+  /** Part of a large lobby snapshot, before the `lobby` reply (§5e);
+   * {@link Client.lobby} already gathers them into its snapshot. */
+  lobby_page: (p: LobbyPagePush) => void;
   /** Game data from a table the client sits at or watches. */
   game: (g: GamePush) => void;
   /** A seat changed at a table the client sits at or watches. */
@@ -280,6 +285,12 @@ export interface ClientOptions {
   fetch?: FetchLike;
 }
 
+/** A lobby snapshot being received, and the snapshot once the reply came. */
+interface LobbyLoad {
+  lobby: Lobby;
+  snapshot: { seq: number; tables: TableEntry[] } | null;
+}
+
 interface PendingRequest {
   resolve: (m: Reply) => void;
   reject: (e: Error) => void;
@@ -357,6 +368,8 @@ export class Client extends Emitter<ClientEvents> {
   private readonly fetchFn: FetchLike;
   private readonly subs = new Map<string, Subscription>();
   private readonly pending = new Map<number, PendingRequest>();
+  /** Lobby snapshots being received, by the id of their `lobby` command. */
+  private readonly lobbyLoads = new Map<number, LobbyLoad>();
   private transport: Transport | null = null;
   private running = false;
   private first: { resolve: () => void; reject: (e: Error) => void; promise: Promise<void> } | null = null;
@@ -552,10 +565,35 @@ export class Client extends Emitter<ClientEvents> {
   // snapshot, and `sit` again for the same table to take the seat back.
 
   /** Subscribes to the lobby ("" = every table) or a branch of it; resolves
-   * with the snapshot, after which `lobby_update` events follow. */
-  async lobby(path = ""): Promise<{ seq: number; tables: TableEntry[] }> {
-    const reply = await this.request((id) => ({ type: "lobby", id, path }), "lobbyReply");
-    return { seq: reply.seq, tables: reply.tables };
+   * with the whole snapshot (in ascending table id), after which
+   * `lobby_update` events follow: apply those with a higher `seq`. A large
+   * snapshot comes in `lobby_page` pushes before the reply, perhaps with
+   * `lobby_update` pushes between them (§5e); this gathers them all, and the
+   * `seq` resolved is the last one they reached.
+   *
+   * With `into` (a {@link Lobby} for the same path), the snapshot is also
+   * received into it as the messages arrive ({@link Lobby.begin} at sending,
+   * {@link Lobby.finish} at the reply, before any later push is handed to
+   * `lobby_update` listeners): a listener that calls `into.apply(u)` then
+   * never misses an update, whatever the transport delivers at once. */
+  async lobby(path = "", into?: Lobby): Promise<{ seq: number; tables: TableEntry[] }> {
+    if (into !== undefined && into.path !== path) throw new TypeError(`the Lobby follows "${into.path}", not "${path}"`);
+    const load = into ?? new Lobby(path);
+    load.begin();
+    const entry: LobbyLoad = { lobby: load, snapshot: null };
+    let sent = 0;
+    try {
+      await this.request((id) => {
+        sent = id;
+        this.lobbyLoads.set(id, entry);
+        return { type: "lobby", id, path };
+      }, "lobbyReply");
+    } finally {
+      this.lobbyLoads.delete(sent);
+    }
+    // Taken when the reply arrived (see "reply" below): `into` may have
+    // moved on since.
+    return entry.snapshot!;
   }
 
   /** Ends the lobby subscription made with the same path. */
@@ -819,6 +857,7 @@ export class Client extends Emitter<ClientEvents> {
         const lost = new ConnectionLostError(`connection lost: ${code ?? ""} ${reason}`.trim());
         for (const p of this.pending.values()) p.reject(lost);
         this.pending.clear();
+        this.lobbyLoads.clear();
         if (connected) this.emit("disconnected", { code, reason, reconnect: again && terminal === null });
         const connectedFor = connected ? Date.now() - connectedAt : 0;
         resolveOutcome({ connected, connectedFor, code, reason, terminal, refused });
@@ -833,6 +872,16 @@ export class Client extends Emitter<ClientEvents> {
             return;
           }
           case "reply": {
+            // A lobby snapshot ends here, before any later push is applied.
+            const load = this.lobbyLoads.get(event.reply.id);
+            if (load !== undefined) {
+              this.lobbyLoads.delete(event.reply.id);
+              if (event.reply.type === "lobbyReply") {
+                const l = load.lobby;
+                l.finish(event.reply);
+                load.snapshot = { seq: l.seq, tables: [...l.tables.values()].sort((a, b) => a.table - b.table) };
+              }
+            }
             const p = this.pending.get(event.reply.id);
             if (p !== undefined) {
               this.pending.delete(event.reply.id);
@@ -853,8 +902,13 @@ export class Client extends Emitter<ClientEvents> {
             return;
           case "game": {
             const push = event.push;
-            if (push.type === "lobbyUpdate") this.emit("lobby_update", push);
-            else if (push.type === "game") this.emit("game", push);
+            if (push.type === "lobbyUpdate") {
+              for (const load of this.lobbyLoads.values()) load.lobby.apply(push);
+              this.emit("lobby_update", push);
+            } else if (push.type === "lobbyPage") {
+              for (const load of this.lobbyLoads.values()) load.lobby.page(push);
+              this.emit("lobby_page", push);
+            } else if (push.type === "game") this.emit("game", push);
             else if (push.type === "seat") this.emit("seat", push);
             else this.emit("unseat", push);
             return;

@@ -376,6 +376,8 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [m.id, "act", ""];
     case "lobbyUpdate":
       return [0, "lobby_update", `"path":${s(m.path)},"seq":${m.seq},"tables":[${tables(m.tables)}],"removed":[${m.removed.join(",")}]`];
+    case "lobbyPage":
+      return [0, "lobby_page", `"path":${s(m.path)},"tables":[${tables(m.tables)}]`];
     case "game":
       return [0, "game", `"table":${m.table},${payload(m.data)}`];
     case "seat":
@@ -398,7 +400,7 @@ const COMMANDS: ReadonlySet<string> = new Set([
   "lobby", "lobby_off", "sit", "watch", "stand", "act",
 ]);
 const SERVER_OPS: ReadonlySet<string> = new Set([
-  ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect", "lobby_update", "game", "seat", "unseat",
+  ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect", "lobby_update", "lobby_page", "game", "seat", "unseat",
 ]);
 
 /** Whether a non-negative integer's text is at most `limit` (exactly, also
@@ -712,6 +714,10 @@ function serverFrom(text: string, root: Value): ServerMessage {
         return Number(v.text);
       });
       return { type: "lobbyUpdate", path, seq, tables, removed };
+    }
+    case "lobby_page": {
+      const path = b.string("path");
+      return { type: "lobbyPage", path, tables: b.tables("tables") };
     }
     case "game": {
       const table = b.uint("table", OFFSET_MAX);

@@ -89,7 +89,8 @@ export interface PresenceReply { type: "presenceReply"; id: number; clients: Cli
 /** How many connections, and distinct non-empty user ids, a channel has. */
 export interface PresenceStatsReply { type: "presenceStatsReply"; id: number; clients: number; users: number }
 export interface ErrorReply { type: "error"; id: number; code: number; message: string }
-/** The lobby snapshot: apply `lobbyUpdate` pushes with a higher `seq`. */
+/** The lobby snapshot, or its last part after `lobbyPage` pushes (§5e): apply
+ * `lobbyUpdate` pushes with a higher `seq`. */
 export interface LobbyReply { type: "lobbyReply"; id: number; seq: number; tables: TableEntry[] }
 export interface LobbyOffReply { type: "lobbyOffReply"; id: number }
 /** The seat taken and the game's private snapshot for it. */
@@ -114,6 +115,9 @@ export interface DisconnectPush { type: "disconnect"; code: number; reason: stri
 
 /** Lobby tables added or changed, and ids removed; `path` = the subscribed branch. */
 export interface LobbyUpdatePush { type: "lobbyUpdate"; path: string; seq: number; tables: TableEntry[]; removed: number[] }
+/** Part of a lobby snapshot too large for one message, sent before the
+ * `lobby` reply that ends it (§5e); `path` = the subscribed branch. */
+export interface LobbyPagePush { type: "lobbyPage"; path: string; tables: TableEntry[] }
 /** Game data from a table. */
 export interface GamePush { type: "game"; table: number; data: Uint8Array }
 export interface SeatPush { type: "seat"; table: number; seat: number; user: string; status: SeatStatus }
@@ -122,7 +126,7 @@ export interface UnseatPush { type: "unseat"; table: number; code: number; reaso
 
 export type Push =
   | PublicationPush | JoinPush | LeavePush | UnsubscribedPush | DisconnectPush
-  | LobbyUpdatePush | GamePush | SeatPush | UnseatPush;
+  | LobbyUpdatePush | LobbyPagePush | GamePush | SeatPush | UnseatPush;
 
 /** Server → client. */
 export type ServerMessage = Reply | Push;

@@ -35,6 +35,7 @@ import type {
   GamePush,
   JoinPush,
   LeavePush,
+  LobbyPagePush,
   LobbyUpdatePush,
   Position,
   PublicationPush,
@@ -125,7 +126,7 @@ export type CoreEvent =
   | { type: "stale"; channel: string }
   | { type: "serverDisconnect"; push: DisconnectPush }
   /** A game push (§5e), handed to the application as is. */
-  | { type: "game"; push: LobbyUpdatePush | GamePush | SeatPush | UnseatPush };
+  | { type: "game"; push: LobbyUpdatePush | LobbyPagePush | GamePush | SeatPush | UnseatPush };
 
 // --------------------------------------------------------- subscriptions --
 
@@ -379,6 +380,7 @@ export class ClientCore {
       case "disconnect":
         return [{ type: "serverDisconnect", push: m }];
       case "lobbyUpdate":
+      case "lobbyPage":
       case "game":
       case "seat":
       case "unseat":
