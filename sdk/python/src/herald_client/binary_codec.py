@@ -32,6 +32,7 @@ from .messages import (
     Lobby,
     LobbyOff,
     LobbyOffReply,
+    LobbyPage,
     LobbyReply,
     LobbyUpdate,
     Ping,
@@ -301,6 +302,10 @@ def encode(m: Command | ServerMessage) -> bytes:
             _varint(out, table)
             _varint(out, code)
             _str(out, reason)
+        case LobbyPage(path, tables):
+            out.append(0xA9)
+            _str(out, path)
+            _tables(out, tables)
         case _:
             raise TypeError(f"not a Herald message: {m!r}")
     return bytes(out)
@@ -558,6 +563,8 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
         m = Seat(r.varint(), r.bounded(U32_MAX, "seat"), r.string(), r.status())
     elif t == 0xA8:
         m = Unseat(r.varint(), r.bounded(U16_MAX, "code"), r.string())
+    elif t == 0xA9:
+        m = LobbyPage(r.string(), r.tables())
     else:
         raise DecodeError("unknown", f"unknown message type 0x{t:02x}")
     r.end()

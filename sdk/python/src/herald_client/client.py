@@ -43,6 +43,7 @@ from .errors import (
     RequestTimeoutError,
     reply_error,
 )
+from .lobby import Lobby as LobbyState
 from .messages import (
     U32_MAX,
     U64_MAX,
@@ -60,6 +61,7 @@ from .messages import (
     Lobby,
     LobbyOff,
     LobbyOffReply,
+    LobbyPage,
     LobbyReply,
     LobbyUpdate,
     Ping,
@@ -358,6 +360,14 @@ class _Terminal(Exception):
 
 
 @dataclass(slots=True)
+class _LobbyLoad:
+    """A lobby snapshot being received, and the snapshot once the reply came."""
+
+    lobby: LobbyState
+    snapshot: LobbyReply | None = None
+
+
+@dataclass(slots=True)
 class _Outcome:
     connected: bool
     code: int | None
@@ -427,6 +437,7 @@ class Client:
         on_connected: Callback[ConnectReply] | None = None,
         on_disconnected: Callback[Disconnected] | None = None,
         on_lobby_update: Callback[LobbyUpdate] | None = None,
+        on_lobby_page: Callback[LobbyPage] | None = None,
         on_game: Callback[Game] | None = None,
         on_seat: Callback[Seat] | None = None,
         on_unseat: Callback[Unseat] | None = None,
@@ -466,11 +477,14 @@ class Client:
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
         self._on_lobby_update = on_lobby_update
+        self._on_lobby_page = on_lobby_page
         self._on_game = on_game
         self._on_seat = on_seat
         self._on_unseat = on_unseat
         self._subs: dict[str, Subscription] = {}
         self._pending: dict[int, asyncio.Future[ServerMessage]] = {}
+        # Lobby snapshots being received, by the id of their ``lobby`` command.
+        self._lobby_loads: dict[int, _LobbyLoad] = {}
         self._transport: Transport | None = None
         self._runner: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()  # set while CONNECTED or CLOSED
@@ -689,15 +703,41 @@ class Client:
     # or any other value sent as its JSON text (as ``publish`` does). Nothing
     # here is redone after a reconnect: call ``lobby`` again for a fresh
     # snapshot, and ``sit`` again for the same table to take the seat back.
-    # Game pushes go to the ``on_lobby_update``, ``on_game``, ``on_seat`` and
+    # Game pushes go to the ``on_lobby_update``, ``on_lobby_page``, ``on_game``, ``on_seat`` and
     # ``on_unseat`` callbacks, started in arrival order.
 
-    async def lobby(self, path: str = "") -> LobbyReply:
+    async def lobby(self, path: str = "", *, into: LobbyState | None = None) -> LobbyReply:
         """Subscribe to the lobby ("" = every table) or a branch of it; returns
-        the snapshot (``seq``, ``tables``), after which ``on_lobby_update``
-        receives the changes (apply them with :class:`~herald_client.Lobby`)."""
+        the whole snapshot (``seq``, ``tables`` in ascending table id), after
+        which ``on_lobby_update`` receives the changes (apply them with
+        :class:`~herald_client.Lobby`). A large snapshot comes in ``lobby_page``
+        pushes before the reply, perhaps with ``lobby_update`` pushes between
+        them (§5e); this gathers them all, and the ``seq`` returned is the last
+        one they reached.
+
+        With ``into`` (a :class:`~herald_client.Lobby` for the same path), the
+        snapshot is also received into it as the messages arrive (``begin`` at
+        sending, ``finish`` at the reply, before any later push is handled)."""
         _check_str("path", path)
-        return _expect(await self._request(lambda id: Lobby(id, path)), LobbyReply)
+        if into is not None and into.path != path:
+            raise InvalidArgumentError(f"the Lobby follows {into.path!r}, not {path!r}")
+        load = _LobbyLoad(into if into is not None else LobbyState(path))
+        load.lobby.begin()
+        sent = 0
+
+        def make(id: int) -> Command:
+            nonlocal sent
+            sent = id
+            self._lobby_loads[id] = load
+            return Lobby(id, path)
+
+        try:
+            _expect(await self._request(make), LobbyReply)
+        finally:
+            self._lobby_loads.pop(sent, None)
+        # Taken when the reply arrived (see _handle): ``into`` may have moved on since.
+        assert load.snapshot is not None
+        return load.snapshot
 
     async def lobby_off(self, path: str = "") -> None:
         """End the lobby subscription made with the same path."""
@@ -990,6 +1030,7 @@ class Client:
             if not fut.done():
                 fut.set_exception(lost)
         self._pending.clear()
+        self._lobby_loads.clear()
         if connected and self._on_disconnected is not None:
             self._callback(self._on_disconnected, Disconnected(code, reason, again and terminal is None))
         connected_for = loop.time() - connected_at if connected else 0.0
@@ -1003,6 +1044,13 @@ class Client:
                 await s._push(event.publication)
         elif isinstance(event, ReplyReceived):
             reply = event.reply
+            # A lobby snapshot ends here, before any later push is applied.
+            load = self._lobby_loads.pop(reply.id, None)
+            if load is not None and isinstance(reply, LobbyReply):
+                lobby = load.lobby
+                lobby.finish(reply.seq, reply.tables)
+                tables = tuple(sorted(lobby.tables.values(), key=lambda t: t.table))
+                load.snapshot = LobbyReply(reply.id, lobby.seq, tables)
             fut = self._pending.pop(reply.id, None)
             if fut is not None and not fut.done():
                 fut.set_result(reply)
@@ -1050,8 +1098,15 @@ class Client:
         elif isinstance(event, GamePush):
             push = event.push
             if isinstance(push, LobbyUpdate):
+                for load in self._lobby_loads.values():
+                    load.lobby.apply(push)
                 if self._on_lobby_update is not None:
                     self._callback(self._on_lobby_update, push)
+            elif isinstance(push, LobbyPage):
+                for load in self._lobby_loads.values():
+                    load.lobby.page(push)
+                if self._on_lobby_page is not None:
+                    self._callback(self._on_lobby_page, push)
             elif isinstance(push, Game):
                 if self._on_game is not None:
                     self._callback(self._on_game, push)
@@ -1095,6 +1150,7 @@ class Client:
             if not fut.done():
                 fut.set_exception(closed)
         self._pending.clear()
+        self._lobby_loads.clear()
         for sub in self._subs.values():
             sub._end(closed)
 

@@ -47,6 +47,7 @@ from .messages import (
     Lobby,
     LobbyOff,
     LobbyOffReply,
+    LobbyPage,
     LobbyReply,
     LobbyUpdate,
     Ping,
@@ -418,6 +419,8 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
                 "lobby_update",
                 f'"path":{_s(path)},"seq":{seq},"tables":[{_tables(tables)}],"removed":[{ids}]',
             )
+        case LobbyPage(path, tables):
+            return 0, "lobby_page", f'"path":{_s(path)},"tables":[{_tables(tables)}]'
         case Game(table, data):
             return 0, "game", f'"table":{table},{_payload(data)}'
         case Seat(table, seat, user, status):
@@ -478,6 +481,7 @@ _SERVER_OPS = frozenset(
         "stand",
         "act",
         "lobby_update",
+        "lobby_page",
         "game",
         "seat",
         "unseat",
@@ -784,6 +788,8 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
         return ActReply(id)
     if op == "lobby_update":
         return LobbyUpdate(b.string("path"), b.uint("seq", U64_MAX), b.tables("tables"), b.removed("removed"))
+    if op == "lobby_page":
+        return LobbyPage(b.string("path"), b.tables("tables"))
     if op == "game":
         return Game(b.uint("table", U64_MAX), b.data())
     if op == "seat":

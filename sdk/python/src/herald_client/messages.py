@@ -32,6 +32,7 @@ __all__ = [
     "Lobby",
     "LobbyOff",
     "LobbyOffReply",
+    "LobbyPage",
     "LobbyReply",
     "LobbyUpdate",
     "Ping",
@@ -310,7 +311,8 @@ class ErrorReply:
 
 @dataclass(frozen=True, slots=True)
 class LobbyReply:
-    """The lobby snapshot: apply :class:`LobbyUpdate` pushes with a higher ``seq``."""
+    """The lobby snapshot, or its last part after :class:`LobbyPage` pushes (§5e):
+    apply :class:`LobbyUpdate` pushes with a higher ``seq``."""
 
     id: int
     seq: int
@@ -439,6 +441,15 @@ class LobbyUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class LobbyPage:
+    """Part of a lobby snapshot too large for one message, sent before the
+    ``lobby`` reply that ends it (§5e); ``path`` = the subscribed branch."""
+
+    path: str
+    tables: tuple[TableEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Game:
     """Game data from a table (opaque bytes; JSON text for Hold'em)."""
 
@@ -465,6 +476,8 @@ class Unseat:
     reason: str
 
 
-Push: TypeAlias = Publication | Join | Leave | Unsubscribed | Disconnect | LobbyUpdate | Game | Seat | Unseat
+Push: TypeAlias = (
+    Publication | Join | Leave | Unsubscribed | Disconnect | LobbyUpdate | LobbyPage | Game | Seat | Unseat
+)
 
 ServerMessage: TypeAlias = Reply | Push

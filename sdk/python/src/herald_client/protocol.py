@@ -41,6 +41,7 @@ from .messages import (
     Game,
     Join,
     Leave,
+    LobbyPage,
     LobbyUpdate,
     Position,
     Publication,
@@ -305,7 +306,7 @@ class ServerDisconnect:
 class GamePush:
     """A game push (docs/protocol.md §5e), handed to the application as is."""
 
-    push: LobbyUpdate | Game | Seat | Unseat
+    push: LobbyUpdate | LobbyPage | Game | Seat | Unseat
 
 
 Event: TypeAlias = (
@@ -532,7 +533,7 @@ class ClientCore:
             return [SubscriptionEnded(ended, m)] if ended is not None else []
         if isinstance(m, Disconnect):
             return [ServerDisconnect(m)]
-        if isinstance(m, (LobbyUpdate, Game, Seat, Unseat)):
+        if isinstance(m, (LobbyUpdate, LobbyPage, Game, Seat, Unseat)):
             return [GamePush(m)]
         # A reply or an error: route by id.
         if m.id and m.id == self._connect_id and self.state is State.CONNECTING:
