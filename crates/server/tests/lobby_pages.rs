@@ -1,8 +1,8 @@
 //! A lobby of 50,000 tables (protocol §5e, "Large lobbies"): a whole-lobby
 //! subscriber used to be closed at once with 3001 "slow consumer" (its
 //! ~9 MB snapshot passed the 1 MiB queue bound); now it gets the snapshot
-//! in pages, then the reply, then deltas, over WebSocket (JSON and binary)
-//! and SSE, and its map equals the lobby.
+//! in pages, then the reply, then deltas, over WebSocket (JSON and binary),
+//! SSE and long-polling, and its map equals the lobby.
 mod common;
 
 use common::*;
@@ -211,6 +211,42 @@ async fn a_lobby_of_50000_tables_reaches_whole_lobby_subscribers() {
         }
     }
     assert_eq!(view.map.len() as u64, tables, "over SSE");
+    assert!(view.pages > 10);
+
+    // Long-polling: a session asks for the lobby; polls bring the pages and
+    // the reply (each poll answers what was queued, so the pages flow as
+    // the polls drain them).
+    let (status, _, body) = http(srv.addr, "POST", "/poll", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let session = serde_json::from_str::<Value>(&body).expect("json")["session"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    let cmds = r#"[{"id":1,"connect":{}},{"id":2,"lobby":{"path":""}}]"#;
+    let (status, _, _) = http(srv.addr, "POST", &format!("/poll/{session}"), &[], cmds).await;
+    assert_eq!(status, 202);
+    let mut view = View::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    'polls: loop {
+        assert!(
+            Instant::now() < deadline,
+            "the snapshot over long-polling in time"
+        );
+        let (status, _, body) = http(srv.addr, "GET", &format!("/poll/{session}"), &[], "").await;
+        assert_eq!(status, 200, "{body}");
+        for v in serde_json::from_str::<Vec<Value>>(&body).expect("array") {
+            if v.get("connect").is_some() {
+                continue;
+            }
+            let msg = Encoding::Json
+                .decode_server(v.to_string().as_bytes())
+                .expect("decodes");
+            if view.apply(msg) {
+                break 'polls;
+            }
+        }
+    }
+    assert_eq!(view.map.len() as u64, tables, "over long-polling");
     assert!(view.pages > 10);
     srv.shutdown.cancel();
 }
