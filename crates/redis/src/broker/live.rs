@@ -189,11 +189,27 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
         if resubscribe {
             let Some(ps) = inner.pubsub() else { return };
             if ps.subscribe(topic).await.is_err() {
-                // The subscriber link is down; `reconnected` starts us again.
-                let mut c = lock(&chan);
-                c.resubscribe = true;
-                c.syncing = false;
-                return;
+                // The subscriber link went down under us. If it is still
+                // down, `reconnected` starts a sync when it comes back; but
+                // it may already have come back (and seen this sync still
+                // running, so started none): then go on here. Both read
+                // under the channel's lock, which `reconnected` takes too,
+                // so one of the two always resubscribes.
+                let back = {
+                    let mut c = lock(&chan);
+                    c.resubscribe = true;
+                    let back = ps.is_up();
+                    if !back {
+                        c.syncing = false;
+                    }
+                    back
+                };
+                if !back {
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue;
             }
         }
         let read = inner
