@@ -22,6 +22,7 @@
  */
 
 import { Client, ErrorCode, Lobby, ReplyError, type GamePush, type SeatPush, type TableEntry, type TransportKind } from "herald-client";
+import { baseTexts, renderLobbyRows } from "./lobby-table.js";
 import { diceRenderer } from "./renderers/dice.js";
 import { jsonRenderer } from "./renderers/json.js";
 import { isObj, el, type GameContext, type Renderer, type RendererFactory } from "./renderers/kit.js";
@@ -125,37 +126,13 @@ function lobbyRow(t: TableEntry): HTMLTableRowElement {
 }
 
 function renderLobby(): void {
-  const tbody = document.querySelector<HTMLTableSectionElement>("#lobby tbody")!;
-  for (const [id, tr] of lobbyRows) {
-    if (!lobby.tables.has(id)) {
-      tr.remove();
-      lobbyRows.delete(id);
-    }
-  }
-  const tables = [...lobby.tables.values()].sort((a, b) => a.table - b.table);
-  let previous: HTMLTableRowElement | null = null;
-  for (const t of tables) {
-    let tr = lobbyRows.get(t.table);
-    if (tr === undefined) {
-      tr = lobbyRow(t);
-      lobbyRows.set(t.table, tr);
-      if (previous === null) tbody.prepend(tr);
-      else previous.after(tr);
-    }
-    previous = tr;
-    tr.dataset.players = String(t.players);
-    tr.classList.toggle("current", at?.table === t.table);
-    const watchers = t.watchers > 0 ? ` +${t.watchers} watching` : "";
-    [String(t.table), t.path, `${t.players}/${t.seats}${watchers}`, attrsText(t)].forEach((text, i) => {
-      const td = tr.cells[i];
-      if (td !== undefined && td.textContent !== text) td.textContent = text;
-    });
-    tr.querySelector<HTMLButtonElement>("button.sit")!.disabled = t.players >= t.seats || (at?.table === t.table && at.seat !== null);
-    tr.querySelector<HTMLButtonElement>("button.watch")!.disabled = at?.table === t.table;
-  }
-  const status = $("lobby-status");
-  status.textContent = `${tables.length} table${tables.length === 1 ? "" : "s"} · seq ${lobby.seq}`;
-  status.dataset.seq = String(lobby.seq);
+  renderLobbyRows(
+    lobby,
+    document.querySelector<HTMLTableSectionElement>("#lobby tbody")!,
+    lobbyRows,
+    { make: lobbyRow, texts: (t) => [...baseTexts(t), attrsText(t)], current: () => at },
+    $("lobby-status"),
+  );
 }
 
 client.on("lobby_update", (u) => {

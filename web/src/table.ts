@@ -13,6 +13,7 @@
  */
 
 import { Client, ErrorCode, Lobby, ReplyError, type GamePush, type Publication, type SeatPush, type TableEntry, type TransportKind } from "herald-client";
+import { baseTexts, renderLobbyRows } from "./lobby-table.js";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   const el = document.getElementById(id);
@@ -155,41 +156,20 @@ function lobbyRow(t: TableEntry): HTMLTableRowElement {
 }
 
 function renderLobby(): void {
-  const tbody = document.querySelector<HTMLTableSectionElement>("#lobby tbody")!;
-  for (const [id, tr] of lobbyRows) {
-    if (!lobby.tables.has(id)) {
-      tr.remove();
-      lobbyRows.delete(id);
-    }
-  }
-  const tables = [...lobby.tables.values()].sort((a, b) => a.table - b.table);
-  let previous: HTMLTableRowElement | null = null;
-  for (const t of tables) {
-    let tr = lobbyRows.get(t.table);
-    if (tr === undefined) {
-      tr = lobbyRow(t);
-      lobbyRows.set(t.table, tr);
-      if (previous === null) tbody.prepend(tr);
-      else previous.after(tr);
-    }
-    previous = tr;
-    const a = attrsOf(t);
-    tr.dataset.players = String(t.players);
-    tr.classList.toggle("current", view?.table === t.table);
-    const watchers = t.watchers > 0 ? ` +${t.watchers} watching` : "";
-    const texts = [String(t.table), t.path, `${t.players}/${t.seats}${watchers}`, stakesOf(a), buyinOf(a), String(a.timing ?? "—")];
-    texts.forEach((text, i) => {
-      const td = tr.cells[i];
-      if (td !== undefined && td.textContent !== text) td.textContent = text;
-    });
-    const sit = tr.querySelector<HTMLButtonElement>("button.sit");
-    if (sit !== null) sit.disabled = t.players >= t.seats || (view?.table === t.table && view.seat !== null);
-    const watch = tr.querySelector<HTMLButtonElement>("button.watch");
-    if (watch !== null) watch.disabled = view?.table === t.table;
-  }
-  const status = $("lobby-status");
-  status.textContent = `${tables.length} table${tables.length === 1 ? "" : "s"} · seq ${lobby.seq}`;
-  status.dataset.seq = String(lobby.seq);
+  renderLobbyRows(
+    lobby,
+    document.querySelector<HTMLTableSectionElement>("#lobby tbody")!,
+    lobbyRows,
+    {
+      make: lobbyRow,
+      texts: (t) => {
+        const a = attrsOf(t);
+        return [...baseTexts(t), stakesOf(a), buyinOf(a), String(a.timing ?? "—")];
+      },
+      current: () => view,
+    },
+    $("lobby-status"),
+  );
 }
 
 client.on("lobby_update", (u) => {
