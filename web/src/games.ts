@@ -22,6 +22,7 @@
  */
 
 import { Client, ErrorCode, Lobby, ReplyError, type GamePush, type SeatPush, type TableEntry, type TransportKind } from "herald-client";
+import { connectionPanel } from "./panel.js";
 import { baseTexts, renderLobbyRows } from "./lobby-table.js";
 import { diceRenderer } from "./renderers/dice.js";
 import { jsonRenderer } from "./renderers/json.js";
@@ -65,21 +66,7 @@ function kindOf(game: string, snapshot: unknown): string {
 
 // ------------------------------------------------------------ connection panel
 
-let connectedOnce = false;
-let reconnects = 0;
-client.on("state", (s) => ($("state").textContent = s));
-client.on("connected", (info) => {
-  $("transport").textContent = info.transport;
-  $("client-id").textContent = info.client;
-  // Nothing game-related is redone by the SDK after a reconnect: take a
-  // fresh lobby snapshot, and sit (or watch) again to get the seat back.
-  if (connectedOnce) void rejoin();
-  connectedOnce = true;
-});
-client.on("disconnected", () => ($("reconnects").textContent = String(++reconnects)));
-client.on("closed", (e) => {
-  $("state").textContent = `closed${e ? `: ${e.message}` : ""}`;
-});
+connectionPanel(client, $, () => rejoin());
 
 // ------------------------------------------------------------------- lobby
 

@@ -2,7 +2,7 @@
 //! module for many tables (decision 0014).
 //!
 //! Why shards and not a runtime per table: a runtime with its context costs
-//! about 56 KiB even with few intrinsics, a table's state in a shared
+//! about 73 KiB even with few intrinsics, a table's state in a shared
 //! context about 1 KiB. Each table is a handle into the prelude's `Map`;
 //! every call takes the shard's lock, so a table's calls never overlap and
 //! tables of one shard take turns (a module has as many shards as the
