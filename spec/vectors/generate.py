@@ -88,6 +88,33 @@ def sit(id, table, seat=None, data=b""):
     return msg(id, "sit", b)
 
 
+def play(id, game="", seats=None, attrs=None, private=False, code=None, data=b""):
+    b = {}
+    if game:
+        b["game"] = game
+    if seats is not None:
+        b["seats"] = seats
+    if attrs is not None:
+        b["attrs"] = attrs
+    if private:
+        b["private"] = True
+    if code is not None:
+        b["code"] = code
+    if data:
+        b["data"] = data
+    return msg(id, "play", b)
+
+
+def played(id, table, seat, code=None, created=False, data=b""):
+    b = {"table": table, "seat": seat}
+    if code is not None:
+        b["code"] = code
+    if created:
+        b["created"] = True
+    b["data"] = data
+    return msg(id, "play", b)
+
+
 def entry(table, path, seats, players, watchers, attrs=b"{}"):
     return {"table": table, "path": path, "seats": seats, "players": players,
             "watchers": watchers, "attrs": attrs}
@@ -222,6 +249,15 @@ def binary_client(m):
         return b"\x0d" + varint(id) + varint(b["table"])
     if op == "act":
         return b"\x0e" + varint(id) + varint(b["table"]) + blob(b["data"])
+    if op == "play":
+        flags = ("seats" in b) | (b.get("private", False) << 1) | (("code" in b) << 2)
+        out = b"\x0f" + varint(id) + bytes([flags]) + s(b.get("game", ""))
+        if "seats" in b:
+            out += varint(b["seats"])
+        out += blob(b.get("attrs", b"{}"))
+        if "code" in b:
+            out += s(b["code"])
+        return out + blob(b.get("data", b""))
     raise ValueError(op)
 
 
@@ -289,6 +325,12 @@ def binary_server(m):
         return b"\x8d" + varint(id)
     if op == "act":
         return b"\x8e" + varint(id)
+    if op == "play":
+        flags = ("code" in b) | (b.get("created", False) << 1)
+        out = b"\x8f" + varint(id) + bytes([flags]) + varint(b["table"]) + varint(b["seat"])
+        if "code" in b:
+            out += s(b["code"])
+        return out + blob(b["data"])
     if op == "lobby_update":
         out = b"\xa5" + s(b["path"]) + varint(b["seq"]) + entries(b["tables"])
         out += varint(len(b["removed"])) + b"".join(varint(r) for r in b["removed"])
@@ -356,6 +398,11 @@ CLIENT = [
     ("sit seat 0 with binary data as b64", sit(33, 300, 0, BIN)),
     ("sit any seat with data", sit(34, 1, None, b'"x"')),
     ("sit seat u32 max, table 2^53-1", sit(35, U53, 2**32 - 1)),
+    ("play join-or-create, game and seats", play(41, "holdem", 6)),
+    ("play with attributes and buy-in", play(42, "holdem", 6, b'{"timing":"express","stakes":"1/2"}', data=b'{"buy_in":1000}')),
+    ("play a new private table", play(43, "liars-dice", 4, private=True)),
+    ("play a private table by code", play(44, code="K7F3QX")),
+    ("play by code with binary data", play(45, code="ABCDEF", data=BIN)),
     ("watch", msg(36, "watch", {"table": 7})),
     ("watch table 0", msg(37, "watch", {"table": 0})),
     ("watch table 2^53-1", msg(38, "watch", {"table": U53})),
@@ -418,6 +465,9 @@ SERVER = [
     ("sit reply empty snapshot", msg(25, "sit", {"seat": 0, "data": b""})),
     ("watch reply", msg(26, "watch", {"data": b'{"board":[],"pot":0}'})),
     ("watch reply binary", msg(27, "watch", {"data": BIN})),
+    ("play reply, joined", played(32, 7, 3, data=b'{"hand":[]}')),
+    ("play reply, created private table", played(33, U53, 0, "K7F3QX", True, b'{"hand":[]}')),
+    ("play reply, created public table, binary snapshot", played(34, 12, 2**32 - 1, None, True, BIN)),
     ("stand reply", msg(28, "stand", {})),
     ("act reply", msg(29, "act", {})),
     ("error unknown table", msg(30, "error", {"code": 115, "message": "unknown table"})),
@@ -475,7 +525,7 @@ def messages():
 INVALID_BINARY = [
     ("empty message", "client", "", "malformed", 0),
     ("unknown type 0x00", "client", "0001", "unknown", 0),
-    ("unknown type 0x0f", "client", "0f01", "unknown", 0),
+    ("unknown type 0x10", "client", "1001", "unknown", 0),
     ("reply type sent as a command", "client", "8501", "unknown", 0),
     ("truncated id varint", "client", "0580", "malformed", 0),
     ("overlong id varint", "client", "058100", "malformed", 0),
@@ -506,7 +556,7 @@ INVALID_BINARY = [
     ("presence_stats trailing bytes", "client", "0806016300", "malformed", 6),
     ("empty server message", "server", "", "malformed", 0),
     ("unknown reply type 0x80", "server", "8001", "unknown", 0),
-    ("unknown reply type 0x8f", "server", "8f01", "unknown", 0),
+    ("unknown reply type 0x9f", "server", "9f01", "unknown", 0),
     ("command type sent by server", "server", "0501", "unknown", 0),
     ("unknown push type 0xaa", "server", "aa", "unknown", 0),
     ("lobby_page push missing tables", "server", "a900", "malformed", 0),
@@ -540,6 +590,11 @@ INVALID_BINARY = [
     ("sit seat above u32 max", "client", "0b0301078080808010" + "00", "invalid", 3),
     ("sit missing data", "client", "0b030007", "malformed", 3),
     ("sit missing table", "client", "0b0300", "malformed", 3),
+    ("play unknown flag bit", "client", "0f0708" + "00" + "027b7d" + "00", "malformed", 7),
+    ("play seats flag, seats missing", "client", "0f0701" + "00", "malformed", 7),
+    ("play attrs not an object", "client", "0f0700" + "00" + "025b5d" + "00", "invalid", 7),
+    ("play code flag, code missing", "client", "0f0704" + "00" + "027b7d", "malformed", 7),
+    ("play missing data", "client", "0f0700" + "00" + "027b7d", "malformed", 7),
     ("watch missing table", "client", "0c04", "malformed", 4),
     ("watch overlong table", "client", "0c048700", "malformed", 4),
     ("stand trailing byte", "client", "0d050700", "malformed", 5),
@@ -558,6 +613,9 @@ INVALID_BINARY = [
     ("sit reply seat above u32 max", "server", "8b02" + "8080808010" + "00", "invalid", 2),
     ("sit reply missing data", "server", "8b0202", "malformed", 2),
     ("watch reply missing data", "server", "8c03", "malformed", 3),
+    ("play reply unknown flag bit", "server", "8f04" + "04" + "07" + "00" + "00", "malformed", 4),
+    ("play reply code flag, code missing", "server", "8f04" + "01" + "07" + "00", "malformed", 4),
+    ("play reply missing data", "server", "8f04" + "00" + "07" + "00", "malformed", 4),
     ("stand reply trailing byte", "server", "8d0400", "malformed", 4),
     ("act reply trailing byte", "server", "8e0500", "malformed", 5),
     ("lobby_update push missing removed", "server", "a500" + "0d" + "00", "malformed", 0),
@@ -660,6 +718,11 @@ INVALID_JSON = [
     ("server: lobby reply without seq", "server", '{"id":5,"lobby":{"tables":[]}}', "invalid", 5),
     ("server: lobby reply tables not an array", "server", '{"id":5,"lobby":{"seq":1,"tables":{}}}', "invalid", 5),
     ("server: lobby entry attrs not an object", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0,"attrs":[1]}]}}', "invalid", 5),
+    ("play attrs a string", "client", '{"id":7,"play":{"game":"holdem","seats":6,"attrs":"{}"}}', "invalid", 7),
+    ("play seats negative", "client", '{"id":7,"play":{"game":"holdem","seats":-1}}', "invalid", 7),
+    ("play private not a boolean", "client", '{"id":7,"play":{"game":"holdem","seats":6,"private":1}}', "invalid", 7),
+    ("play code a number", "client", '{"id":7,"play":{"code":123456}}', "invalid", 7),
+    ("server: play reply without seat", "server", '{"id":5,"play":{"table":7,"data":{}}}', "invalid", 5),
     ("server: lobby entry attrs a string", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0,"attrs":"{}"}]}}', "invalid", 5),
     ("server: lobby entry without attrs", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"table":7,"path":"p","seats":2,"players":0,"watchers":0}]}}', "invalid", 5),
     ("server: lobby entry without table", "server", '{"id":5,"lobby":{"seq":1,"tables":[{"path":"p","seats":2,"players":0,"watchers":0,"attrs":{}}]}}', "invalid", 5),

@@ -271,7 +271,8 @@ impl Session {
             | Command::Sit { .. }
             | Command::Watch { .. }
             | Command::Stand { .. }
-            | Command::Act { .. }) => match self.node.games() {
+            | Command::Act { .. }
+            | Command::Play { .. }) => match self.node.games() {
                 Some(g) => {
                     self.played = true;
                     g.command(&self.client, id, cmd);

@@ -35,8 +35,9 @@ mod ty {
     pub const WATCH: u8 = 0x0C;
     pub const STAND: u8 = 0x0D;
     pub const ACT: u8 = 0x0E;
+    pub const PLAY: u8 = 0x0F;
     /// The last command type: commands are `CONNECT..=LAST_COMMAND`.
-    pub const LAST_COMMAND: u8 = ACT;
+    pub const LAST_COMMAND: u8 = PLAY;
     pub const REPLY: u8 = 0x80;
     pub const ERROR: u8 = 0xE0;
     pub const PUB: u8 = 0xA0;
@@ -400,6 +401,32 @@ fn command(t: u8, r: &mut Reader<'_>) -> Result<Command, DecodeError> {
             table: r.varint("table")?,
             data: r.bytes("data")?,
         },
+        ty::PLAY => {
+            let f = r.flags(0b111)?;
+            let game = r.string("game")?;
+            let seats = if f & 1 != 0 {
+                Some(r.u32("seats")?)
+            } else {
+                None
+            };
+            let attrs = r.bytes("attrs")?;
+            if !is_json_object(&attrs) {
+                return Err(invalid("attrs", "expected a JSON object"));
+            }
+            let code = if f & 4 != 0 {
+                Some(r.string("code")?)
+            } else {
+                None
+            };
+            Command::Play {
+                game,
+                seats,
+                attrs,
+                private: f & 2 != 0,
+                code,
+                data: r.bytes("data")?,
+            }
+        }
         other => return Err(unknown_type(other)),
     })
 }
@@ -486,6 +513,23 @@ fn reply(t: u8, r: &mut Reader<'_>) -> Result<Reply, DecodeError> {
         },
         ty::STAND => Reply::Stand,
         ty::ACT => Reply::Act,
+        ty::PLAY => {
+            let f = r.flags(0b11)?;
+            let table = r.varint("table")?;
+            let seat = r.u32("seat")?;
+            let code = if f & 1 != 0 {
+                Some(r.string("code")?)
+            } else {
+                None
+            };
+            Reply::Play {
+                table,
+                seat,
+                code,
+                created: f & 2 != 0,
+                data: r.bytes("data")?,
+            }
+        }
         other => return Err(unknown_type(ty::REPLY | other)),
     })
 }
@@ -732,6 +776,31 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             put_varint(out, *table);
             put_bytes(out, data);
         }
+        Command::Play {
+            game,
+            seats,
+            attrs,
+            private,
+            code,
+            data,
+        } => {
+            out.put_u8(ty::PLAY);
+            put_varint(out, id);
+            out.put_u8(
+                u8::from(seats.is_some())
+                    | u8::from(*private) << 1
+                    | u8::from(code.is_some()) << 2,
+            );
+            put_str(out, game);
+            if let Some(seats) = seats {
+                put_varint(out, u64::from(*seats));
+            }
+            put_bytes(out, attrs_or_empty(attrs));
+            if let Some(code) = code {
+                put_str(out, code);
+            }
+            put_bytes(out, data);
+        }
     }
 }
 
@@ -826,6 +895,22 @@ fn encode_reply(id: u32, reply: &Reply, out: &mut BytesMut) {
         }
         Reply::Stand => head(out, ty::STAND),
         Reply::Act => head(out, ty::ACT),
+        Reply::Play {
+            table,
+            seat,
+            code,
+            created,
+            data,
+        } => {
+            head(out, ty::PLAY);
+            out.put_u8(u8::from(code.is_some()) | u8::from(*created) << 1);
+            put_varint(out, *table);
+            put_varint(out, u64::from(*seat));
+            if let Some(code) = code {
+                put_str(out, code);
+            }
+            put_bytes(out, data);
+        }
     }
 }
 

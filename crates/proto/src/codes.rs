@@ -55,6 +55,10 @@ pub enum ErrorCode {
     ActionRefused = 118,
     /// Already seated at or watching this table.
     AlreadyAtTable = 119,
+    /// `play` names a game this server does not run.
+    UnknownGame = 120,
+    /// `play` with a private-table code no open table has.
+    UnknownCode = 121,
 }
 
 impl ErrorCode {
@@ -86,6 +90,8 @@ impl ErrorCode {
             ErrorCode::NotAtTable => "not at table",
             ErrorCode::ActionRefused => "action refused",
             ErrorCode::AlreadyAtTable => "already at table",
+            ErrorCode::UnknownGame => "unknown game",
+            ErrorCode::UnknownCode => "unknown code",
         }
     }
 }

@@ -224,6 +224,26 @@ pub enum Command {
         /// The action, as the game defines it.
         data: Bytes,
     },
+    /// Seat me at a table made on demand (docs/protocol.md §5f): one of
+    /// game `game` with `seats` seats and exactly these attributes that has
+    /// a free seat, else a new one; or, with `private`, a new table only
+    /// those given its code may join; or, with `code`, the private table of
+    /// that code.
+    Play {
+        /// The game's name; empty when joining by `code`.
+        game: String,
+        /// Seats per table; `None` when joining by `code`.
+        seats: Option<u32>,
+        /// JSON object text of the wanted attributes (scalars only), `{}`
+        /// for none; a new table is created with them as its parameters.
+        attrs: Bytes,
+        /// Create a private table (joined only by its code).
+        private: bool,
+        /// Join the private table of this code.
+        code: Option<String>,
+        /// Opaque data for the game, as in `sit` (e.g. a buy-in).
+        data: Bytes,
+    },
 }
 
 /// One table as the lobby shows it.
@@ -419,6 +439,21 @@ pub enum Reply {
     Stand,
     /// Answer to `act`: the game accepted the action.
     Act,
+    /// Answer to `play`: the table and seat given, and the private snapshot
+    /// as `sit` answers it.
+    Play {
+        /// The table id.
+        table: u64,
+        /// The seat number.
+        seat: u32,
+        /// The private table's code (to hand to friends); `None` for a
+        /// public table.
+        code: Option<String>,
+        /// Whether this `play` created the table.
+        created: bool,
+        /// The game's private snapshot for that seat (opaque).
+        data: Bytes,
+    },
 }
 
 /// One retained publication, as returned by history and recovery.

@@ -11,6 +11,12 @@ use herald_proto::{
 };
 
 /// splitmix64: tiny, good enough, no dependency.
+const ATTRS: &[&str] = &[
+    "{}",
+    "{\"blinds\":[1,2],\"turn\":20}",
+    "{\"a\" : {\"b\": null},\n\"é\":\"😀\"}",
+];
+
 struct Rng(u64);
 
 impl Rng {
@@ -135,11 +141,6 @@ impl Rng {
 
     /// Lobby entries; attrs always a JSON object (what decoders accept).
     fn tables(&mut self) -> Vec<TableEntry> {
-        const ATTRS: &[&str] = &[
-            "{}",
-            "{\"blinds\":[1,2],\"turn\":20}",
-            "{\"a\" : {\"b\": null},\n\"é\":\"😀\"}",
-        ];
         let n = self.below(4);
         (0..n)
             .map(|_| TableEntry {
@@ -165,7 +166,7 @@ impl Rng {
     }
 
     fn request(&mut self) -> Request {
-        let cmd = match self.below(14) {
+        let cmd = match self.below(15) {
             0 => Command::Connect {
                 token: self.opt_string(),
                 name: self.opt_string(),
@@ -212,6 +213,24 @@ impl Rng {
             },
             11 => Command::Watch { table: self.u64() },
             12 => Command::Stand { table: self.u64() },
+            13 => Command::Play {
+                game: if self.bool() {
+                    String::new()
+                } else {
+                    self.string()
+                },
+                seats: self.bool().then(|| self.u32()),
+                attrs: Bytes::from_static(
+                    ATTRS[self.below(ATTRS.len() as u64) as usize].as_bytes(),
+                ),
+                private: self.bool(),
+                code: self.opt_string(),
+                data: if self.bool() {
+                    Bytes::new()
+                } else {
+                    self.data()
+                },
+            },
             _ => Command::Act {
                 table: self.u64(),
                 data: self.data(),
@@ -224,7 +243,7 @@ impl Rng {
     }
 
     fn reply(&mut self) -> Reply {
-        match self.below(14) {
+        match self.below(15) {
             0 => Reply::Connect {
                 client: self.string(),
                 version: self.string(),
@@ -265,6 +284,13 @@ impl Rng {
             },
             11 => Reply::Watch { data: self.data() },
             12 => Reply::Stand,
+            13 => Reply::Play {
+                table: self.u64(),
+                seat: self.u32(),
+                code: self.opt_string(),
+                created: self.bool(),
+                data: self.data(),
+            },
             _ => Reply::Act,
         }
     }

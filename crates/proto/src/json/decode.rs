@@ -58,6 +58,7 @@ const REQUEST_OPS: &[&str] = &[
     "watch",
     "stand",
     "act",
+    "play",
 ];
 
 const SERVER_OPS: &[&str] = &[
@@ -81,6 +82,7 @@ const SERVER_OPS: &[&str] = &[
     "watch",
     "stand",
     "act",
+    "play",
     "lobby_update",
     "lobby_page",
     "game",
@@ -366,6 +368,9 @@ struct Fields<'a> {
     watchers: Option<&'a RawValue>,
     attrs: Option<&'a RawValue>,
     status: Option<&'a RawValue>,
+    game: Option<&'a RawValue>,
+    private: Option<&'a RawValue>,
+    created: Option<&'a RawValue>,
     duplicate: bool,
 }
 
@@ -422,6 +427,9 @@ impl<'de> Visitor<'de> for FieldsVisitor {
                 "watchers" => &mut f.watchers,
                 "attrs" => &mut f.attrs,
                 "status" => &mut f.status,
+                "game" => &mut f.game,
+                "private" => &mut f.private,
+                "created" => &mut f.created,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
@@ -673,6 +681,20 @@ fn command<'a>(
             table: table(&f)?,
             data: data(&f, src)?,
         },
+        "play" => Command::Play {
+            game: opt_string(f.game, "game")?.unwrap_or_default(),
+            seats: f.seats.map(|raw| u32_(raw, "seats")).transpose()?,
+            attrs: match f.attrs {
+                Some(raw) if is_json_object(raw.get().as_bytes()) => {
+                    src.bytes(raw.get().as_bytes())
+                }
+                Some(_) => return Err(invalid("attrs", "expected a JSON object")),
+                None => Bytes::from_static(b"{}"),
+            },
+            private: opt_bool(f.private, "private")?,
+            code: opt_string(f.code, "code")?,
+            data: opt_data(&f, src)?,
+        },
         other => return Err(DecodeError::Unknown(other.into())),
     })
 }
@@ -796,6 +818,13 @@ fn server_msg<'a>(
         }),
         "stand" => reply(Reply::Stand),
         "act" => reply(Reply::Act),
+        "play" => reply(Reply::Play {
+            table: table(&f)?,
+            seat: u32_(req(f.seat, "seat")?, "seat")?,
+            code: opt_string(f.code, "code")?,
+            created: opt_bool(f.created, "created")?,
+            data: data(&f, src)?,
+        }),
         "lobby_update" => Ok(ServerMsg::Push(Push::LobbyUpdate {
             path: string(req(f.path, "path")?, "path")?,
             seq: u64_(req(f.seq, "seq")?, "seq")?,

@@ -121,6 +121,53 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             out.put_u8(b',');
             write_data(out, data);
         }
+        Command::Play {
+            game,
+            seats,
+            attrs,
+            private,
+            code,
+            data,
+        } => {
+            out.extend_from_slice(b"\"play\":{");
+            // Canonical order, every field optional: a leading comma is
+            // written before each field but the first.
+            let mut first = true;
+            let mut sep = |out: &mut BytesMut| {
+                if !std::mem::take(&mut first) {
+                    out.put_u8(b',');
+                }
+            };
+            if !game.is_empty() {
+                sep(out);
+                out.extend_from_slice(b"\"game\":");
+                write_str(out, game);
+            }
+            if let Some(seats) = seats {
+                sep(out);
+                out.extend_from_slice(b"\"seats\":");
+                write_u64(out, u64::from(*seats));
+            }
+            let attrs = attrs_or_empty(attrs);
+            if attrs.iter().any(|b| !b" \t\r\n{}".contains(b)) {
+                sep(out);
+                out.extend_from_slice(b"\"attrs\":");
+                out.extend_from_slice(attrs);
+            }
+            if *private {
+                sep(out);
+                out.extend_from_slice(b"\"private\":true");
+            }
+            if let Some(code) = code {
+                sep(out);
+                out.extend_from_slice(b"\"code\":");
+                write_str(out, code);
+            }
+            if !data.is_empty() {
+                sep(out);
+                write_data(out, data);
+            }
+        }
     }
     out.extend_from_slice(b"}}");
 }
@@ -241,6 +288,27 @@ fn encode_reply(reply: &Reply, out: &mut BytesMut) {
         }
         Reply::Stand => out.extend_from_slice(b"\"stand\":{"),
         Reply::Act => out.extend_from_slice(b"\"act\":{"),
+        Reply::Play {
+            table,
+            seat,
+            code,
+            created,
+            data,
+        } => {
+            out.extend_from_slice(b"\"play\":{\"table\":");
+            write_u64(out, *table);
+            out.extend_from_slice(b",\"seat\":");
+            write_u64(out, u64::from(*seat));
+            if let Some(code) = code {
+                out.extend_from_slice(b",\"code\":");
+                write_str(out, code);
+            }
+            if *created {
+                out.extend_from_slice(b",\"created\":true");
+            }
+            out.put_u8(b',');
+            write_data(out, data);
+        }
     }
 }
 
