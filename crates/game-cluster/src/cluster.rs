@@ -52,6 +52,13 @@ pub fn start(
             }
         });
     }));
+    engine.set_matchmaker(Arc::new(crate::cluster_play::ClusterPlay::new(
+        broker.play_store(),
+        broker.table_store(),
+        known.clone(),
+        engine,
+        options.runs_tables,
+    )));
     crate::cluster_lobby::start(broker, engine);
     let routes = Routes::start(
         broker,

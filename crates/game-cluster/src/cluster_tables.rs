@@ -226,6 +226,13 @@ impl ClusterTables {
         Ok(ids)
     }
 
+    /// `table` was made in the registry by another path (a `play`): known
+    /// here at once, and the keeper scans now.
+    pub(crate) fn note_created(&self, table: u64, spec: TableSpec) {
+        write(&self.created).insert(table, spec);
+        self.scan_now.notify_one();
+    }
+
     /// Deletes `table` in Redis (see `table_delete.lua`).
     pub(crate) async fn delete(&self, table: u64) -> Result<Deletion, TableStoreError> {
         let d = self.registry.delete(table, self.configured()).await?;
@@ -278,7 +285,8 @@ impl ClusterTables {
 }
 
 /// A spec as the registry keeps it: the `POST` body's shape, one table.
-fn spec_json(spec: &TableConfig) -> String {
+/// A spec as the registry keeps it (JSON, as `POST /api/tables` takes it).
+pub(crate) fn spec_json(spec: &TableConfig) -> String {
     let mut v = serde_json::Map::new();
     for (k, x) in &spec.params {
         v.insert(k.clone(), x.clone());

@@ -15,6 +15,8 @@
 //! - `table_routes`: a player on any node plays at a table run by another
 //!   (the edge → owner route), and deletes reach the owner;
 //! - `cluster_lobby`: one lobby across the nodes;
+//! - `cluster_play`: tables on demand (`play`), seats counted in Redis for
+//!   every node;
 //! - [`directory`]: [`TableDirectory`], the small interface through which
 //!   the server's `/api/tables` opens and closes tables without knowing
 //!   Redis, and [`json`], a table as that API (and an owner's answer to a
@@ -27,6 +29,7 @@
 
 mod cluster;
 mod cluster_lobby;
+mod cluster_play;
 mod cluster_tables;
 pub mod directory;
 pub mod json;

@@ -11,6 +11,7 @@
 use crate::durable::{Claimed, Durability, Lease, Saver, StoreError};
 use crate::lobby::Lobby;
 use crate::play::{Ask, BoxFuture, Matchmaker, PlayConfig, PlayError, PlaySeat, Pools, Reserved};
+pub use crate::spec::{TableConfig, TableSpec};
 use crate::table::{error, user_of, DurableTable, Table, TableInfo, TableMsg};
 use crate::{GameFactory, TableParams};
 use bytes::Bytes;
@@ -18,7 +19,6 @@ use herald_core::games::Games;
 use herald_core::metrics::{Counter, Histogram};
 use herald_core::Client;
 use herald_proto::{Command, ErrorCode, TableEntry};
-use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -95,66 +95,6 @@ pub struct GameMetrics {
     /// [`crate::Game::fault`]: a scripted game's exception, time-out,
     /// memory cap or malformed output).
     pub failed: Counter,
-}
-
-/// What a table is created from (the TOML file's `[[tables]]` or
-/// `POST /api/tables`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TableSpec {
-    /// The game's name (a registered factory).
-    pub game: String,
-    /// Number of seats.
-    pub seats: u32,
-    /// Timing profile, interpreted by the game.
-    pub timing: String,
-    /// Lobby path; default `{game}/{seats}-seat/{timing}`.
-    pub path: Option<String>,
-    /// Everything else, for the game.
-    pub params: Map<String, Value>,
-}
-
-/// `count` tables alike, as written by users: one `[[tables]]` entry of the
-/// server's TOML file, or the body of `POST /api/tables` (the server and
-/// the cluster's table registry both read it, hence here).
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-pub struct TableConfig {
-    /// The game's name.
-    pub game: String,
-    /// How many such tables (default 1).
-    #[serde(default = "one")]
-    pub count: u32,
-    /// Seats per table.
-    pub seats: u32,
-    /// Timing profile (default `normal`).
-    #[serde(default = "normal")]
-    pub timing: String,
-    /// Lobby path (default `GAME/SEATS-seat/TIMING`).
-    #[serde(default)]
-    pub path: Option<String>,
-    /// Every other key, for the game.
-    #[serde(flatten)]
-    pub params: Map<String, Value>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-fn normal() -> String {
-    "normal".into()
-}
-
-impl TableConfig {
-    /// The engine's spec for one of these tables.
-    pub fn spec(&self) -> TableSpec {
-        TableSpec {
-            game: self.game.clone(),
-            seats: self.seats,
-            timing: self.timing.clone(),
-            path: self.path.clone(),
-            params: self.params.clone(),
-        }
-    }
 }
 
 /// Why a table could not be created or found.
@@ -413,6 +353,11 @@ impl Engine {
     /// before the first `play`.
     pub fn set_matchmaker(&self, m: Arc<dyn Matchmaker>) {
         let _ = self.shared.matchmaker.set(m);
+    }
+
+    /// The `play` settings (caps, empty-table time).
+    pub fn play_config(&self) -> &PlayConfig {
+        &self.shared.config.play
     }
 
     /// Tables made by `play` counted on this node (no cluster).

@@ -30,6 +30,7 @@ pub mod durable;
 pub mod engine;
 pub mod lobby;
 pub mod play;
+mod spec;
 mod table;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

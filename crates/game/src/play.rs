@@ -26,7 +26,7 @@
 //! in Redis (herald-game-cluster implements [`Matchmaker`] with one script
 //! per step), so that players on every node share it.
 
-use crate::engine::TableSpec;
+use crate::spec::TableSpec;
 use bytes::Bytes;
 use herald_proto::ErrorCode;
 use serde_json::{Map, Value};

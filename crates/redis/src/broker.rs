@@ -187,6 +187,12 @@ impl RedisBroker {
         )
     }
 
+    /// The seat counts of tables made by `play` (protocol §5f), on the
+    /// broker's link.
+    pub fn play_store(&self) -> crate::play::PlayStore {
+        crate::play::PlayStore::new(self.inner.link.clone(), self.inner.cfg.prefix.clone())
+    }
+
     /// Game tables' leases and saves for this node, on the broker's link
     /// (decision 0009).
     pub fn table_store(&self) -> tables::TableStore {

@@ -86,6 +86,7 @@ mod config;
 pub mod conn;
 pub mod lua;
 pub(crate) mod member;
+pub mod play;
 pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;

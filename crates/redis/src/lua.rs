@@ -64,8 +64,24 @@ pub(crate) static TABLE_DELETE: Script = Script::new(include_str!("lua/table_del
 /// A deleted table's owner gives its lease up for good.
 pub(crate) static TABLE_RETIRE: Script = Script::new(include_str!("lua/table_retire.lua"));
 
+/// A seat for a play, counted, with the table's creation if needed.
+pub(crate) static PLAY_RESERVE: Script = Script::new(concat!(
+    include_str!("lua/play_common.lua"),
+    include_str!("lua/play_reserve.lua")
+));
+/// A seat of a table made by play given back.
+pub(crate) static PLAY_RELEASE: Script = Script::new(concat!(
+    include_str!("lua/play_common.lua"),
+    include_str!("lua/play_release.lua")
+));
+/// An empty table made by play asks to close.
+pub(crate) static PLAY_RETIRE: Script = Script::new(concat!(
+    include_str!("lua/play_common.lua"),
+    include_str!("lua/play_retire.lua")
+));
+
 /// Every script.
-pub(crate) fn all() -> [&'static Script; 14] {
+pub(crate) fn all() -> [&'static Script; 17] {
     [
         &PUBLISH,
         &READ,
@@ -81,6 +97,9 @@ pub(crate) fn all() -> [&'static Script; 14] {
         &TABLE_CREATE,
         &TABLE_DELETE,
         &TABLE_RETIRE,
+        &PLAY_RESERVE,
+        &PLAY_RELEASE,
+        &PLAY_RETIRE,
     ]
 }
 
