@@ -200,3 +200,53 @@ fn a_module_that_does_not_load_stops_the_start() {
         "{e}"
     );
 }
+
+/// A module that shows its table's parameters and refuses `mode: "bad"`.
+const MODES: &str = r#"
+export const game = {
+  created(ctx, table) {
+    if (table.params.mode === "bad") throw new Error("no bad mode");
+    return { mode: table.params.mode ?? null, keys: Object.keys(table.params).sort() };
+  },
+  sat() {},
+  left() {},
+  act() {},
+  snapshot(state) { return state; },
+};
+"#;
+
+#[tokio::test]
+async fn play_makes_tables_of_a_module_from_its_attributes() {
+    let path = dir().join("modes.js");
+    write(&path, MODES);
+    let srv = start(ServeArgs {
+        tables: Vec::new(),
+        ..args(&path)
+    })
+    .await;
+    let play = |attrs: Value| json!({"play": {"game": "adder", "seats": 2, "attrs": attrs}});
+    let mut ann = Player::connect(srv.addr, &user_token(SECRET, "ann")).await;
+    let mut bob = Player::connect(srv.addr, &user_token(SECRET, "bob")).await;
+    let mut cy = Player::connect(srv.addr, &user_token(SECRET, "cy")).await;
+    send_json(&mut ann.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
+    let a = ann.wait("play", |m| m["id"] == 1).await;
+    // The module saw its attributes as parameters, and nothing of the
+    // engine's own.
+    assert_eq!(a["play"]["created"], true, "{a}");
+    assert_eq!(a["play"]["data"], json!({"mode": "x", "keys": ["mode"]}), "{a}");
+    send_json(&mut bob.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
+    let b = bob.wait("play", |m| m["id"] == 1).await;
+    assert_eq!(b["play"]["table"], a["play"]["table"], "{b}");
+    // Full: the third player gets a new table.
+    send_json(&mut cy.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
+    let c = cy.wait("play", |m| m["id"] == 1).await;
+    assert_eq!(c["play"]["created"], true, "{c}");
+    assert_ne!(c["play"]["table"], a["play"]["table"], "{c}");
+    // Parameters the module refuses: 103 with its message, no table.
+    send_json(&mut cy.ws, json!({"id": 2, "play": play(json!({"mode": "bad"}))["play"]})).await;
+    let r = cy.wait("play", |m| m["id"] == 2).await;
+    assert_eq!(r["error"]["code"], 103, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap_or("").contains("no bad mode"), "{r}");
+    let (_, tables) = api(&srv, "GET", "/api/tables", "").await;
+    assert_eq!(tables["tables"].as_array().map(Vec::len), Some(2), "{tables}");
+}
