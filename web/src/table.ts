@@ -162,7 +162,11 @@ function renderLobby(): void {
 }
 
 client.on("lobby_update", (u) => {
-  if (lobby.apply(u)) renderLobby();
+  if (!lobby.apply(u)) return;
+  renderLobby();
+  // A table made by `play` may enter the lobby after the page sat there: name it then.
+  const v = view;
+  if (v !== null && v.ready && u.tables.some((t) => t.table === v.table)) renderTable();
 });
 
 async function loadLobby(): Promise<void> {

@@ -659,15 +659,14 @@ export class Client extends Emitter<ClientEvents> {
    * 120 unknown game, 121 unknown code, 116 table full, 107 a cap, 103 bad
    * arguments. */
   async play(options: PlayOptions): Promise<Played> {
-    const data = options.data === undefined ? new Uint8Array(0) : toPayload(options.data);
-    const command = (id: number): Command =>
-      "code" in options
-        ? { type: "play", id, game: "", seats: null, attrs: utf8("{}"), private: false, code: options.code, data }
-        : {
-            type: "play", id, game: options.game, seats: options.seats, attrs: toPayload(options.attrs ?? {}),
-            private: options.private ?? false, code: null, data,
-          };
-    const reply = await this.request(command, "playReply");
+    // Sent as given: the server judges the combination (103 for a code with a game).
+    const o: { game?: string; seats?: number; attrs?: object; private?: boolean; code?: string; data?: unknown } = options;
+    const data = o.data === undefined ? new Uint8Array(0) : toPayload(o.data);
+    const attrs = toPayload(o.attrs ?? {});
+    const reply = await this.request(
+      (id) => ({ type: "play", id, game: o.game ?? "", seats: o.seats ?? null, attrs, private: o.private ?? false, code: o.code ?? null, data }),
+      "playReply",
+    );
     const played: Played = { table: reply.table, seat: reply.seat, created: reply.created, data: reply.data };
     if (reply.code !== null) played.code = reply.code;
     return played;

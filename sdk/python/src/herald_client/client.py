@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from ssl import SSLContext
 from types import TracebackType
@@ -762,7 +762,7 @@ class Client:
         game: str = "",
         seats: int | None = None,
         *,
-        attrs: dict[str, str | int | float | bool] | None = None,
+        attrs: Mapping[str, str | int | float | bool] | None = None,
         private: bool = False,
         code: str | None = None,
         data: Any = None,
@@ -790,9 +790,9 @@ class Client:
             _check_uint("seats", seats, U32_MAX)
         if code is not None:
             _check_str("code", code)
-        if attrs is not None and not isinstance(attrs, dict):
-            raise TypeError(f"attrs is a dict, not {type(attrs).__name__}")
-        wanted = b"{}" if attrs is None else _payload(attrs)
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise TypeError(f"attrs is a mapping, not {type(attrs).__name__}")
+        wanted = b"{}" if attrs is None else _payload(dict(attrs))
         payload = b"" if data is None else _payload(data)
         reply = await self._request(lambda id: Play(id, game, seats, wanted, bool(private), code, payload))
         return _expect(reply, PlayReply)
