@@ -16,18 +16,15 @@
 // Screenshots go to web/artifacts/ (or $HERALD_ARTIFACTS).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 import { ModulePeer } from "./module_peer.mjs";
 
-const WEB = fileURLToPath(new URL("..", import.meta.url));
 const GAMES = fileURLToPath(new URL("../../games/dist/", import.meta.url));
-const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 // Liar's Dice: a turn timer long enough for a browser driven by a test (it
 // would otherwise bid or call for the page), a match soon after two sit.
@@ -74,7 +71,7 @@ const dice = await import(join(GAMES, "liars-dice.js"));
 const snake = await import(join(GAMES, "snake.js"));
 const rps = await import(join(GAMES, "rps.js"));
 let context;
-let profile;
+let browser;
 const peers = [];
 
 async function waitFor(cond, what, timeout = 20_000) {
@@ -87,26 +84,15 @@ async function waitFor(cond, what, timeout = 20_000) {
 }
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
-  mkdirSync(ARTIFACTS, { recursive: true });
   await server.start();
-  profile = mkdtempSync(join(tmpdir(), "herald-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 1000 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(1400, 1000);
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   for (const p of peers) p.close();
   await server.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 

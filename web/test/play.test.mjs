@@ -11,42 +11,25 @@
 // Screenshots go to web/artifacts/ (or $HERALD_ARTIFACTS).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 
-const WEB = fileURLToPath(new URL("..", import.meta.url));
-const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const CODE = /^[ABCDEFGHJKLMNPQRSTUVWXYZ23456789]{6}$/;
 
 const server = new Server();
 let context;
-let profile;
+let browser;
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
-  mkdirSync(ARTIFACTS, { recursive: true });
   await server.start();
-  profile = mkdtempSync(join(tmpdir(), "herald-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 900 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(1400, 900);
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   await server.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 /** A new page at `path`, ready; page errors are collected in `page.errors`. */
