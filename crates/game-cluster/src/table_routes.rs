@@ -45,6 +45,7 @@ use herald_core::auth::Identity;
 use herald_core::games::Games;
 use herald_core::outbox::Frame;
 use herald_core::Client;
+use herald_game::play::PlaySeat;
 use herald_game::{Engine, Router};
 use herald_proto::{Command, Encoding, ErrorCode, Push, Request, ServerMsg};
 use herald_redis::registry::DELETED_NODE;
@@ -66,6 +67,17 @@ const GONE: u8 = 3;
 const CLOSE: u8 = 4;
 /// The owner's answer to [`CLOSE`]: the table's last state, or "not here".
 const CLOSED: u8 = 5;
+/// A `play`'s seat (a [`CMD`] whose `sit` carries the reservation's reply
+/// fields: the owner answers it with the `play` reply).
+const PLAY: u8 = 6;
+
+/// What an edge passes to a table's owner.
+enum Routed {
+    /// A table command.
+    Cmd(Command),
+    /// A `play`'s reserved seat at the table, with the game's data.
+    Play(Bytes, PlaySeat),
+}
 
 /// Ids of proxies on an owner: the top bit set, apart from the node's own
 /// client ids (random high bits below it).
@@ -183,9 +195,12 @@ impl Routes {
         routes
     }
 
-    fn send_cmd(&self, client: &Arc<Client>, id: u32, table: u64, owner: Arc<str>, cmd: Command) {
+    fn send_cmd(&self, client: &Arc<Client>, id: u32, table: u64, owner: Arc<str>, cmd: Routed) {
         let mut payload = BytesMut::with_capacity(64);
-        payload.put_u8(CMD);
+        payload.put_u8(match cmd {
+            Routed::Cmd(_) => CMD,
+            Routed::Play(..) => PLAY,
+        });
         put_str(&mut payload, &self.node);
         payload.put_u64(client.id);
         payload.put_u8(match client.encoding {
@@ -193,7 +208,21 @@ impl Routes {
             Encoding::Binary => 1,
         });
         put_str(&mut payload, client.user());
-        let stand = matches!(cmd, Command::Stand { .. });
+        let stand = matches!(cmd, Routed::Cmd(Command::Stand { .. }));
+        let cmd = match cmd {
+            Routed::Cmd(cmd) => cmd,
+            Routed::Play(data, play) => {
+                payload.put_u8(u8::from(play.code.is_some()) | u8::from(play.created) << 1);
+                if let Some(code) = &play.code {
+                    put_str(&mut payload, code);
+                }
+                Command::Sit {
+                    table,
+                    seat: None,
+                    data,
+                }
+            }
+        };
         Encoding::Binary.encode_request(&Request { id, cmd }, &mut payload);
         // Registered before the command goes out, so that an answer can
         // never arrive before the edge expects it.
@@ -246,7 +275,8 @@ impl Routes {
         }
         let kind = payload.get_u8();
         let parsed = match kind {
-            CMD => self.on_cmd(&mut payload),
+            CMD => self.on_cmd(&mut payload, false),
+            PLAY => self.on_cmd(&mut payload, true),
             DELIVER => self.on_deliver(&mut payload),
             GONE => self.on_gone(&mut payload),
             CLOSE => self.on_close(&mut payload),
@@ -259,7 +289,7 @@ impl Routes {
     }
 
     /// Owner side: a command from an edge's player.
-    fn on_cmd(&self, p: &mut Bytes) -> Option<()> {
+    fn on_cmd(&self, p: &mut Bytes, play: bool) -> Option<()> {
         let edge: Arc<str> = get_str(p)?.into();
         let client = get_u64(p)?;
         let encoding = match get_u8(p)? {
@@ -268,10 +298,35 @@ impl Routes {
             _ => return None,
         };
         let user = get_str(p)?;
+        let play = if play {
+            let flags = get_u8(p)?;
+            let code = if flags & 1 != 0 {
+                Some(get_str(p)?)
+            } else {
+                None
+            };
+            Some(PlaySeat {
+                code,
+                created: flags & 2 != 0,
+            })
+        } else {
+            None
+        };
         let req = Encoding::Binary.decode_request_bytes(p).ok()?;
         let engine = self.engine.upgrade()?;
         let proxy = self.proxy(&edge, client, encoding, &user);
-        engine.command_here(&proxy, req.id, req.cmd, ErrorCode::BrokerUnavailable);
+        match (play, req.cmd) {
+            (None, cmd) => engine.command_here(&proxy, req.id, cmd, ErrorCode::BrokerUnavailable),
+            (Some(play), Command::Sit { table, data, .. }) => engine.play_here(
+                &proxy,
+                req.id,
+                table,
+                data,
+                play,
+                ErrorCode::BrokerUnavailable,
+            ),
+            (Some(_), _) => return None,
+        }
         Some(())
     }
 
@@ -599,6 +654,34 @@ impl Routes {
 
 impl Router for Routes {
     fn forward(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Command) -> bool {
+        self.route(client, id, table, Routed::Cmd(cmd))
+    }
+
+    fn forward_play(
+        &self,
+        client: &Arc<Client>,
+        id: u32,
+        table: u64,
+        data: Bytes,
+        play: PlaySeat,
+    ) -> bool {
+        self.route(client, id, table, Routed::Play(data, play))
+    }
+
+    fn gone(&self, client: &Arc<Client>) {
+        let Some(r) = lock(&self.remotes).remove(&client.id) else {
+            return;
+        };
+        for owner in r.nodes {
+            self.send_gone(&owner, client.id);
+        }
+    }
+}
+
+impl Routes {
+    /// Passes `cmd` for `table` to its owner (looked up in Redis when not
+    /// known). False: `table` is not a table of the cluster.
+    fn route(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Routed) -> bool {
         if table == 0 || self.known.is_deleted(table) {
             return false;
         }
@@ -648,15 +731,6 @@ impl Router for Routes {
             }
         }
         true
-    }
-
-    fn gone(&self, client: &Arc<Client>) {
-        let Some(r) = lock(&self.remotes).remove(&client.id) else {
-            return;
-        };
-        for owner in r.nodes {
-            self.send_gone(&owner, client.id);
-        }
     }
 }
 

@@ -10,8 +10,10 @@
 
 use crate::durable::{Claimed, Durability, Lease, Saver, StoreError};
 use crate::lobby::Lobby;
-use crate::table::{error, DurableTable, Table, TableInfo, TableMsg};
+use crate::play::{Ask, BoxFuture, Matchmaker, PlayConfig, PlayError, PlaySeat, Pools, Reserved};
+use crate::table::{error, user_of, DurableTable, Table, TableInfo, TableMsg};
 use crate::{GameFactory, TableParams};
+use bytes::Bytes;
 use herald_core::games::Games;
 use herald_core::metrics::{Counter, Histogram};
 use herald_core::Client;
@@ -35,6 +37,8 @@ pub struct EngineConfig {
     /// Messages a table's mailbox holds before commands to it are refused
     /// with 108 (default 1024).
     pub mailbox: usize,
+    /// Tables on demand (`play`): caps and the empty-table timer.
+    pub play: PlayConfig,
 }
 
 impl Default for EngineConfig {
@@ -43,6 +47,7 @@ impl Default for EngineConfig {
             grace: Duration::from_secs(60),
             lobby_interval: Duration::from_millis(250),
             mailbox: 1024,
+            play: PlayConfig::default(),
         }
     }
 }
@@ -193,6 +198,17 @@ pub trait Router: Send + Sync + 'static {
     /// run here. False: `table` is not a table of the cluster (the engine
     /// answers 115).
     fn forward(&self, client: &Arc<Client>, id: u32, table: u64, cmd: Command) -> bool;
+    /// A `play`'s seat at `table`, which does not run here, as
+    /// [`Router::forward`] does a `sit` (the owner answers with the `play`
+    /// reply; see [`Engine::play_here`]).
+    fn forward_play(
+        &self,
+        client: &Arc<Client>,
+        id: u32,
+        table: u64,
+        data: Bytes,
+        play: PlaySeat,
+    ) -> bool;
     /// The client's connection ended: the owners of the tables it was
     /// routed to are told.
     fn gone(&self, client: &Arc<Client>);
@@ -232,6 +248,10 @@ pub(crate) struct Shared {
     /// Told of a durable table whose game failed (see
     /// [`Engine::set_on_failed`]).
     on_failed: std::sync::OnceLock<Arc<dyn Fn(u64) + Send + Sync>>,
+    /// Seat counts of the tables made by `play` on this node (no cluster).
+    pools: Mutex<Pools>,
+    /// In a cluster: where those counts are instead.
+    matchmaker: std::sync::OnceLock<Arc<dyn Matchmaker>>,
 }
 
 impl Shared {
@@ -240,6 +260,26 @@ impl Shared {
     pub(crate) fn durable_failed(&self, table: u64) {
         if let Some(f) = self.on_failed.get() {
             f(table);
+        }
+    }
+
+    /// A counted seat of `table` (made by `play`) is free again, `seated`
+    /// players remain (see [`Matchmaker::release`]).
+    pub(crate) fn play_release(&self, table: u64, seated: u32) {
+        match self.matchmaker.get() {
+            Some(m) => m.release(table, seated),
+            None => lock(&self.pools).release(table, seated, tokio::time::Instant::now()),
+        }
+    }
+
+    /// Whether the empty `table` (made by `play`) may close now.
+    pub(crate) fn play_retire(&self, table: u64) -> BoxFuture<'static, bool> {
+        match self.matchmaker.get() {
+            Some(m) => m.retire(table),
+            None => {
+                let ok = lock(&self.pools).retire(table, tokio::time::Instant::now());
+                Box::pin(std::future::ready(ok))
+            }
         }
     }
 }
@@ -260,6 +300,7 @@ impl Shared {
         // stays until the new owner publishes one.
         if !durable {
             self.lobby.remove(id);
+            lock(&self.pools).forget(id);
         }
     }
 }
@@ -332,6 +373,8 @@ impl Engine {
                 owned: Mutex::new(HashMap::new()),
                 router: std::sync::OnceLock::new(),
                 on_failed: std::sync::OnceLock::new(),
+                pools: Mutex::new(Pools::default()),
+                matchmaker: std::sync::OnceLock::new(),
                 lobby: Lobby::default(),
                 metrics: GameMetrics::default(),
                 factories: factories.into_iter().map(|f| (f.name(), f)).collect(),
@@ -363,6 +406,18 @@ impl Engine {
     /// calls are ignored.
     pub fn set_on_failed(&self, f: Arc<dyn Fn(u64) + Send + Sync>) {
         let _ = self.shared.on_failed.set(f);
+    }
+
+    /// Counts the seats of tables made by `play` in `m` (a cluster's,
+    /// shared by every node) instead of this node's memory. Set once,
+    /// before the first `play`.
+    pub fn set_matchmaker(&self, m: Arc<dyn Matchmaker>) {
+        let _ = self.shared.matchmaker.set(m);
+    }
+
+    /// Tables made by `play` counted on this node (no cluster).
+    pub fn play_tables(&self) -> usize {
+        lock(&self.shared.pools).len()
     }
 
     /// Handles a table command (`sit`, `watch`, `stand`, `act`) for a table
@@ -415,7 +470,9 @@ impl Engine {
         let (factory, path) = self.vet(spec)?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let params = table_params(spec, id);
-        let game = factory.create(&params).map_err(EngineError::BadParams)?;
+        let game = factory
+            .create(&game_params(&params))
+            .map_err(EngineError::BadParams)?;
         let table = Table::new(&params, path, game, factory.name(), self.shared.clone());
         self.shared.lobby.put(table.entry());
         let (tx, rx) = mpsc::channel(self.shared.config.mailbox);
@@ -493,7 +550,7 @@ impl Engine {
                     params: head.params.clone(),
                 };
                 let game = factory
-                    .restore(&params, state)
+                    .restore(&game_params(&params), state)
                     .map_err(|e| EngineError::Restore(id, e))?;
                 let age = Duration::from_millis(now_ms.saturating_sub(saved.at_ms));
                 let table = Table::restore(&head, game, self.shared.clone(), age);
@@ -514,7 +571,9 @@ impl Engine {
             None => {
                 let factory = self.factory(spec)?;
                 let params = table_params(spec, id);
-                let game = factory.create(&params).map_err(EngineError::BadParams)?;
+                let game = factory
+                    .create(&game_params(&params))
+                    .map_err(EngineError::BadParams)?;
                 if game.save().is_none() {
                     return Err(EngineError::BadParams(format!(
                         "{} tables cannot be saved, so not run in a cluster",
@@ -586,7 +645,7 @@ impl Engine {
     /// takes its parameters), without creating it.
     pub fn check_spec(&self, spec: &TableSpec) -> Result<(), EngineError> {
         self.factory(spec)?
-            .create(&table_params(spec, 0))
+            .create(&game_params(&table_params(spec, 0)))
             .map(|_| ())
             .map_err(EngineError::BadParams)
     }
@@ -646,7 +705,7 @@ impl Engine {
     pub fn check_new_table(&self, spec: &TableSpec) -> Result<(), EngineError> {
         let (factory, _) = self.vet(spec)?;
         let game = factory
-            .create(&table_params(spec, 0))
+            .create(&game_params(&table_params(spec, 0)))
             .map_err(EngineError::BadParams)?;
         if self.shared.durable.is_some() && game.save().is_none() {
             return Err(EngineError::BadParams(format!(
@@ -703,6 +762,7 @@ impl Engine {
                     id,
                     seat,
                     data,
+                    play: None,
                 };
                 self.to_table(client, id, table, msg);
             }
@@ -732,6 +792,130 @@ impl Engine {
             }
             _ => error(client, id, ErrorCode::UnknownCommand, "not a game command"),
         }
+    }
+
+    /// Checks what a `play` would make before anything is counted: its
+    /// game exists, `play` is on, and the game takes the parameters (the
+    /// same check `POST /api/tables` makes).
+    fn vet_ask(&self, ask: Ask) -> Result<Ask, PlayError> {
+        if !self.shared.config.play.enabled {
+            return Err(PlayError::Disabled);
+        }
+        if let Some(spec) = ask.kind.spec() {
+            self.check_new_table(spec).map_err(|e| match e {
+                EngineError::UnknownGame(g) => PlayError::UnknownGame(g),
+                e => PlayError::Bad(e.to_string()),
+            })?;
+        }
+        Ok(ask)
+    }
+
+    /// Reserves a seat for `ask` (here, or in the cluster's matchmaker),
+    /// then sends the player to it.
+    fn play(&self, client: &Arc<Client>, id: u32, ask: Ask, data: Bytes) {
+        if let Some(m) = self.shared.matchmaker.get().cloned() {
+            let engine = Engine {
+                shared: self.shared.clone(),
+            };
+            let client = client.clone();
+            tokio::spawn(async move {
+                match m.reserve(&ask).await {
+                    Ok(r) => engine.seat_play(&client, id, r, data),
+                    Err(e) => error(&client, id, e.code(), &e.to_string()),
+                }
+            });
+            return;
+        }
+        match self.reserve_here(&ask) {
+            Ok(r) => self.seat_play(client, id, r, data),
+            Err(e) => error(client, id, e.code(), &e.to_string()),
+        }
+    }
+
+    /// A seat for `ask` at a table of this node, counted in its pools; the
+    /// table is made (under the same lock) if none has room.
+    fn reserve_here(&self, ask: &Ask) -> Result<Reserved, PlayError> {
+        let now = tokio::time::Instant::now();
+        let mut pools = lock(&self.shared.pools);
+        if let Some(r) = pools.pick(ask, now)? {
+            return Ok(r);
+        }
+        pools.may_create(&ask.user, &self.shared.config.play)?;
+        let Some(spec) = ask.kind.spec() else {
+            return Err(PlayError::Full);
+        };
+        let mut spec = spec.clone();
+        while let Some(code) = crate::play::code_of(&spec) {
+            if !pools.code_taken(&code) {
+                break;
+            }
+            crate::play::recode(&mut spec);
+        }
+        let table = self.create_table(&spec).map_err(|e| match e {
+            EngineError::UnknownGame(g) => PlayError::UnknownGame(g),
+            e => PlayError::Bad(e.to_string()),
+        })?;
+        pools.add(table, &spec, now);
+        Ok(Reserved {
+            table,
+            created: true,
+            code: crate::play::code_of(&spec),
+        })
+    }
+
+    /// Sends a player with a reserved seat to its table (here, or through
+    /// the router to the node that runs it). A seat command that cannot
+    /// be delivered is answered with an error; its count settles (see
+    /// [`crate::play::SETTLE`]).
+    fn seat_play(&self, client: &Arc<Client>, id: u32, r: Reserved, data: Bytes) {
+        let play = PlaySeat {
+            code: r.code,
+            created: r.created,
+        };
+        if self.runs_here(r.table) {
+            self.visit(client.id, r.table);
+            let msg = TableMsg::Sit {
+                client: client.clone(),
+                id,
+                seat: None,
+                data,
+                play: Some(play),
+            };
+            return self.to_table(client, id, r.table, msg);
+        }
+        match self.shared.router.get() {
+            Some(router) => {
+                if !router.forward_play(client, id, r.table, data, play) {
+                    error(client, id, ErrorCode::UnknownTable, "unknown table");
+                }
+            }
+            None => error(client, id, ErrorCode::UnknownTable, "unknown table"),
+        }
+    }
+
+    /// A `play`'s seat command routed from another node, for table `table`
+    /// that must run here (see [`Engine::command_here`]).
+    pub fn play_here(
+        &self,
+        client: &Arc<Client>,
+        id: u32,
+        table: u64,
+        data: Bytes,
+        play: PlaySeat,
+        missing: ErrorCode,
+    ) {
+        if !self.runs_here(table) {
+            return error(client, id, missing, "the table is not on this node: retry");
+        }
+        self.visit(client.id, table);
+        let msg = TableMsg::Sit {
+            client: client.clone(),
+            id,
+            seat: None,
+            data,
+            play: Some(play),
+        };
+        self.to_table(client, id, table, msg);
     }
 
     fn visit(&self, client: u64, table: u64) {
@@ -769,6 +953,22 @@ impl Games for Engine {
                         ErrorCode::NotSubscribed,
                         "not subscribed to this lobby branch",
                     );
+                }
+            }
+            Command::Play {
+                game,
+                seats,
+                attrs,
+                private,
+                code,
+                data,
+            } => {
+                let user = user_of(client);
+                let ask = crate::play::ask(&user, &game, seats, &attrs, private, code.as_deref())
+                    .and_then(|ask| self.vet_ask(ask));
+                match ask {
+                    Ok(ask) => self.play(client, id, ask, data),
+                    Err(e) => error(client, id, e.code(), &e.to_string()),
                 }
             }
             cmd => {
@@ -892,6 +1092,14 @@ async fn flush_lobby(shared: Weak<Shared>) {
         let n = shared.lobby.flush();
         shared.metrics.lobby_updates.add(n as u64);
     }
+}
+
+/// What a game is given of a table's parameters: all but the engine's own
+/// ([`crate::play::DEMAND_PARAM`]).
+fn game_params(params: &TableParams) -> TableParams {
+    let mut p = params.clone();
+    p.params.remove(crate::play::DEMAND_PARAM);
+    p
 }
 
 /// The parameters a table of `spec` is created with, as table `id`.

@@ -21,12 +21,15 @@
 //! - [`durable`]: what a table saves in a cluster, and the store contract
 //!   (leases with fencing tokens; decision 0009).
 //! - [`lobby`]: table entries, snapshots and coalesced deltas.
+//! - [`play`]: tables on demand (`play`): matching, seat counts, caps,
+//!   private codes, and the [`play::Matchmaker`] a cluster counts in.
 //! - [`testing`] (feature `test-util`, off in release builds): a fake-clock
 //!   harness for a game's unit tests.
 
 pub mod durable;
 pub mod engine;
 pub mod lobby;
+pub mod play;
 mod table;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

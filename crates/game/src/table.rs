@@ -30,6 +30,7 @@ use crate::durable::{
     Claimed, Head, Lease, SavedTimer, Saver, StoreError, TableStore, RECORD_VERSION,
 };
 use crate::engine::Shared;
+use crate::play::{Demand, PlaySeat};
 use crate::{Ctx, Effect, Game, Seat, TableParams};
 use bytes::Bytes;
 use herald_core::Client;
@@ -49,6 +50,8 @@ pub(crate) enum TableMsg {
         id: u32,
         seat: Option<u32>,
         data: Bytes,
+        /// A `play`'s seat, reserved (counted) by the engine.
+        play: Option<PlaySeat>,
     },
     Watch {
         client: Arc<Client>,
@@ -104,6 +107,8 @@ struct Holder {
 enum TimerKey {
     Game(u64),
     Grace(Seat),
+    /// A table made by `play` with nobody seated closes when this fires.
+    Empty,
 }
 
 /// Whether the task goes on after a message.
@@ -143,6 +148,11 @@ pub(crate) struct Table {
     /// from now, so a periodic timer keeps its rate (a 20 Hz tick stays
     /// 20 Hz however late each firing is) as the fake-clock harness does.
     firing: Option<(u64, Instant)>,
+    /// Made by `play` (protocol §5f): seated through `play` only, counted,
+    /// closed once empty for a while.
+    demand: Option<Demand>,
+    /// The empty-table timer fired: check and close after this message.
+    empty_due: bool,
 }
 
 /// A durable table's lease and store.
@@ -188,6 +198,13 @@ impl Table {
         let mut attrs = Map::new();
         attrs.insert("game".into(), Value::from(game_name));
         attrs.insert("timing".into(), Value::from(params.timing.clone()));
+        let demand = Demand::of(&params.params);
+        if let Some(d) = &demand {
+            attrs.insert("play".into(), Value::Bool(true));
+            if d.code.is_some() {
+                attrs.insert("private".into(), Value::Bool(true));
+            }
+        }
         Table {
             id: params.id,
             path,
@@ -206,6 +223,8 @@ impl Table {
             touched: true,
             restored: false,
             firing: None,
+            demand,
+            empty_due: false,
         }
     }
 
@@ -270,14 +289,16 @@ impl Table {
             .save()
             .ok_or_else(|| format!("{} tables cannot be saved", self.game_name))?;
         let now = Instant::now();
+        // The empty-table timer is not saved: a new owner starts it again.
         let mut timers: Vec<SavedTimer> = self
             .timers
             .iter()
-            .map(|(k, at)| {
+            .filter_map(|(k, at)| {
                 let left_ms = at.saturating_duration_since(now).as_millis() as u64;
                 match *k {
-                    TimerKey::Game(key) => SavedTimer::Game { key, left_ms },
-                    TimerKey::Grace(seat) => SavedTimer::Grace { seat, left_ms },
+                    TimerKey::Game(key) => Some(SavedTimer::Game { key, left_ms }),
+                    TimerKey::Grace(seat) => Some(SavedTimer::Grace { seat, left_ms }),
+                    TimerKey::Empty => None,
                 }
             })
             .collect();
@@ -541,6 +562,9 @@ impl Table {
                 }
                 break;
             }
+            if std::mem::take(&mut self.empty_due) && self.close_if_empty().await {
+                break;
+            }
             if !self.persist().await {
                 self.lost();
                 break;
@@ -553,7 +577,49 @@ impl Table {
         self.shared.table_ended(self.id);
     }
 
+    /// The empty-table timer fired: a table made by `play` with nobody
+    /// seated closes if the count agrees (no seat reserved on its way
+    /// here); true if it closed. Watchers get `unseat` 115; in a cluster
+    /// the table is deleted for good (no take-over).
+    async fn close_if_empty(&mut self) -> bool {
+        if self.demand.is_none() || self.seated() > 0 {
+            return false;
+        }
+        if !self.shared.play_retire(self.id).await {
+            let again = Instant::now() + self.shared.config.play.empty_close;
+            self.timers.insert(TimerKey::Empty, again);
+            return false;
+        }
+        tracing::info!(table = self.id, "table made by play closed: empty");
+        self.close(ErrorCode::UnknownTable, "the table was closed");
+        self.flush();
+        if self.durable.is_some() {
+            self.shared.durable_failed(self.id);
+        }
+        true
+    }
+
+    /// Seats held (away players included).
+    fn seated(&self) -> u32 {
+        self.seats.iter().flatten().count() as u32
+    }
+
+    /// Starts the empty-table timer of a table made by `play` when its
+    /// last player left, stops it when one sits.
+    fn arm_empty(&mut self) {
+        if self.demand.is_none() {
+            return;
+        }
+        if self.seated() > 0 {
+            self.timers.remove(&TimerKey::Empty);
+        } else if !self.timers.contains_key(&TimerKey::Empty) {
+            let at = Instant::now() + self.shared.config.play.empty_close;
+            self.timers.insert(TimerKey::Empty, at);
+        }
+    }
+
     fn after_message(&mut self) {
+        self.arm_empty();
         self.flush();
         if self.dirty {
             self.dirty = false;
@@ -575,7 +641,8 @@ impl Table {
                 id,
                 seat,
                 data,
-            } => self.sit(client, id, seat, &data),
+                play,
+            } => self.sit(client, id, seat, &data, play),
             TableMsg::Watch { client, id } => self.watch(client, id),
             TableMsg::Stand { client, id } => self.stand(&client, id),
             TableMsg::Act {
@@ -633,8 +700,19 @@ impl Table {
             .map(|i| i as Seat)
     }
 
-    fn sit(&mut self, client: Arc<Client>, id: u32, wanted: Option<u32>, data: &[u8]) {
+    fn sit(
+        &mut self,
+        client: Arc<Client>,
+        id: u32,
+        wanted: Option<u32>,
+        data: &[u8],
+        play: Option<PlaySeat>,
+    ) {
+        // A `play`'s seat was counted before it came: unless it becomes a
+        // new seat here, the count is given back.
+        let counted = play.is_some();
         if self.watchers.iter().any(|c| c.id == client.id) {
+            self.uncount(counted);
             return self.error(
                 &client,
                 id,
@@ -644,34 +722,47 @@ impl Table {
         }
         let user = user_of(&client);
         if let Some(seat) = self.seat_of_user(&user) {
-            return self.reclaim(client, id, seat, wanted);
+            self.uncount(counted);
+            return self.reclaim(client, id, seat, wanted, play);
         }
+        if self.demand.is_some() && !counted {
+            return self.error(
+                &client,
+                id,
+                ErrorCode::SeatUnavailable,
+                "a table made by play: join it with play",
+            );
+        }
+        let refuse = |t: &mut Table, client: &Arc<Client>, code: ErrorCode, why: &str| {
+            t.uncount(counted);
+            t.error(client, id, code, why);
+        };
         let seat = match wanted {
             Some(s) if s as usize >= self.seats.len() => {
-                return self.error(&client, id, ErrorCode::SeatUnavailable, "no such seat");
+                return refuse(self, &client, ErrorCode::SeatUnavailable, "no such seat");
             }
             Some(s) if self.seats[s as usize].is_some() => {
-                return self.error(&client, id, ErrorCode::SeatUnavailable, "seat taken");
+                return refuse(self, &client, ErrorCode::SeatUnavailable, "seat taken");
             }
             Some(s) => s,
             None => match self.seats.iter().position(Option::is_none) {
                 Some(s) => s as Seat,
-                None => return self.error(&client, id, ErrorCode::SeatUnavailable, "table full"),
+                None => return refuse(self, &client, ErrorCode::SeatUnavailable, "table full"),
             },
         };
         let refused =
             std::panic::catch_unwind(AssertUnwindSafe(|| self.game.can_sit(seat, &user, data)));
         match refused {
             Ok(_) if self.faulted() => {
-                return self.error(&client, id, ErrorCode::Internal, "the table failed");
+                return refuse(self, &client, ErrorCode::Internal, "the table failed");
             }
             Ok(Ok(())) => {}
             Ok(Err(reason)) => {
-                return self.error(&client, id, ErrorCode::SeatUnavailable, &reason);
+                return refuse(self, &client, ErrorCode::SeatUnavailable, &reason);
             }
             Err(_) => {
                 self.fail("the game panicked");
-                return self.error(&client, id, ErrorCode::Internal, "the table failed");
+                return refuse(self, &client, ErrorCode::Internal, "the table failed");
             }
         }
         self.seats[seat as usize] = Some(Holder {
@@ -682,12 +773,27 @@ impl Table {
         self.dirty = true;
         self.seat_push(seat, &user, SeatStatus::Sat);
         self.call(|g, ctx| g.sat(ctx, seat, &user, data));
-        self.attach(seat, client, id);
+        self.attach(seat, client, id, play);
+    }
+
+    /// A `play`'s counted seat did not become a new seat here: the count
+    /// is given back.
+    fn uncount(&self, counted: bool) {
+        if counted {
+            self.shared.play_release(self.id, self.seated());
+        }
     }
 
     /// The user already holds `seat`: this connection takes it (a return
     /// after a drop, or the same user from a new connection).
-    fn reclaim(&mut self, client: Arc<Client>, id: u32, seat: Seat, wanted: Option<u32>) {
+    fn reclaim(
+        &mut self,
+        client: Arc<Client>,
+        id: u32,
+        seat: Seat,
+        wanted: Option<u32>,
+        play: Option<PlaySeat>,
+    ) {
         if wanted.is_some_and(|w| w != seat) {
             return self.error(
                 &client,
@@ -701,6 +807,12 @@ impl Table {
         };
         let user = holder.user.clone();
         match holder.client.take() {
+            // `play` again from a seated connection: its seat, again
+            // (what `play` promises is a seat; it has one).
+            Some(old) if old.id == client.id && play.is_some() => {
+                holder.client = Some(old);
+                self.attach(seat, client, id, play);
+            }
             Some(old) if old.id == client.id => {
                 holder.client = Some(old);
                 self.error(
@@ -718,28 +830,46 @@ impl Table {
                     ErrorCode::NotAtTable,
                     "your seat moved to another connection",
                 );
-                self.attach(seat, client, id);
+                self.attach(seat, client, id, play);
             }
             None => {
                 self.timers.remove(&TimerKey::Grace(seat));
                 self.seat_push(seat, &user, SeatStatus::Back);
                 self.call(|g, ctx| g.returned(ctx, seat));
-                self.attach(seat, client, id);
+                self.attach(seat, client, id, play);
             }
         }
     }
 
     /// Gives `seat` to `client` and answers its `sit` with the private
     /// snapshot: the first thing it hears from this table.
-    fn attach(&mut self, seat: Seat, client: Arc<Client>, id: u32) {
+    fn attach(&mut self, seat: Seat, client: Arc<Client>, id: u32, play: Option<PlaySeat>) {
         let data = self.snapshot(Some(seat));
-        self.reply(&client, id, Reply::Sit { seat, data });
+        let reply = match play {
+            Some(p) => Reply::Play {
+                table: self.id,
+                seat,
+                code: p.code,
+                created: p.created,
+                data,
+            },
+            None => Reply::Sit { seat, data },
+        };
+        self.reply(&client, id, reply);
         if let Some(h) = self.seats[seat as usize].as_mut() {
             h.client = Some(client);
         }
     }
 
     fn watch(&mut self, client: Arc<Client>, id: u32) {
+        if self.demand.as_ref().is_some_and(|d| d.code.is_some()) {
+            return self.error(
+                &client,
+                id,
+                ErrorCode::PermissionDenied,
+                "a private table: join it with its code",
+            );
+        }
         if self.watchers.iter().any(|c| c.id == client.id)
             || self.seat_of_client(client.id).is_some()
         {
@@ -779,6 +909,9 @@ impl Table {
             self.shared.metrics.players.add(-1);
             self.dirty = true;
             self.seat_push(seat, &h.user, SeatStatus::Left);
+            if self.demand.is_some() {
+                self.shared.play_release(self.id, self.seated());
+            }
         }
     }
 
@@ -846,6 +979,7 @@ impl Table {
                 match k {
                     TimerKey::Game(n) => (0, *n),
                     TimerKey::Grace(s) => (1, u64::from(*s)),
+                    TimerKey::Empty => (2, 0),
                 },
             )
         });
@@ -861,6 +995,7 @@ impl Table {
                     self.call(|g, ctx| g.timer(ctx, k));
                     self.firing = None;
                 }
+                TimerKey::Empty => self.empty_due = true,
                 TimerKey::Grace(seat) => {
                     if self.seats[seat as usize]
                         .as_ref()

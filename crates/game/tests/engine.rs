@@ -102,6 +102,7 @@ fn engine(grace: u64) -> Arc<Engine> {
             grace: Duration::from_secs(grace),
             lobby_interval: Duration::from_millis(250),
             mailbox: 64,
+            ..EngineConfig::default()
         },
         vec![Arc::new(CountFactory)],
     )

@@ -182,6 +182,7 @@ fn engine(store: Arc<Store>) -> Arc<Engine> {
             grace: Duration::from_secs(60),
             lobby_interval: Duration::from_millis(250),
             mailbox: 256,
+            ..EngineConfig::default()
         },
         vec![Arc::new(CountFactory)],
         Durability {

@@ -787,9 +787,7 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             out.put_u8(ty::PLAY);
             put_varint(out, id);
             out.put_u8(
-                u8::from(seats.is_some())
-                    | u8::from(*private) << 1
-                    | u8::from(code.is_some()) << 2,
+                u8::from(seats.is_some()) | u8::from(*private) << 1 | u8::from(code.is_some()) << 2,
             );
             put_str(out, game);
             if let Some(seats) = seats {

@@ -128,48 +128,59 @@ pub fn encode_request(req: &Request, out: &mut BytesMut) {
             private,
             code,
             data,
-        } => {
-            out.extend_from_slice(b"\"play\":{");
-            // Canonical order, every field optional: a leading comma is
-            // written before each field but the first.
-            let mut first = true;
-            let mut sep = |out: &mut BytesMut| {
-                if !std::mem::take(&mut first) {
-                    out.put_u8(b',');
-                }
-            };
-            if !game.is_empty() {
-                sep(out);
-                out.extend_from_slice(b"\"game\":");
-                write_str(out, game);
-            }
-            if let Some(seats) = seats {
-                sep(out);
-                out.extend_from_slice(b"\"seats\":");
-                write_u64(out, u64::from(*seats));
-            }
-            let attrs = attrs_or_empty(attrs);
-            if attrs.iter().any(|b| !b" \t\r\n{}".contains(b)) {
-                sep(out);
-                out.extend_from_slice(b"\"attrs\":");
-                out.extend_from_slice(attrs);
-            }
-            if *private {
-                sep(out);
-                out.extend_from_slice(b"\"private\":true");
-            }
-            if let Some(code) = code {
-                sep(out);
-                out.extend_from_slice(b"\"code\":");
-                write_str(out, code);
-            }
-            if !data.is_empty() {
-                sep(out);
-                write_data(out, data);
-            }
-        }
+        } => write_play(out, game, *seats, attrs, *private, code.as_deref(), data),
     }
     out.extend_from_slice(b"}}");
+}
+
+/// The body of a `play` command, every field optional.
+fn write_play(
+    out: &mut BytesMut,
+    game: &str,
+    seats: Option<u32>,
+    attrs: &[u8],
+    private: bool,
+    code: Option<&str>,
+    data: &[u8],
+) {
+    out.extend_from_slice(b"\"play\":{");
+    // Canonical order, every field optional: a leading comma is
+    // written before each field but the first.
+    let mut first = true;
+    let mut sep = |out: &mut BytesMut| {
+        if !std::mem::take(&mut first) {
+            out.put_u8(b',');
+        }
+    };
+    if !game.is_empty() {
+        sep(out);
+        out.extend_from_slice(b"\"game\":");
+        write_str(out, game);
+    }
+    if let Some(seats) = seats {
+        sep(out);
+        out.extend_from_slice(b"\"seats\":");
+        write_u64(out, u64::from(seats));
+    }
+    let attrs = attrs_or_empty(attrs);
+    if attrs.iter().any(|b| !b" \t\r\n{}".contains(b)) {
+        sep(out);
+        out.extend_from_slice(b"\"attrs\":");
+        out.extend_from_slice(attrs);
+    }
+    if private {
+        sep(out);
+        out.extend_from_slice(b"\"private\":true");
+    }
+    if let Some(code) = code {
+        sep(out);
+        out.extend_from_slice(b"\"code\":");
+        write_str(out, code);
+    }
+    if !data.is_empty() {
+        sep(out);
+        write_data(out, data);
+    }
 }
 
 /// Encodes one server message in canonical JSON.

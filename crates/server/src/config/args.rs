@@ -224,6 +224,27 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_LOBBY_INTERVAL")]
     pub lobby_interval: Option<u64>,
 
+    /// Whether players may ask for tables on demand with `play` (protocol
+    /// §5f) [default: true].
+    #[arg(long, env = "HERALD_PLAY")]
+    pub play: Option<bool>,
+
+    /// Tables made by `play` open at once on this server (in a cluster: in
+    /// the cluster); a `play` that would make one more gets 107
+    /// [default: 10000].
+    #[arg(long, env = "HERALD_PLAY_MAX_TABLES")]
+    pub play_max_tables: Option<u32>,
+
+    /// Tables made by `play` that one user created and that are still open
+    /// [default: 5].
+    #[arg(long, env = "HERALD_PLAY_MAX_TABLES_PER_USER")]
+    pub play_max_tables_per_user: Option<u32>,
+
+    /// Seconds a table made by `play` stays open with nobody seated
+    /// [default: 60].
+    #[arg(long, env = "HERALD_PLAY_EMPTY_CLOSE")]
+    pub play_empty_close: Option<u64>,
+
     /// Milliseconds a game table's lease lasts in a cluster (`--broker
     /// redis://…`): a dead node's tables are taken over by another node this
     /// long after its last renewal; renewed every third of it (decision
@@ -321,6 +342,12 @@ impl ServeArgs {
             },
             game_grace: self.game_grace.or(other.game_grace),
             lobby_interval: self.lobby_interval.or(other.lobby_interval),
+            play: self.play.or(other.play),
+            play_max_tables: self.play_max_tables.or(other.play_max_tables),
+            play_max_tables_per_user: self
+                .play_max_tables_per_user
+                .or(other.play_max_tables_per_user),
+            play_empty_close: self.play_empty_close.or(other.play_empty_close),
             table_lease: self.table_lease.or(other.table_lease),
             role: self.role.or(other.role),
             games: if self.games.is_empty() {

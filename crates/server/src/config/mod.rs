@@ -199,6 +199,13 @@ mod tests {
             ("rate-burst", n.rate_burst.to_string()),
             ("game-grace", secs(c.games.grace)),
             ("lobby-interval", ms(c.games.lobby_interval)),
+            ("play", c.games.play.enabled.to_string()),
+            ("play-max-tables", c.games.play.max_tables.to_string()),
+            (
+                "play-max-tables-per-user",
+                c.games.play.max_tables_per_user.to_string(),
+            ),
+            ("play-empty-close", secs(c.games.play.empty_close)),
             ("table-lease", ms(c.table_lease)),
             ("role", c.role.name().to_string()),
             ("test-echo-route", c.test_echo_route.to_string()),

@@ -322,9 +322,24 @@ fn games_config(a: &ServeArgs) -> Result<herald_game::EngineConfig, ConfigError>
             )));
         }
     }
+    let p = d.play.clone();
+    let play = herald_game::play::PlayConfig {
+        enabled: a.play.unwrap_or(p.enabled),
+        max_tables: a.play_max_tables.unwrap_or(p.max_tables),
+        max_tables_per_user: a.play_max_tables_per_user.unwrap_or(p.max_tables_per_user),
+        empty_close: a
+            .play_empty_close
+            .map_or(p.empty_close, Duration::from_secs),
+    };
+    if play.max_tables == 0 || play.max_tables_per_user == 0 || play.empty_close.is_zero() {
+        return Err(ConfigError::Invalid(
+            "play_max_tables, play_max_tables_per_user and play_empty_close are at least 1".into(),
+        ));
+    }
     Ok(herald_game::EngineConfig {
         grace: a.game_grace.map_or(d.grace, Duration::from_secs),
         lobby_interval,
+        play,
         ..d
     })
 }
