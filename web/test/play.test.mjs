@@ -42,9 +42,15 @@ async function open(path) {
   return page;
 }
 
-/** The table and seat the page shows itself at, once it is seated. */
+/** The table and seat the page shows itself at, once it is seated (or
+ * the error it shows instead). */
 async function seated(page) {
-  await page.waitForSelector("#table-panel[data-seat]", { timeout: 20_000 });
+  await page.waitForFunction(
+    () => document.getElementById("table-panel").dataset.seat !== undefined || document.getElementById("act-error").textContent !== "",
+    null,
+    { timeout: 20_000 },
+  );
+  assert.equal(await page.textContent("#act-error"), "");
   return {
     table: Number(await page.getAttribute("#table-panel", "data-table")),
     seat: Number(await page.getAttribute("#table-panel", "data-seat")),
