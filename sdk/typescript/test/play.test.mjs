@@ -4,14 +4,18 @@
 // private table is created with a code that a second client joins by, and
 // that nobody else lands at or watches; and each refusal rejects with its
 // numbered ReplyError: 121 unknown code, 120 unknown game, 116 a full
-// private table or a `sit` at a table made by `play`, 103 bad arguments.
+// private table or a `sit` at a table made by `play`, 103 bad arguments,
+// 107 the per-user cap. A table left empty closes: its watchers get
+// `unseat` 115 and its code stops working (121).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import WebSocket from "ws";
 import { Client, ErrorCode, ReplyError } from "../dist/index.js";
-import { Server, sleep } from "./helpers.mjs";
+import { Server, sleep, waitUntil } from "./helpers.mjs";
 
-const server = new Server();
+// Small caps and a short empty time, so that the tests can reach them.
+const MAX_PER_USER = 2;
+const server = new Server(["--play-max-tables-per-user", String(MAX_PER_USER), "--play-empty-close", "1"]);
 before(() => server.start());
 after(() => server.stop());
 
@@ -158,5 +162,42 @@ test("attributes that are not scalars are refused by the server (103), as are bo
     await refused(p.play({ game: "holdem", seats: 2, code: "ABCDEF" }), ErrorCode.BadRequest);
   } finally {
     p.close();
+  }
+});
+
+test("one user creating more tables than the cap allows is refused (107); joining is not capped", async () => {
+  const [p, friend] = await clients(CASES[0], 2);
+  try {
+    const made = [];
+    for (let i = 0; i < MAX_PER_USER; i++) made.push(await p.play({ game: "holdem", seats: 4, private: true }));
+    await refused(p.play({ game: "holdem", seats: 4, private: true }), ErrorCode.LimitExceeded);
+    await refused(p.play({ game: "holdem", seats: 5 }), ErrorCode.LimitExceeded);
+    // Others still join the tables that user made.
+    const joined = await friend.play({ code: made[0].code });
+    assert.equal(joined.table, made[0].table);
+  } finally {
+    p.close();
+    friend.close();
+  }
+});
+
+test("a table left empty closes: its watcher gets unseat 115, its code then answers 121", async () => {
+  const [player, watcher, later] = await clients(CASES[0], 3);
+  try {
+    const pub = await player.play({ game: "holdem", seats: 7 });
+    const priv = await player.play({ game: "holdem", seats: 7, private: true });
+    const unseats = [];
+    watcher.on("unseat", (u) => unseats.push(u));
+    await watcher.watch(pub.table);
+    await player.stand(pub.table);
+    await player.stand(priv.table);
+    await waitUntil(() => unseats.length > 0, "the watcher unseated", 10_000);
+    assert.equal(unseats[0].table, pub.table);
+    assert.equal(unseats[0].code, ErrorCode.UnknownTable);
+    // Closed with it: the private table, gone from the lobby, and its code.
+    await lobbyUntil(later, "holdem/7-seat", (ts) => !ts.some((t) => t.table === priv.table || t.table === pub.table));
+    await refused(later.play({ code: priv.code }), ErrorCode.UnknownCode);
+  } finally {
+    for (const c of [player, watcher, later]) c.close();
   }
 });
