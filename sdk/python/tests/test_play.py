@@ -3,7 +3,8 @@ server, in both encodings, over WebSocket and raw TCP: join or create fills a
 table and opens another only when it is full; a private table is joined by
 its code and by nobody else; each refusal raises its numbered
 :class:`ReplyError` (121 unknown code, 120 unknown game, 116 full or a
-``sit`` at a table made by ``play``, 103 bad arguments)."""
+``sit`` at a table made by ``play``, 103 bad arguments, 107 a cap: the
+:class:`LimitExceededError` leaf)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from conftest import Server
+from conftest import Server, herald_bin
 
-from herald_client import Client, ErrorCode, PlayReply, ReplyError
+from herald_client import Client, ErrorCode, LimitExceededError, PlayReply, ReplyError
 
 # Each mode plays at its own timing profile (another attribute, so other
 # tables): the modes share one server.
@@ -116,3 +117,18 @@ async def test_arguments_the_protocol_cannot_carry_raise_before_sending(server: 
             await p.play("holdem", -1)
         with pytest.raises(ValueError):
             await p.play(code="\ud800")
+
+
+async def test_the_per_user_cap_raises_limit_exceeded_and_joining_is_not_capped() -> None:
+    capped = Server(herald_bin(), extra=["--play-max-tables-per-user", "1"])
+    capped.start()
+    try:
+        async with clients(capped, "ws", "json", 2) as (p, friend):
+            made = await p.play("holdem", 3, private=True)
+            with pytest.raises(LimitExceededError) as info:
+                await p.play("holdem", 3, private=True)
+            assert info.value.code == ErrorCode.LIMIT_EXCEEDED
+            joined = await friend.play(code=made.code)
+            assert joined.table == made.table
+    finally:
+        capped.stop()
