@@ -331,7 +331,11 @@ async function rejoin(): Promise<void> {
     await loadLobby();
     if (at !== null) await enter(at);
   } catch (e) {
-    showError(`after reconnecting: ${(e as Error).message}`);
+    const message = `after reconnecting: ${(e as Error).message}`;
+    // Refused, not lost with the connection: the seat is not ours any more
+    // (as table.ts's rejoin), so the table goes from the page.
+    if (e instanceof ReplyError && at !== null) await leave(message, false);
+    else showError(message);
   }
 }
 

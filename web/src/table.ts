@@ -703,7 +703,12 @@ async function rejoin(): Promise<void> {
     await loadLobby();
     if (view !== null) await enter(view, true);
   } catch (e) {
-    $("act-error").textContent = `after reconnecting: ${(e as Error).message}`;
+    const message = `after reconnecting: ${(e as Error).message}`;
+    // Refused, not lost with the connection: the seat is not ours any more
+    // (an anonymous seat at a table made by `play` cannot be taken back), so
+    // the table goes from the page.
+    if (e instanceof ReplyError && view !== null) await leave(message, false);
+    else $("act-error").textContent = message;
   }
 }
 

@@ -7,12 +7,14 @@
 //   third by opening the link; both are dealt cards at the same table;
 // - a code nobody has shows the server's refusal (121) and seats nobody;
 // - "Play now" seats a page at a public table made by `play`, whose lobby
-//   row offers Watch but no Sit (such tables seat through `play` only).
+//   row offers Watch but no Sit (such tables seat through `play` only);
+// - after a dropped network the page's `sit` cannot take that anonymous
+//   seat back (116): the page says so, clears the table, and plays again.
 // Screenshots go to web/artifacts/ (or $HERALD_ARTIFACTS).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { Proxy, Server } from "../../sdk/typescript/test/helpers.mjs";
 import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 
 const CODE = /^[ABCDEFGHJKLMNPQRSTUVWXYZ23456789]{6}$/;
@@ -149,5 +151,32 @@ test("Play now seats the page at a 6-seat table made by play, which the lobby of
     assert.deepEqual(page.errors, []);
   } finally {
     await page.close();
+  }
+});
+
+test("a dropped network: the anonymous played seat is not taken back (116), the page clears it and plays again", async () => {
+  const proxy = new Proxy(server.port);
+  await proxy.start();
+  const page = await context.newPage();
+  page.errors = [];
+  page.on("pageerror", (e) => page.errors.push(e));
+  try {
+    await page.goto(`http://127.0.0.1:${proxy.port}/table.html`);
+    await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 });
+    await page.click("#play-now");
+    const first = await seated(page);
+    proxy.drop();
+    await page.waitForFunction(() => document.getElementById("act-error").textContent.startsWith("after reconnecting:"), null, { timeout: 20_000 });
+    assert.match(await page.textContent("#act-error"), /^after reconnecting: 116 /);
+    assert.equal(await page.getAttribute("#table-panel", "data-table"), null, "the stale table is cleared");
+    assert.equal(await page.textContent("#reconnects"), "1");
+    await page.click("#play-now");
+    const again = await seated(page);
+    assert.ok(again.table > 0);
+    assert.ok(first.table > 0);
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.close();
+    await proxy.stop();
   }
 });
