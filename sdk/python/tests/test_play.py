@@ -4,7 +4,8 @@ table and opens another only when it is full; a private table is joined by
 its code and by nobody else; each refusal raises its numbered
 :class:`ReplyError` (121 unknown code, 120 unknown game, 116 full or a
 ``sit`` at a table made by ``play``, 103 bad arguments, 107 a cap: the
-:class:`LimitExceededError` leaf)."""
+:class:`LimitExceededError` leaf); and a played seat, held by the token's
+user, outlives a dropped connection and is taken back with ``sit``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from typing import Any
 
 import pytest
 from conftest import Server, herald_bin
+from helpers import FAST, SECRET, Proxy, user_token, wait_until
 
-from herald_client import Client, ErrorCode, LimitExceededError, PlayReply, ReplyError
+from herald_client import Client, ErrorCode, LimitExceededError, PlayReply, ReplyError, Seat, State
 
 # Each mode plays at its own timing profile (another attribute, so other
 # tables): the modes share one server.
@@ -132,3 +134,44 @@ async def test_the_per_user_cap_raises_limit_exceeded_and_joining_is_not_capped(
             assert joined.table == made.table
     finally:
         capped.stop()
+
+
+async def test_a_played_seat_outlives_a_dropped_connection_and_is_taken_back_with_sit() -> None:
+    server = Server(herald_bin(), extra=["--token-hmac-secret", SECRET])
+    server.start()
+    proxy = Proxy(server.http_port)
+    await proxy.start()
+    seen: list[str] = []
+    connects = 0
+
+    def on_seat(s: Seat) -> None:
+        seen.append(s.status)
+
+    def on_connected(_: object) -> None:
+        nonlocal connects
+        connects += 1
+
+    alice = Client(
+        f"ws://127.0.0.1:{proxy.port}/ws",
+        token=user_token("alice"),
+        reconnect=FAST,
+        on_connected=on_connected,
+    )
+    try:
+        async with Client(server.ws_url, token=user_token("bob"), on_seat=on_seat) as bob:
+            await alice.connect()
+            mine = await alice.play("holdem", 3, private=True)
+            assert mine.code is not None
+            theirs = await bob.play(code=mine.code)
+            assert theirs.table == mine.table
+            await proxy.stop()  # every connection reset
+            await wait_until(lambda: "away" in seen, what="bob seeing alice away")
+            await proxy.start()
+            await wait_until(lambda: connects == 2 and alice.state is State.CONNECTED, what="alice back")
+            back = await alice.sit(mine.table)
+            assert back.seat == mine.seat
+            await wait_until(lambda: "back" in seen, what="bob seeing alice back")
+    finally:
+        await alice.close()
+        await proxy.stop()
+        server.stop()
