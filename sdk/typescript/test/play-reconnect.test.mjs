@@ -6,13 +6,12 @@
 // else's `sit` at a table made by `play` is refused (116).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { Client, ErrorCode, ReplyError } from "../dist/index.js";
-import { Proxy, Server, waitUntil } from "./helpers.mjs";
+import { Proxy, Server, jwt, waitUntil } from "./helpers.mjs";
 
 const SECRET = "typescript-sdk-play-reconnect-secret-0123456789";
 const config = join(mkdtempSync(join(tmpdir(), "herald-ts-play-")), "herald.toml");
@@ -29,12 +28,8 @@ after(async () => {
   await server.stop();
 });
 
-const b64 = (s) => Buffer.from(s).toString("base64url");
-/** An HS256 JWT (RFC 7519) for user `sub`. */
-function token(sub) {
-  const head = `${b64(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${b64(JSON.stringify({ sub, exp: Math.floor(Date.now() / 1000) + 3600 }))}`;
-  return `${head}.${createHmac("sha256", SECRET).update(head).digest("base64url")}`;
-}
+/** A connection token for user `sub`, valid for an hour. */
+const token = (sub) => jwt({ sub, exp: Math.floor(Date.now() / 1000) + 3600 }, SECRET);
 
 const FAST = { initialDelay: 50, maxDelay: 200 };
 
