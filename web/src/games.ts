@@ -13,6 +13,10 @@
  * lobby branch `NAME` (a table's default path is `NAME/SEATS-seat/TIMING`),
  * so a table given a `path` of its own elsewhere is not listed.
  *
+ * "Play now" (`play`, docs/protocol.md §5f) seats the person at a table of
+ * the game with a free seat, or a new one, of the seat count in the box
+ * next to it (`?seats=N`, else the first listed table's, else 2).
+ *
  * Which renderer, in this order: `?kind=dice|snake|rps|json`; else the game
  * name looked up in `KINDS` (the names games/README.md uses, and the
  * modules' own names); else the snapshot's shape (Liar's Dice's
@@ -23,7 +27,8 @@
 
 import { Client, ErrorCode, Lobby, ReplyError, type GamePush, type SeatPush, type TableEntry, type TransportKind } from "herald-client";
 import { connectionPanel } from "./panel.js";
-import { baseTexts, renderLobbyRows } from "./lobby-table.js";
+import { baseTexts, joinButtons, renderLobbyRows } from "./lobby-table.js";
+import { playCatching } from "./play.js";
 import { diceRenderer } from "./renderers/dice.js";
 import { jsonRenderer } from "./renderers/json.js";
 import { isObj, el, type GameContext, type Renderer, type RendererFactory } from "./renderers/kit.js";
@@ -101,13 +106,7 @@ function lobbyRow(t: TableEntry): HTMLTableRowElement {
   tr.dataset.table = String(t.table);
   for (let i = 0; i < 4; i++) tr.append(el("td"));
   const td = el("td", undefined, "lobby-actions");
-  for (const [mode, label] of [["sit", "Sit at"], ["watch", "Watch"]] as const) {
-    const b = el("button", mode === "sit" ? "Sit" : "Watch", mode);
-    b.type = "button";
-    b.setAttribute("aria-label", `${label} table ${t.table}`);
-    b.addEventListener("click", () => void join(t.table, mode));
-    td.append(b, " ");
-  }
+  if (joinButtons(td, t.table, attrsOf(t), (table, mode) => void join(table, mode)) === 0) td.textContent = "private";
   tr.append(td);
   return tr;
 }
@@ -260,6 +259,12 @@ async function enter(a: At): Promise<void> {
     data = await client.watch(a.table);
   }
   if (at !== a) return;
+  draw(a, data);
+}
+
+/** Draws `a`'s snapshot with a fresh renderer, then the messages after it:
+ * `early` ones (caught during a `play`) and those queued meanwhile. */
+function draw(a: At, data: Uint8Array, early: unknown[] = []): void {
   const snapshot = parse(data);
   const kind = kindOf(game, snapshot);
   const root = $("game-view");
@@ -268,7 +273,7 @@ async function enter(a: At): Promise<void> {
   $("game-panel").dataset.kind = kind;
   const r = RENDERERS[kind]!(root, contextFor(a));
   r.snapshot(snapshot);
-  for (const m of a.queue) r.message(m);
+  for (const m of [...early, ...a.queue]) r.message(m);
   a.queue = [];
   a.renderer = r;
   renderHeader();
@@ -297,12 +302,40 @@ async function leave(message: string, stand: boolean): Promise<void> {
 
 $("stand").addEventListener("click", () => void leave("", true));
 
+/** Seats the person at a table of the game made on demand, leaving the
+ * current table first. */
+async function play(): Promise<void> {
+  if (at !== null) await leave("", true);
+  const button = $<HTMLButtonElement>("play-now");
+  button.disabled = true;
+  showError("");
+  let r: Awaited<ReturnType<typeof playCatching>>;
+  try {
+    r = await playCatching(client, { game, seats: Number($<HTMLInputElement>("play-seats").value) });
+  } catch (e) {
+    showError(`could not play: ${(e as Error).message}`);
+    return;
+  } finally {
+    button.disabled = false;
+  }
+  const a: At = { table: r.played.table, mode: "sit", seat: r.played.seat, renderer: null, queue: [] };
+  at = a;
+  received = r.early.map((g) => parse(g.data));
+  draw(a, r.played.data, [...received]);
+}
+
+$("play-now").addEventListener("click", () => void play());
+
 async function rejoin(): Promise<void> {
   try {
     await loadLobby();
     if (at !== null) await enter(at);
   } catch (e) {
-    showError(`after reconnecting: ${(e as Error).message}`);
+    const message = `after reconnecting: ${(e as Error).message}`;
+    // Refused, not lost with the connection: the seat is not ours any more
+    // (as table.ts's rejoin), so the table goes from the page.
+    if (e instanceof ReplyError && at !== null) await leave(message, false);
+    else showError(message);
   }
 }
 
@@ -318,6 +351,9 @@ async function main(): Promise<void> {
   $("lobby-branch").textContent = `branch "${game}": snapshot, then deltas`;
   document.title = `Herald games: ${game}`;
   await loadLobby();
+  const seats = $<HTMLInputElement>("play-seats");
+  const first = [...lobby.tables.values()].sort((x, y) => x.table - y.table)[0];
+  seats.value = params.get("seats") ?? String(first?.seats ?? 2);
   renderHeader();
   document.body.dataset.game = game;
   document.body.dataset.ready = "true";

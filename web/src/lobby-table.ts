@@ -24,6 +24,32 @@ export function baseTexts(t: TableEntry): string[] {
 }
 
 /**
+ * Appends to `td` the buttons to sit at and to watch table `table`, each
+ * calling `join`; none when the lobby cannot seat anyone there: a table made
+ * by `play` (attrs `"play": true`) seats only through `play`, and a private
+ * one (`"private": true`) is not watched either (docs/protocol.md §5f).
+ * Returns how many it added.
+ */
+export function joinButtons(
+  td: HTMLElement,
+  table: number,
+  attrs: Record<string, unknown>,
+  join: (table: number, mode: "sit" | "watch") => void,
+): number {
+  const modes = attrs.private === true ? [] : attrs.play === true ? (["watch"] as const) : (["sit", "watch"] as const);
+  for (const mode of modes) {
+    const b = document.createElement("button");
+    b.textContent = mode === "sit" ? "Sit" : "Watch";
+    b.className = mode;
+    b.type = "button";
+    b.setAttribute("aria-label", `${mode === "sit" ? "Sit at" : "Watch"} table ${table}`);
+    b.addEventListener("click", () => join(table, mode));
+    td.append(b, " ");
+  }
+  return modes.length;
+}
+
+/**
  * Brings `tbody` in line with `lobby`: `rows` maps table ids to their rows
  * (kept by the caller between calls); `status` shows the count and seq.
  */

@@ -6,15 +6,25 @@
  * table's chat on the ordinary channel `table:{id}`. Everything goes through
  * the TypeScript SDK; the messages are those of crates/holdem/README.md.
  *
+ * Besides the lobby's tables, `play` (docs/protocol.md §5f): "Play now"
+ * seats the person at a 6-seat table with a free seat (or a new one), "New
+ * private table" creates one and shows its code and share link, and a code
+ * typed in (or `?code=` in the page's URL) joins that private table. After a
+ * reconnect such a seat is taken back with `sit`, as any other.
+ *
  * The page keeps one `View` of the table it is at, built from the snapshot
  * and amended by each event, so that what it shows never needs a second
  * request. Game events that arrive before the snapshot (possible when one
  * long-poll response carries both) wait in a queue until it is applied.
  */
 
-import { Client, ErrorCode, Lobby, ReplyError, type GamePush, type Publication, type SeatPush, type TableEntry, type TransportKind } from "herald-client";
+import {
+  Client, ErrorCode, Lobby, ReplyError,
+  type GamePush, type PlayOptions, type Publication, type SeatPush, type TableEntry, type TransportKind,
+} from "herald-client";
 import { connectionPanel } from "./panel.js";
-import { baseTexts, renderLobbyRows } from "./lobby-table.js";
+import { baseTexts, joinButtons, renderLobbyRows } from "./lobby-table.js";
+import { normalizeCode, playCatching, shareLink } from "./play.js";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   const el = document.getElementById(id);
@@ -127,17 +137,9 @@ function lobbyRow(t: TableEntry): HTMLTableRowElement {
   tr.dataset.table = String(t.table);
   for (let i = 0; i < 6; i++) tr.append(el("td"));
   const td = el("td", undefined, "lobby-actions");
-  if (attrsOf(t).game === "holdem") {
-    for (const [mode, label] of [["sit", "Sit at"], ["watch", "Watch"]] as const) {
-      const b = el("button", mode === "sit" ? "Sit" : "Watch", mode);
-      b.type = "button";
-      b.setAttribute("aria-label", `${label} table ${t.table}`);
-      b.addEventListener("click", () => void join(t.table, mode));
-      td.append(b, " ");
-    }
-  } else {
-    td.textContent = "not Hold'em";
-  }
+  const a = attrsOf(t);
+  if (a.game !== "holdem") td.textContent = "not Hold'em";
+  else if (joinButtons(td, t.table, a, (table, mode) => void join(table, mode)) === 0) td.textContent = "private";
   tr.append(td);
   return tr;
 }
@@ -160,7 +162,11 @@ function renderLobby(): void {
 }
 
 client.on("lobby_update", (u) => {
-  if (lobby.apply(u)) renderLobby();
+  if (!lobby.apply(u)) return;
+  renderLobby();
+  // A table made by `play` may enter the lobby after the page sat there: name it then.
+  const v = view;
+  if (v !== null && v.ready && u.tables.some((t) => t.table === v.table)) renderTable();
 });
 
 async function loadLobby(): Promise<void> {
@@ -175,6 +181,8 @@ interface View {
   mode: "sit" | "watch";
   /** Our seat, when sitting. */
   seat: number | null;
+  /** The private table's code, when `play` made one. */
+  code: string | null;
   /** False until the snapshot is applied; events wait in `queue` meanwhile. */
   ready: boolean;
   queue: GameEvent[];
@@ -201,7 +209,7 @@ let view: View | null = null;
 
 function newView(table: number, mode: "sit" | "watch"): View {
   return {
-    table, mode, seat: null, ready: false, queue: [],
+    table, mode, seat: null, code: null, ready: false, queue: [],
     hand: 0, street: "idle", button: null, board: [], pot: 0, seats: new Map(),
     turn: null, toCall: 0, minRaiseTo: null, maxRaiseTo: null, deadline: 0, timeoutMs: 0,
     cards: [], acting: false,
@@ -408,6 +416,7 @@ function renderTable(): void {
   const v = view;
   const panel = $("table-panel");
   $("felt").hidden = v === null;
+  renderCode(v?.code ?? null);
   if (v === null) {
     $("table-name").textContent = "none: pick one in the lobby";
     delete panel.dataset.table;
@@ -568,14 +577,25 @@ $("stand").addEventListener("click", () => void leave("", true));
 
 // ------------------------------------------------------------ join and leave
 
-/** Sits at (or watches) `table`, leaving the current table first. */
-async function join(table: number, mode: "sit" | "watch"): Promise<void> {
-  if (view !== null) await leave("", true);
-  const v = newView(table, mode);
+/** Makes `v` the page's table, with an empty list of hands. */
+function begin(v: View): void {
   view = v;
   $("act-error").textContent = "";
   $("results").replaceChildren();
   $("results").dataset.count = "0";
+}
+
+/** The buy-in typed in, as `sit`'s or `play`'s data (none: the table's default). */
+function buyinData(): { data?: unknown } {
+  const buyin = $<HTMLInputElement>("buyin").value.trim();
+  return buyin === "" ? {} : { data: { buyin: Number(buyin) } };
+}
+
+/** Sits at (or watches) `table`, leaving the current table first. */
+async function join(table: number, mode: "sit" | "watch"): Promise<void> {
+  if (view !== null) await leave("", true);
+  const v = newView(table, mode);
+  begin(v);
   try {
     await enter(v);
   } catch (e) {
@@ -596,22 +616,69 @@ async function enter(v: View, returning = false): Promise<void> {
   renderLobby();
   let snapshot: Uint8Array;
   if (v.mode === "sit") {
-    const buyin = returning ? "" : $<HTMLInputElement>("buyin").value.trim();
-    const r = await client.sit(v.table, buyin === "" ? {} : { data: { buyin: Number(buyin) } });
+    const r = await client.sit(v.table, returning ? {} : buyinData());
     v.seat = r.seat;
     snapshot = r.data;
   } else {
     snapshot = await client.watch(v.table);
   }
   if (view !== v) return;
+  show(v, snapshot);
+}
+
+/** Applies the snapshot to `v`, then the events that came after it: `early`
+ * ones (caught during a `play`) and those queued meanwhile. */
+function show(v: View, snapshot: Uint8Array, early: GameEvent[] = []): void {
   const state = parseGame(snapshot);
   if (state !== null) apply(v, state);
-  for (const e of v.queue) apply(v, e);
+  for (const e of [...early, ...v.queue]) apply(v, e);
   v.queue = [];
   v.ready = true;
   renderTable();
   renderLobby();
 }
+
+/** Seats the person at a table made on demand (`what` names the attempt in
+ * an error), leaving the current table first. */
+async function play(options: PlayOptions, what: string): Promise<void> {
+  if (view !== null) await leave("", true);
+  const buttons = ["play-now", "play-private", "code-join"].map((id) => $<HTMLButtonElement>(id));
+  for (const b of buttons) b.disabled = true;
+  $("act-error").textContent = "";
+  let r: Awaited<ReturnType<typeof playCatching>>;
+  try {
+    r = await playCatching(client, { ...options, ...buyinData() });
+  } catch (e) {
+    $("act-error").textContent = `could not ${what}: ${(e as Error).message}`;
+    return;
+  } finally {
+    for (const b of buttons) b.disabled = false;
+  }
+  const v = newView(r.played.table, "sit");
+  v.seat = r.played.seat;
+  v.code = r.played.code ?? null;
+  begin(v);
+  show(v, r.played.data, r.early.map((g) => parseGame(g.data)).filter((e) => e !== null));
+  await openChat(v.table);
+}
+
+/** Shows the private table's code and share link (hidden for none). */
+function renderCode(code: string | null): void {
+  $("play-code").hidden = code === null;
+  $("code").textContent = code ?? "";
+  const link = $<HTMLAnchorElement>("share-link");
+  link.href = code === null ? "#" : shareLink(code);
+  link.textContent = code === null ? "its link" : link.href;
+}
+
+const HOLDEM_PLAY = { game: "holdem", seats: 6 } as const;
+$("play-now").addEventListener("click", () => void play(HOLDEM_PLAY, "play"));
+$("play-private").addEventListener("click", () => void play({ ...HOLDEM_PLAY, private: true }, "create a private table"));
+$("code-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const code = normalizeCode($<HTMLInputElement>("code-input").value);
+  if (code !== "") void play({ code }, `join table ${code}`);
+});
 
 /** Stands up (or stops watching) when `stand`, and clears the table view. */
 async function leave(message: string, stand: boolean): Promise<void> {
@@ -636,7 +703,12 @@ async function rejoin(): Promise<void> {
     await loadLobby();
     if (view !== null) await enter(view, true);
   } catch (e) {
-    $("act-error").textContent = `after reconnecting: ${(e as Error).message}`;
+    const message = `after reconnecting: ${(e as Error).message}`;
+    // Refused, not lost with the connection: the seat is not ours any more
+    // (an anonymous seat at a table made by `play` cannot be taken back), so
+    // the table goes from the page.
+    if (e instanceof ReplyError && view !== null) await leave(message, false);
+    else $("act-error").textContent = message;
   }
 }
 
@@ -748,6 +820,11 @@ async function main(): Promise<void> {
   await loadLobby();
   renderTable();
   document.body.dataset.ready = "true";
+  const code = normalizeCode(params.get("code") ?? "");
+  if (code !== "") {
+    $<HTMLInputElement>("code-input").value = code;
+    await play({ code }, `join table ${code}`);
+  }
 }
 
 main().catch((e: Error) => {

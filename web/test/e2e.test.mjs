@@ -9,21 +9,18 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { Proxy, Server } from "../../sdk/typescript/test/helpers.mjs";
+import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 
 const WEB = fileURLToPath(new URL("..", import.meta.url));
-const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const PYTHON = process.env.HERALD_E2E_PYTHON ?? join(WEB, ".venv", "bin", "python");
 
 const server = new Server(["--demo-rate", "20"]);
 let context;
-let profile;
+let browser;
 let peer;
 
 /** The Python peer: lines it printed, and a way to make it publish. */
@@ -51,32 +48,21 @@ async function waitFor(cond, what, timeout = 20_000) {
 }
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
   if (!existsSync(PYTHON)) throw new Error(`no Python with the SDK at ${PYTHON}: see sdk/typescript/test.sh`);
-  mkdirSync(ARTIFACTS, { recursive: true });
   await server.start();
   peer = startPeer();
   await waitFor(() => peer.lines.includes("ready"), "the Python peer");
-  profile = mkdtempSync(join(tmpdir(), "herald-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 860 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(1280, 860);
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   if (peer) {
     peer.proc.stdin.end();
     peer.proc.kill();
   }
   await server.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 /** Opens the page and checks the whole demo on whatever transport it uses. */

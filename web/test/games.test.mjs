@@ -13,21 +13,20 @@
 //   revealed with the bot's.
 // - Any game as JSON (`?kind=json`): watching shows the snapshot and the
 //   messages.
+// - "Play now" (`play`): the page gets a table made on demand for its game,
+//   which a peer asking for the same game then shares.
 // Screenshots go to web/artifacts/ (or $HERALD_ARTIFACTS).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 import { ModulePeer } from "./module_peer.mjs";
 
-const WEB = fileURLToPath(new URL("..", import.meta.url));
 const GAMES = fileURLToPath(new URL("../../games/dist/", import.meta.url));
-const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 // Liar's Dice: a turn timer long enough for a browser driven by a test (it
 // would otherwise bid or call for the page), a match soon after two sit.
@@ -74,7 +73,7 @@ const dice = await import(join(GAMES, "liars-dice.js"));
 const snake = await import(join(GAMES, "snake.js"));
 const rps = await import(join(GAMES, "rps.js"));
 let context;
-let profile;
+let browser;
 const peers = [];
 
 async function waitFor(cond, what, timeout = 20_000) {
@@ -87,26 +86,15 @@ async function waitFor(cond, what, timeout = 20_000) {
 }
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
-  mkdirSync(ARTIFACTS, { recursive: true });
   await server.start();
-  profile = mkdtempSync(join(tmpdir(), "herald-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 1000 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(1400, 1000);
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   for (const p of peers) p.close();
   await server.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -356,6 +344,43 @@ test("RPS: the page picks by clicking and the reveal shows both picks", async ()
     await page.screenshot({ path: join(ARTIFACTS, "games-rps.png"), fullPage: true });
     assert.equal(await page.textContent("#act-error"), "");
     assert.deepEqual(errors, []);
+  } finally {
+    await page.close();
+  }
+});
+
+test("Play now: the page gets a table of its game made by play, and a peer asking the same shares it", async () => {
+  const errors = [];
+  const page = await context.newPage();
+  page.on("pageerror", (e) => errors.push(e));
+  try {
+    await page.goto(`${server.url}/games.html?game=rps`);
+    await page.waitForFunction(() => document.body.dataset.ready === "true", null, { timeout: 20_000 });
+    assert.equal(await page.inputValue("#play-seats"), "2", "the seat count of the table listed");
+    await page.click("#play-now");
+    await page.waitForSelector("#game-panel[data-seat][data-kind='rps']", { timeout: 20_000 });
+    const table = Number(await page.getAttribute("#game-panel", "data-table"));
+    const seat = Number(await page.getAttribute("#game-panel", "data-seat"));
+    const peer = new ModulePeer(server.wsUrl, rps.bot, "rps play peer");
+    peers.push(peer);
+    await peer.connect();
+    const reply = await peer.play({ game: "rps", seats: 2 });
+    assert.equal(reply.table, table);
+    assert.equal(reply.created, false);
+    assert.notEqual(reply.seat, seat);
+    // The game runs: a pick by clicking is revealed with the peer's.
+    await page.click("#rps-rock");
+    await page.waitForFunction(() => Number(document.getElementById("rps-reveals").dataset.count) >= 1, null, { timeout: 10_000 });
+    assert.equal(peer.heard("reveal")[0].picks[seat], "rock");
+    // Listed with both players; seated through play only, so no Sit button.
+    const row = `#lobby tr[data-table="${table}"]`;
+    await page.waitForSelector(`${row}[data-players="2"]`, { timeout: 20_000 });
+    assert.equal(await page.locator(`${row} button.sit`).count(), 0);
+    assert.equal(await page.locator(`${row} button.watch`).count(), 1);
+    await page.screenshot({ path: join(ARTIFACTS, "games-play-now.png"), fullPage: true });
+    assert.equal(await page.textContent("#act-error"), "");
+    assert.deepEqual(errors, []);
+    assert.deepEqual(peer.errors, []);
   } finally {
     await page.close();
   }

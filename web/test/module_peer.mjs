@@ -38,7 +38,22 @@ export class ModulePeer {
   /** Sits at `table` (any free seat) and starts playing. */
   async sit(table) {
     this.table = table;
-    const reply = await this.client.sit(table);
+    this.start(await this.client.sit(table));
+  }
+
+  /** Takes a seat with `play` (docs/protocol.md §5f) and starts playing;
+   * returns the reply (its table, seat, code). Over WebSocket every push
+   * is an event of its own, handled after this resumes: none is missed
+   * for not knowing the table yet. */
+  async play(options) {
+    const reply = await this.client.play(options);
+    this.table = reply.table;
+    this.start(reply);
+    return reply;
+  }
+
+  /** Starts playing from the reply of `sit` or `play`. */
+  start(reply) {
     this.seat = reply.seat;
     this.snapshot = JSON.parse(decoder.decode(reply.data));
     this.memory = this.bot.init(this.seat);

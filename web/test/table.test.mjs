@@ -8,17 +8,13 @@
 // (or $HERALD_ARTIFACTS).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import { Server } from "../../sdk/typescript/test/helpers.mjs";
+import { ARTIFACTS, launchBrowser } from "./browser.mjs";
 import { PokerBot } from "./poker_bot.mjs";
 
-const WEB = fileURLToPath(new URL("..", import.meta.url));
-const ARTIFACTS = process.env.HERALD_ARTIFACTS ?? join(WEB, "artifacts");
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
 // One heads-up table: super-express, but with time for a browser driven by a
 // test to act (the timer would otherwise check or fold for it), a pause
@@ -43,7 +39,7 @@ writeFileSync(
 );
 const server = new Server(["--config", config]);
 let context;
-let profile;
+let browser;
 let bot;
 
 async function waitFor(cond, what, timeout = 20_000) {
@@ -56,28 +52,17 @@ async function waitFor(cond, what, timeout = 20_000) {
 }
 
 before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
-  mkdirSync(ARTIFACTS, { recursive: true });
   await server.start();
   bot = new PokerBot(server.wsUrl);
   await bot.connect();
-  profile = mkdtempSync(join(tmpdir(), "herald-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1400, height: 900 },
-    args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-  });
+  browser = await launchBrowser(1400, 900);
+  context = browser.context;
 });
 
 after(async () => {
-  await context?.close();
+  await browser?.close();
   bot?.close();
   await server.stop();
-  if (profile) rmSync(profile, { recursive: true, force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -1,13 +1,41 @@
-"""Shared test helpers: waiting for a condition, and a TCP proxy that can be
-killed and restarted to drop connections while the server keeps running."""
+"""Shared test helpers: waiting for a condition, a TCP proxy that can be
+killed and restarted to drop connections while the server keeps running, and
+HS256 tokens for a server started with :data:`SECRET`."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
+import json
+import time
 from collections.abc import Callable
+from typing import Any
 
 from herald_client import ReconnectPolicy
+
+#: The HS256 secret of the test servers that require tokens.
+SECRET = "python-sdk-test-secret-python-sdk-test-secret"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jwt(claims: dict[str, Any], secret: str = SECRET) -> str:
+    """An HS256 JWT (RFC 7519) with ``claims``."""
+    head = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = _b64(json.dumps(claims).encode())
+    sig = hmac.new(secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{_b64(sig)}"
+
+
+def user_token(sub: str) -> str:
+    """A connection token for user ``sub``, valid for an hour."""
+    return jwt({"sub": sub, "exp": int(time.time()) + 3600})
+
 
 #: Quick reconnects, so the tests do not wait for production backoff.
 FAST = ReconnectPolicy(initial_delay=0.05, max_delay=0.2)

@@ -8,9 +8,6 @@ produces too."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import os
 import subprocess
@@ -18,11 +15,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Server, herald_bin
-from helpers import FAST, Proxy, wait_until
+from helpers import FAST, SECRET, Proxy, jwt, user_token, wait_until
 
 from herald_client import (
     Client,
@@ -37,25 +33,8 @@ from herald_client import (
     Unsubscribed,
 )
 
-SECRET = "python-sdk-test-secret-python-sdk-test-secret"
 MODES = [("ws", "json"), ("ws", "binary"), ("tcp", "binary")]
 IDS = [f"{t}-{e}" for t, e in MODES]
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def jwt(claims: dict[str, Any], secret: str = SECRET) -> str:
-    """An HS256 JWT (RFC 7519) with ``claims``."""
-    head = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    body = _b64(json.dumps(claims).encode())
-    sig = hmac.new(secret.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{_b64(sig)}"
-
-
-def user_token(sub: str) -> str:
-    return jwt({"sub": sub, "exp": int(time.time()) + 3600})
 
 
 def sub_token(sub: str, channel: str, ttl: int = 3600) -> str:

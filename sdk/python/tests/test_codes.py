@@ -40,7 +40,7 @@ def test_the_rule_matches_the_table() -> None:
     assert should_reconnect(None)  # dropped without a code
     for code in DisconnectCode:
         assert should_reconnect(code) is (code == 1001 or 3000 <= code < 3500), code
-    assert [int(c) for c in ErrorCode] == list(range(100, 120))
+    assert [int(c) for c in ErrorCode] == list(range(100, 122))
 
 
 async def close_with(conn: FakeConn, code: int) -> None:

@@ -11,7 +11,7 @@
  */
 
 import { fromUtf8, utf8 } from "./bytes.js";
-import { isJson } from "./json.js";
+import { attrsOrEmpty, isJson, isJsonObject } from "./json.js";
 import { DecodeError } from "./errors.js";
 import {
   OFFSET_MAX,
@@ -85,19 +85,6 @@ function writeTables(w: Writer, tables: TableEntry[]): void {
   }
 }
 
-const EMPTY_OBJECT = new Uint8Array([0x7b, 0x7d]);
-
-/** What a lobby entry's attrs are written as: the text when it is a JSON
- * object (all decoders accept), else `{}` (as the Rust encoder does). */
-export function attrsOrEmpty(attrs: Uint8Array): Uint8Array {
-  return isJsonObject(attrs) ? attrs : EMPTY_OBJECT;
-}
-
-/** Whether bytes are one JSON object with nothing around it. */
-export function isJsonObject(b: Uint8Array): boolean {
-  return b[0] === 0x7b && isJson(b);
-}
-
 function writePos(w: Writer, p: Position | null): void {
   if (p !== null) w.str(p.epoch).varint(p.offset);
 }
@@ -157,6 +144,15 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
     case "act":
       w.u8(0x0e).varint(m.id).varint(m.table).bytes(m.data);
       break;
+    case "play":
+      w.u8(0x0f).varint(m.id)
+        .u8((m.seats !== null ? 1 : 0) | (m.private ? 2 : 0) | (m.code !== null ? 4 : 0))
+        .str(m.game);
+      if (m.seats !== null) w.varint(m.seats);
+      w.bytes(attrsOrEmpty(m.attrs));
+      if (m.code !== null) w.str(m.code);
+      w.bytes(m.data);
+      break;
     case "lobbyReply":
       w.u8(0x89).varint(m.id).varint(m.seq);
       writeTables(w, m.tables);
@@ -175,6 +171,11 @@ export function encodeBinary(m: Command | ServerMessage): Uint8Array {
       break;
     case "actReply":
       w.u8(0x8e).varint(m.id);
+      break;
+    case "playReply":
+      w.u8(0x8f).varint(m.id).u8((m.code !== null ? 1 : 0) | (m.created ? 2 : 0)).varint(m.table).varint(m.seat);
+      if (m.code !== null) w.str(m.code);
+      w.bytes(m.data);
       break;
     case "lobbyUpdate":
       w.u8(0xa5).str(m.path).varint(m.seq);
@@ -365,11 +366,17 @@ class Reader {
       const seats = this.uint(U32_MAX, "seats");
       const players = this.uint(U32_MAX, "players");
       const watchers = this.uint(U32_MAX, "watchers");
-      const attrs = this.bytes();
-      if (!isJsonObject(attrs)) throw this.invalid("attrs is not a JSON object");
+      const attrs = this.attrs();
       out.push({ table, path, seats, players, watchers, attrs });
     }
     return out;
+  }
+
+  /** Attributes: a JSON object's text. */
+  attrs(): Uint8Array {
+    const attrs = this.bytes();
+    if (!isJsonObject(attrs)) throw this.invalid("attrs is not a JSON object");
+    return attrs;
   }
 
   readId(): number {
@@ -392,7 +399,7 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
   const r = new Reader(b);
   if (b.length === 0) throw new DecodeError("malformed", "empty message");
   const t = r.u8();
-  if (t < 0x01 || t > 0x0e) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
+  if (t < 0x01 || t > 0x0f) throw new DecodeError("unknown", `unknown command type 0x${t.toString(16)}`);
   const id = r.readId();
   switch (t) {
     case 0x01: {
@@ -441,9 +448,17 @@ export function decodeBinaryCommand(b: Uint8Array): Command {
       return finish(r, { type: "watch", id, table: r.offset() });
     case 0x0d:
       return finish(r, { type: "stand", id, table: r.offset() });
-    default: {
+    case 0x0e: {
       const table = r.offset();
       return finish(r, { type: "act", id, table, data: r.bytes() });
+    }
+    default: {
+      const f = r.flags(0b111);
+      const game = r.str();
+      const seats = f & 1 ? r.uint(U32_MAX, "seats") : null;
+      const attrs = r.attrs();
+      const code = f & 4 ? r.str() : null;
+      return finish(r, { type: "play", id, game, seats, attrs, private: (f & 2) !== 0, code, data: r.bytes() });
     }
   }
 }
@@ -544,6 +559,14 @@ export function decodeBinaryServer(b: Uint8Array): ServerMessage {
       return finish(r, { type: "standReply", id: r.readId() });
     case 0x8e:
       return finish(r, { type: "actReply", id: r.readId() });
+    case 0x8f: {
+      const id = r.readId();
+      const f = r.flags(0b11);
+      const table = r.offset();
+      const seat = r.uint(U32_MAX, "seat");
+      const code = f & 1 ? r.str() : null;
+      return finish(r, { type: "playReply", id, table, seat, code, created: (f & 2) !== 0, data: r.bytes() });
+    }
     case 0xa5: {
       const path = r.str();
       const seq = r.offset();

@@ -255,6 +255,33 @@ export class Subscription extends Emitter<SubscriptionEvents> {
   }
 }
 
+/** What {@link Client.play} asks for: a table of a game (join or create, or
+ * with `private` a new private table), or the private table of a code. */
+export type PlayOptions =
+  | {
+      game: string;
+      seats: number;
+      /** Wanted attributes, scalars only (a new table's parameters). */
+      attrs?: Record<string, string | number | boolean>;
+      /** Create a new private table (joined only by its code). */
+      private?: boolean;
+      /** For the game with the seat (e.g. a buy-in), as in `sit`. */
+      data?: unknown;
+    }
+  | { code: string; data?: unknown };
+
+/** What {@link Client.play} resolves with. */
+export interface Played {
+  table: number;
+  seat: number;
+  /** The private table's code, to hand to friends; absent for a public table. */
+  code?: string;
+  /** Whether this `play` created the table. */
+  created: boolean;
+  /** The game's private snapshot for the seat, as `sit` gives it. */
+  data: Uint8Array;
+}
+
 /** A function (plain or async) returning the token to send in `connect`;
  * called before every connection attempt, so an expired token (3002, 112)
  * is replaced on reconnect. */
@@ -562,7 +589,8 @@ export class Client extends Emitter<ClientEvents> {
   // docs/protocol.md §5e. Game data is opaque: `data` arguments are bytes,
   // or any other value sent as its JSON text (as `publish` does). Nothing
   // here is redone after a reconnect: call `lobby` again for a fresh
-  // snapshot, and `sit` again for the same table to take the seat back.
+  // snapshot, and `sit` again for the same table to take the seat back (a
+  // seat had with `play` too).
 
   /** Subscribes to the lobby ("" = every table) or a branch of it; resolves
    * with the whole snapshot (in ascending table id), after which
@@ -611,6 +639,37 @@ export class Client extends Emitter<ClientEvents> {
       "sitReply",
     );
     return { seat: reply.seat, data: reply.data };
+  }
+
+  /** A seat at a table made on demand (docs/protocol.md §5f), in one of
+   * three forms:
+   *
+   * - `{ game, seats, attrs? }`: join or create: a seat at a public table of
+   *   this game, seat count and attributes that has one free, else a new one;
+   * - `{ game, seats, attrs?, private: true }`: a new private table; the
+   *   result's `code` is what friends join it with;
+   * - `{ code }`: a seat at the private table of that code.
+   *
+   * `attrs` are scalars (a new table takes them as its parameters; `timing`
+   * is its timing profile); `data` goes to the game with the seat, as in
+   * {@link sit}. Resolves with the table, the seat, the code (private tables
+   * only), whether this call created the table, and the private snapshot;
+   * the client is then seated as after `sit`, and after a reconnect takes
+   * the seat back with `sit(table)`. Errors reject with a {@link ReplyError}:
+   * 120 unknown game, 121 unknown code, 116 table full, 107 a cap, 103 bad
+   * arguments. */
+  async play(options: PlayOptions): Promise<Played> {
+    // Sent as given: the server judges the combination (103 for a code with a game).
+    const o: { game?: string; seats?: number; attrs?: object; private?: boolean; code?: string; data?: unknown } = options;
+    const data = o.data === undefined ? new Uint8Array(0) : toPayload(o.data);
+    const attrs = toPayload(o.attrs ?? {});
+    const reply = await this.request(
+      (id) => ({ type: "play", id, game: o.game ?? "", seats: o.seats ?? null, attrs, private: o.private ?? false, code: o.code ?? null, data }),
+      "playReply",
+    );
+    const played: Played = { table: reply.table, seat: reply.seat, created: reply.created, data: reply.data };
+    if (reply.code !== null) played.code = reply.code;
+    return played;
   }
 
   /** Watches `table`; resolves with the game's public snapshot. */

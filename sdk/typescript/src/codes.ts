@@ -49,6 +49,10 @@ export const ErrorCode = {
   ActionRefused: 118,
   /** Already seated at or watching this table. */
   AlreadyAtTable: 119,
+  /** `play` names a game this server does not run. */
+  UnknownGame: 120,
+  /** `play` with a private-table code that no open table has. */
+  UnknownCode: 121,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

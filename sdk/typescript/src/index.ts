@@ -20,7 +20,7 @@ export {
 export {
   Client, Subscription, Publication, endpoints,
   type ClientOptions, type SubscribeOptions, type ClientEvents, type SubscriptionEvents,
-  type Disconnected, type Connected, type HistoryResult, type TokenSource, type SubscribeTokenSource,
+  type Disconnected, type Connected, type HistoryResult, type PlayOptions, type Played, type TokenSource, type SubscribeTokenSource,
 } from "./client.js";
 export { type TransportKind, ALL_TRANSPORTS, type WebSocketConstructor, type FetchLike } from "./transports/transport.js";
 export { Lobby } from "./lobby.js";

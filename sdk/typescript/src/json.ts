@@ -267,6 +267,19 @@ export function isJson(data: Uint8Array): boolean {
   return r !== null && r.depth <= MAX_DEPTH;
 }
 
+const EMPTY_OBJECT = new Uint8Array([0x7b, 0x7d]);
+
+/** What attrs (a lobby entry's, `play`'s) are written as: the text when it is a JSON
+ * object (all decoders accept), else `{}` (as the Rust encoder does). */
+export function attrsOrEmpty(attrs: Uint8Array): Uint8Array {
+  return isJsonObject(attrs) ? attrs : EMPTY_OBJECT;
+}
+
+/** Whether bytes are one JSON object with nothing around it. */
+export function isJsonObject(b: Uint8Array): boolean {
+  return b[0] === 0x7b && isJson(b);
+}
+
 // ------------------------------------------------------------- encoding --
 
 const s = (v: string): string => JSON.stringify(v);
@@ -283,7 +296,9 @@ const info = (b: Uint8Array): string => (b.length > 0 && isJson(b) ? `,"info":${
 const tables = (list: TableEntry[]): string =>
   list.map((t) =>
     `{"table":${t.table},"path":${s(t.path)},"seats":${t.seats},"players":${t.players},"watchers":${t.watchers},"attrs":${
-      t.attrs[0] === 0x7b && isJson(t.attrs) ? fromUtf8(t.attrs) : "{}"}}`).join(",");
+      fromUtf8(attrsOrEmpty(t.attrs))}}`).join(",");
+/** An empty JSON object's text (whitespace allowed): `play` leaves such attrs out. */
+const EMPTY_OBJECT_TEXT = /^[ \t\r\n{}]*$/;
 const items = (list: Item[]): string => list.map((it) => `{"offset":${it.offset},${payload(it.data)}}`).join(",");
 
 function body(m: Command | ServerMessage): [number, string, string] {
@@ -362,6 +377,18 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [m.id, m.type, `"table":${m.table}`];
     case "act":
       return [m.id, "act", `"table":${m.table},${payload(m.data)}`];
+    case "play": {
+      // Every field optional, written in §3.2's order; attrs only when not `{}`.
+      const parts: string[] = [];
+      if (m.game) parts.push(`"game":${s(m.game)}`);
+      if (m.seats !== null) parts.push(`"seats":${m.seats}`);
+      const attrs = attrsOrEmpty(m.attrs);
+      if (!EMPTY_OBJECT_TEXT.test(fromUtf8(attrs)!)) parts.push(`"attrs":${fromUtf8(attrs)}`);
+      if (m.private) parts.push(`"private":true`);
+      if (m.code !== null) parts.push(`"code":${s(m.code)}`);
+      if (m.data.length) parts.push(payload(m.data));
+      return [m.id, "play", parts.join(",")];
+    }
     case "lobbyReply":
       return [m.id, "lobby", `"seq":${m.seq},"tables":[${tables(m.tables)}]`];
     case "lobbyOffReply":
@@ -374,6 +401,12 @@ function body(m: Command | ServerMessage): [number, string, string] {
       return [m.id, "stand", ""];
     case "actReply":
       return [m.id, "act", ""];
+    case "playReply": {
+      let b = `"table":${m.table},"seat":${m.seat}`;
+      if (m.code !== null) b += `,"code":${s(m.code)}`;
+      if (m.created) b += `,"created":true`;
+      return [m.id, "play", `${b},${payload(m.data)}`];
+    }
     case "lobbyUpdate":
       return [0, "lobby_update", `"path":${s(m.path)},"seq":${m.seq},"tables":[${tables(m.tables)}],"removed":[${m.removed.join(",")}]`];
     case "lobbyPage":
@@ -397,7 +430,7 @@ export function encodeJson(m: Command | ServerMessage): string {
 
 const COMMANDS: ReadonlySet<string> = new Set([
   "connect", "subscribe", "unsubscribe", "publish", "ping", "history", "presence", "presence_stats",
-  "lobby", "lobby_off", "sit", "watch", "stand", "act",
+  "lobby", "lobby_off", "sit", "watch", "stand", "act", "play",
 ]);
 const SERVER_OPS: ReadonlySet<string> = new Set([
   ...COMMANDS, "error", "pub", "join", "leave", "unsub", "disconnect", "lobby_update", "lobby_page", "game", "seat", "unseat",
@@ -521,6 +554,11 @@ class Fields {
     return bytes;
   }
 
+  /** `play`'s attrs: absent = `{}`; present, a JSON object. */
+  optAttrs(): Uint8Array {
+    return this.values.has("attrs") ? this.attrs() : utf8("{}");
+  }
+
   tables(key: string): TableEntry[] {
     return this.array(key, true).map((raw) => {
       const f = new Fields(this.text, this.id, raw, "lobby entry");
@@ -639,9 +677,17 @@ export function decodeJsonCommand(message: string | Uint8Array): Command {
       return { type: "watch", id, table: b.uint("table", OFFSET_MAX) };
     case "stand":
       return { type: "stand", id, table: b.uint("table", OFFSET_MAX) };
-    default: {
+    case "act": {
       const table = b.uint("table", OFFSET_MAX);
       return { type: "act", id, table, data: b.data() };
+    }
+    default: {
+      const game = b.optString("game") ?? "";
+      const seats = b.present("seats") ? b.uint("seats", U32_MAX) : null;
+      const attrs = b.optAttrs();
+      const priv = b.flag("private");
+      const code = b.optString("code");
+      return { type: "play", id, game, seats, attrs, private: priv, code, data: b.optData() };
     }
   }
 }
@@ -703,6 +749,12 @@ function serverFrom(text: string, root: Value): ServerMessage {
       return { type: "standReply", id };
     case "act":
       return { type: "actReply", id };
+    case "play": {
+      const table = b.uint("table", OFFSET_MAX);
+      const seat = b.uint("seat", U32_MAX);
+      const code = b.optString("code");
+      return { type: "playReply", id, table, seat, code, created: b.flag("created"), data: b.data() };
+    }
     case "lobby_update": {
       const path = b.string("path");
       const seq = b.uint("seq", OFFSET_MAX);

@@ -71,11 +71,19 @@ export interface Sit { type: "sit"; id: number; table: number; seat: number | nu
 export interface Watch { type: "watch"; id: number; table: number }
 export interface Stand { type: "stand"; id: number; table: number }
 export interface Act { type: "act"; id: number; table: number; data: Uint8Array }
+/** A seat at a table made on demand (§5f): join or create (`game`, `seats`,
+ * `attrs`), a new private table (the same with `private`), or a private
+ * table by its `code` (`game` "", `seats` null). `attrs` is a JSON object's
+ * text (`{}` for none); `data` goes to the game as in `sit`. */
+export interface Play {
+  type: "play"; id: number; game: string; seats: number | null; attrs: Uint8Array; private: boolean;
+  code: string | null; data: Uint8Array;
+}
 
 /** Client → server. */
 export type Command =
   | Connect | Subscribe | Unsubscribe | Publish | Ping | History | Presence | PresenceStats
-  | Lobby | LobbyOff | Sit | Watch | Stand | Act;
+  | Lobby | LobbyOff | Sit | Watch | Stand | Act | Play;
 
 // ------------------------------------------------------------------ replies
 
@@ -100,10 +108,14 @@ export interface WatchReply { type: "watchReply"; id: number; data: Uint8Array }
 export interface StandReply { type: "standReply"; id: number }
 /** The game accepted the action. */
 export interface ActReply { type: "actReply"; id: number }
+/** The table and seat `play` gave, the private table's code (null for a
+ * public one), whether it created the table, and the seat's private
+ * snapshot as a `sit` reply gives it. */
+export interface PlayReply { type: "playReply"; id: number; table: number; seat: number; code: string | null; created: boolean; data: Uint8Array }
 
 export type Reply =
   | ConnectReply | SubscribeReply | UnsubscribeReply | PublishReply | PingReply | HistoryReply | PresenceReply | PresenceStatsReply | ErrorReply
-  | LobbyReply | LobbyOffReply | SitReply | WatchReply | StandReply | ActReply;
+  | LobbyReply | LobbyOffReply | SitReply | WatchReply | StandReply | ActReply | PlayReply;
 
 // -------------------------------------------------------------------- pushes
 

@@ -6,13 +6,12 @@
 // and each refusal's code. Tokens are minted here with node:crypto.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createHmac } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { Client, ReplyError, ErrorCode, parseInfo } from "../dist/index.js";
-import { Proxy, Server, waitUntil } from "./helpers.mjs";
+import { Proxy, Server, jwt as signed, waitUntil } from "./helpers.mjs";
 
 const SECRET = "typescript-sdk-test-secret-typescript-sdk-test";
 const config = join(mkdtempSync(join(tmpdir(), "herald-ts-auth-")), "herald.toml");
@@ -22,13 +21,8 @@ before(() => server.start());
 after(() => server.stop());
 
 const FAST = { initialDelay: 50, maxDelay: 200 };
-const b64 = (s) => Buffer.from(s).toString("base64url");
-
-/** An HS256 JWT (RFC 7519) with `claims`. */
-function jwt(claims, secret = SECRET) {
-  const head = `${b64(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${b64(JSON.stringify(claims))}`;
-  return `${head}.${createHmac("sha256", secret).update(head).digest("base64url")}`;
-}
+/** An HS256 JWT (RFC 7519) with `claims`, signed with the server's secret by default. */
+const jwt = (claims, secret = SECRET) => signed(claims, secret);
 const now = () => Math.floor(Date.now() / 1000);
 const userToken = (sub, channels) => jwt({ sub, exp: now() + 3600, ...(channels ? { channels } : {}) });
 const subToken = (sub, channel, ttl = 3600) => jwt({ sub, channel, exp: now() + ttl });

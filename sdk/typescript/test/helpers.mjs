@@ -1,7 +1,8 @@
 // Test helpers: the real Herald server binary started on a free port, a TCP
-// proxy that can drop every connection while the server keeps running, and
-// polling for a condition.
+// proxy that can drop every connection while the server keeps running,
+// polling for a condition, and HS256 tokens.
 import { execFileSync, spawn } from "node:child_process";
+import { createHmac } from "node:crypto";
 import { createServer, connect as tcpConnect } from "node:net";
 import { existsSync, openSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -39,6 +40,14 @@ export function freePort() {
       s.close(() => resolve(port));
     });
   });
+}
+
+const b64 = (s) => Buffer.from(s).toString("base64url");
+
+/** An HS256 JWT (RFC 7519) with `claims`, signed with `secret`. */
+export function jwt(claims, secret) {
+  const head = `${b64(JSON.stringify({ alg: "HS256", typ: "JWT" }))}.${b64(JSON.stringify(claims))}`;
+  return `${head}.${createHmac("sha256", secret).update(head).digest("base64url")}`;
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -10,7 +10,7 @@ every message has exactly one encoding, and report the id once it was read.
 from __future__ import annotations
 
 from .errors import DecodeError
-from .json_codec import is_json
+from .json_codec import attrs_or_empty, is_json, is_json_object
 from .messages import (
     SEAT_STATUSES,
     U16_MAX,
@@ -37,6 +37,8 @@ from .messages import (
     LobbyUpdate,
     Ping,
     PingReply,
+    Play,
+    PlayReply,
     Position,
     Presence,
     PresenceReply,
@@ -93,11 +95,6 @@ def _items(out: bytearray, items: tuple[Item, ...]) -> None:
         _bytes(out, it.data)
 
 
-def is_json_object(b: bytes) -> bool:
-    """Whether bytes are one JSON object with nothing around it (lobby attrs)."""
-    return b[:1] == b"{" and is_json(b)
-
-
 def _tables(out: bytearray, tables: tuple[TableEntry, ...]) -> None:
     _varint(out, len(tables))
     for t in tables:
@@ -106,8 +103,7 @@ def _tables(out: bytearray, tables: tuple[TableEntry, ...]) -> None:
         _varint(out, t.seats)
         _varint(out, t.players)
         _varint(out, t.watchers)
-        # Attrs that are not a JSON object are written as {} (as every encoder does).
-        _bytes(out, t.attrs if is_json_object(t.attrs) else b"{}")
+        _bytes(out, attrs_or_empty(t.attrs))
 
 
 def encode(m: Command | ServerMessage) -> bytes:
@@ -256,6 +252,17 @@ def encode(m: Command | ServerMessage) -> bytes:
             _varint(out, id)
             _varint(out, table)
             _bytes(out, data)
+        case Play(id, game, seats, attrs, private, code, data):
+            out.append(0x0F)
+            _varint(out, id)
+            out.append((seats is not None) | private << 1 | (code is not None) << 2)
+            _str(out, game)
+            if seats is not None:
+                _varint(out, seats)
+            _bytes(out, attrs_or_empty(attrs))
+            if code is not None:
+                _str(out, code)
+            _bytes(out, data)
         case LobbyReply(id, seq, tables):
             out.append(0x89)
             _varint(out, id)
@@ -279,6 +286,15 @@ def encode(m: Command | ServerMessage) -> bytes:
         case ActReply(id):
             out.append(0x8E)
             _varint(out, id)
+        case PlayReply(id, table, seat, data, code, created):
+            out.append(0x8F)
+            _varint(out, id)
+            out.append((code is not None) | created << 1)
+            _varint(out, table)
+            _varint(out, seat)
+            if code is not None:
+                _str(out, code)
+            _bytes(out, data)
         case LobbyUpdate(path, seq, tables, removed):
             out.append(0xA5)
             _str(out, path)
@@ -409,11 +425,15 @@ class _Reader:
             seats = self.bounded(U32_MAX, "seats")
             players = self.bounded(U32_MAX, "players")
             watchers = self.bounded(U32_MAX, "watchers")
-            attrs = self.blob()
-            if not is_json_object(attrs):
-                raise self.invalid("attrs is not a JSON object")
-            out.append(TableEntry(table, path, seats, players, watchers, attrs))
+            out.append(TableEntry(table, path, seats, players, watchers, self.attrs()))
         return tuple(out)
+
+    def attrs(self) -> bytes:
+        """Attrs: a JSON object's text."""
+        attrs = self.blob()
+        if not is_json_object(attrs):
+            raise self.invalid("attrs is not a JSON object")
+        return attrs
 
     def removed(self) -> tuple[int, ...]:
         n = self.varint()
@@ -451,7 +471,7 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
     if not buf:
         raise DecodeError("malformed", "empty message")
     t = buf[0]
-    if not 0x01 <= t <= 0x0E:
+    if not 0x01 <= t <= 0x0F:
         raise DecodeError("unknown", f"unknown command type 0x{t:02x}")
     r = _Reader(buf)
     id = r.id()
@@ -496,8 +516,15 @@ def decode_command(buf: bytes | bytearray | memoryview) -> Command:
         m = Watch(id, r.varint())
     elif t == 0x0D:
         m = Stand(id, r.varint())
-    else:
+    elif t == 0x0E:
         m = Act(id, r.varint(), r.blob())
+    else:
+        f = r.flags(0b111)
+        game = r.string()
+        seats = r.bounded(U32_MAX, "seats") if f & 1 else None
+        attrs = r.attrs()
+        code = r.string() if f & 4 else None
+        m = Play(id, game, seats, attrs, bool(f & 2), code, r.blob())
     r.end()
     return m
 
@@ -510,7 +537,7 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
     t = buf[0]
     r = _Reader(buf)
     m: ServerMessage
-    if 0x81 <= t <= 0x8E or t == 0xE0:
+    if 0x81 <= t <= 0x8F or t == 0xE0:
         id = r.id()
         if t == 0x81:
             m = ConnectReply(id, r.string(), r.string(), r.bounded(U32_MAX, "ping_interval"))
@@ -543,6 +570,12 @@ def decode_server(buf: bytes | bytearray | memoryview) -> ServerMessage:
             m = StandReply(id)
         elif t == 0x8E:
             m = ActReply(id)
+        elif t == 0x8F:
+            f = r.flags(0b11)
+            table = r.varint()
+            seat = r.bounded(U32_MAX, "seat")
+            code = r.string() if f & 1 else None
+            m = PlayReply(id, table, seat, r.blob(), code, bool(f & 2))
         else:
             m = ErrorReply(id, r.bounded(U16_MAX, "code"), r.string())
     elif t == 0xA0:

@@ -21,7 +21,7 @@ import contextlib
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from ssl import SSLContext
 from types import TracebackType
@@ -66,6 +66,8 @@ from .messages import (
     LobbyUpdate,
     Ping,
     PingReply,
+    Play,
+    PlayReply,
     Position,
     Presence,
     PresenceReply,
@@ -702,7 +704,8 @@ class Client:
     # docs/protocol.md §5e. Game data is opaque: ``data`` arguments are bytes,
     # or any other value sent as its JSON text (as ``publish`` does). Nothing
     # here is redone after a reconnect: call ``lobby`` again for a fresh
-    # snapshot, and ``sit`` again for the same table to take the seat back.
+    # snapshot, and ``sit`` again for the same table to take the seat back (a
+    # seat had with ``play`` too).
     # Game pushes go to the ``on_lobby_update``, ``on_lobby_page``, ``on_game``, ``on_seat`` and
     # ``on_unseat`` callbacks, started in arrival order.
 
@@ -753,6 +756,46 @@ class Client:
             _check_uint("seat", seat, U32_MAX)
         payload = b"" if data is None else _payload(data)
         return _expect(await self._request(lambda id: Sit(id, table, seat, payload)), SitReply)
+
+    async def play(
+        self,
+        game: str = "",
+        seats: int | None = None,
+        *,
+        attrs: Mapping[str, str | int | float | bool] | None = None,
+        private: bool = False,
+        code: str | None = None,
+        data: Any = None,
+    ) -> PlayReply:
+        """A seat at a table made on demand (docs/protocol.md §5f), in one of
+        three forms:
+
+        - ``play("holdem", 6, attrs={...})``: join or create: a seat at a public
+          table of this game, seat count and attributes that has one free, else
+          a new one;
+        - ``play("holdem", 6, attrs={...}, private=True)``: a new private table;
+          the reply's ``code`` is what friends join it with;
+        - ``play(code="K7F3QX")``: a seat at the private table of that code.
+
+        ``attrs`` are scalars (a new table takes them as its parameters;
+        ``timing`` is its timing profile); ``data`` goes to the game with the
+        seat, as in :meth:`sit`. Returns the table, the seat, the private
+        snapshot (``data``), the code (private tables only) and whether this
+        call ``created`` the table; the client is then seated as after ``sit``,
+        and after a reconnect takes the seat back with ``sit(table)``. The
+        server's refusals raise :class:`ReplyError`: 120 unknown game, 121
+        unknown code, 116 table full, 107 a cap, 103 bad arguments."""
+        _check_str("game", game)
+        if seats is not None:
+            _check_uint("seats", seats, U32_MAX)
+        if code is not None:
+            _check_str("code", code)
+        if attrs is not None and not isinstance(attrs, Mapping):
+            raise TypeError(f"attrs is a mapping, not {type(attrs).__name__}")
+        wanted = b"{}" if attrs is None else _payload(dict(attrs))
+        payload = b"" if data is None else _payload(data)
+        reply = await self._request(lambda id: Play(id, game, seats, wanted, bool(private), code, payload))
+        return _expect(reply, PlayReply)
 
     async def watch(self, table: int) -> bytes:
         """Watch ``table``; returns the game's public snapshot."""

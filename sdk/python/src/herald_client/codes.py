@@ -56,6 +56,10 @@ class ErrorCode(enum.IntEnum):
     """The game refused the action (the message is the game's)."""
     ALREADY_AT_TABLE = 119
     """Already seated at or watching this table."""
+    UNKNOWN_GAME = 120
+    """``play`` names a game this server does not run."""
+    UNKNOWN_CODE = 121
+    """``play`` with a private-table code that no open table has."""
 
 
 class DisconnectCode(enum.IntEnum):

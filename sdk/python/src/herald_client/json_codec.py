@@ -52,6 +52,8 @@ from .messages import (
     LobbyUpdate,
     Ping,
     PingReply,
+    Play,
+    PlayReply,
     Position,
     Presence,
     PresenceReply,
@@ -292,9 +294,23 @@ def _items(items: tuple[Item, ...]) -> str:
     return ",".join(f'{{"offset":{it.offset},{_payload(it.data)}}}' for it in items)
 
 
+def is_json_object(b: bytes) -> bool:
+    """Whether bytes are one JSON object with nothing around it (attrs)."""
+    return b[:1] == b"{" and is_json(b)
+
+
+def attrs_or_empty(attrs: bytes) -> bytes:
+    """Attrs (a lobby entry's, ``play``'s) as written: the text when it is a
+    JSON object, else ``{}`` (as every encoder does)."""
+    return attrs if is_json_object(attrs) else b"{}"
+
+
 def _attrs(attrs: bytes) -> str:
-    """A lobby entry's attrs: the text when it is a JSON object, else ``{}``."""
-    return attrs.decode("utf-8") if attrs[:1] == b"{" and is_json(attrs) else "{}"
+    return attrs_or_empty(attrs).decode("utf-8")
+
+
+#: An empty JSON object's text (whitespace allowed): ``play`` leaves such attrs out.
+_EMPTY_OBJECT = re.compile(r"[ \t\r\n{}]*")
 
 
 def _tables(tables: tuple[TableEntry, ...]) -> str:
@@ -400,6 +416,22 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             return id, "stand", f'"table":{table}'
         case Act(id, table, data):
             return id, "act", f'"table":{table},{_payload(data)}'
+        case Play(id, game, seats, attrs, private, code, data):
+            # Every field optional, in §3.2's order; attrs only when not {}.
+            parts = []
+            if game:
+                parts.append(f'"game":{_s(game)}')
+            if seats is not None:
+                parts.append(f'"seats":{seats}')
+            if not _EMPTY_OBJECT.fullmatch(_attrs(attrs)):
+                parts.append(f'"attrs":{_attrs(attrs)}')
+            if private:
+                parts.append('"private":true')
+            if code is not None:
+                parts.append(f'"code":{_s(code)}')
+            if data:
+                parts.append(_payload(data))
+            return id, "play", ",".join(parts)
         case LobbyReply(id, seq, tables):
             return id, "lobby", f'"seq":{seq},"tables":[{_tables(tables)}]'
         case LobbyOffReply(id):
@@ -412,6 +444,13 @@ def _body(m: Command | ServerMessage) -> tuple[int, str, str]:
             return id, "stand", ""
         case ActReply(id):
             return id, "act", ""
+        case PlayReply(id, table, seat, data, code, created):
+            b = f'"table":{table},"seat":{seat}'
+            if code is not None:
+                b += f',"code":{_s(code)}'
+            if created:
+                b += ',"created":true'
+            return id, "play", f"{b},{_payload(data)}"
         case LobbyUpdate(path, seq, tables, removed):
             ids = ",".join(str(t) for t in removed)
             return (
@@ -456,6 +495,7 @@ _COMMANDS = frozenset(
         "watch",
         "stand",
         "act",
+        "play",
     }
 )
 _SERVER_OPS = frozenset(
@@ -480,6 +520,7 @@ _SERVER_OPS = frozenset(
         "watch",
         "stand",
         "act",
+        "play",
         "lobby_update",
         "lobby_page",
         "game",
@@ -605,8 +646,11 @@ class _Fields:
         """A payload that may be left out (absent = empty), as in ``sit``."""
         return self.data() if "data" in self.values or self.present("b64") else b""
 
-    def attrs(self) -> bytes:
-        """A lobby entry's attrs: a JSON object, kept as its exact text."""
+    def attrs(self, default: bytes | None = None) -> bytes:
+        """Attrs: a JSON object, kept as its exact text; ``default`` when
+        absent (a lobby entry has none, ``play``'s is ``{}``)."""
+        if "attrs" not in self.values and default is not None:
+            return default
         if not self.present("attrs"):
             raise self.invalid("missing 'attrs'")
         start, end = self.spans["attrs"]
@@ -614,7 +658,7 @@ class _Fields:
             raw = self.text[start:end].encode("utf-8")
         except UnicodeEncodeError:
             raise self.invalid("'attrs' holds a lone surrogate") from None
-        if raw[:1] != b"{" or not is_json(raw):
+        if not is_json_object(raw):
             raise self.invalid("'attrs' is not a JSON object")
         return raw
 
@@ -729,7 +773,17 @@ def decode_command(message: str | bytes | bytearray | memoryview) -> Command:
         return Watch(id, b.uint("table", U64_MAX))
     if op == "stand":
         return Stand(id, b.uint("table", U64_MAX))
-    return Act(id, b.uint("table", U64_MAX), b.data())
+    if op == "act":
+        return Act(id, b.uint("table", U64_MAX), b.data())
+    return Play(
+        id,
+        b.opt_str("game") or "",
+        b.uint("seats", U32_MAX) if b.present("seats") else None,
+        b.attrs(default=b"{}"),
+        b.flag("private"),
+        b.opt_str("code"),
+        b.opt_data(),
+    )
 
 
 def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessage:
@@ -786,6 +840,11 @@ def decode_server(message: str | bytes | bytearray | memoryview) -> ServerMessag
         return StandReply(id)
     if op == "act":
         return ActReply(id)
+    if op == "play":
+        table = b.uint("table", U64_MAX)
+        seat = b.uint("seat", U32_MAX)
+        code = b.opt_str("code")
+        return PlayReply(id, table, seat, b.data(), code, b.flag("created"))
     if op == "lobby_update":
         return LobbyUpdate(b.string("path"), b.uint("seq", U64_MAX), b.tables("tables"), b.removed("removed"))
     if op == "lobby_page":

@@ -37,6 +37,8 @@ __all__ = [
     "LobbyUpdate",
     "Ping",
     "PingReply",
+    "Play",
+    "PlayReply",
     "Position",
     "Presence",
     "PresenceReply",
@@ -225,6 +227,23 @@ class Act:
     data: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Play:
+    """A seat at a table made on demand (docs/protocol.md §5f): join or create
+    (``game``, ``seats``, ``attrs``), a new private table (the same with
+    ``private``), or the private table of ``code`` (``game`` "", ``seats``
+    None). ``attrs`` is a JSON object's text; ``data`` goes to the game as in
+    :class:`Sit`."""
+
+    id: int
+    game: str = ""
+    seats: int | None = None
+    attrs: bytes = b"{}"
+    private: bool = False
+    code: str | None = None
+    data: bytes = b""
+
+
 Command: TypeAlias = (
     Connect
     | Subscribe
@@ -240,6 +259,7 @@ Command: TypeAlias = (
     | Watch
     | Stand
     | Act
+    | Play
 )
 
 # -------------------------------------------------------------- replies --
@@ -353,6 +373,20 @@ class ActReply:
     id: int
 
 
+@dataclass(frozen=True, slots=True)
+class PlayReply:
+    """The table and seat ``play`` gave, the game's private snapshot for the
+    seat (as a :class:`SitReply`'s), the private table's ``code`` (None for a
+    public one), and whether this ``play`` ``created`` the table."""
+
+    id: int
+    table: int
+    seat: int
+    data: bytes
+    code: str | None = None
+    created: bool = False
+
+
 Reply: TypeAlias = (
     ConnectReply
     | SubscribeReply
@@ -369,6 +403,7 @@ Reply: TypeAlias = (
     | WatchReply
     | StandReply
     | ActReply
+    | PlayReply
 )
 
 # ---------------------------------------------------------------- pushes --
