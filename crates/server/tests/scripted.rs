@@ -215,6 +215,13 @@ export const game = {
 };
 "#;
 
+/// `play` for a 2-seat table of the module with attribute `mode`.
+async fn play(p: &mut Player, id: u32, mode: &str) -> Value {
+    let cmd = json!({"game": "adder", "seats": 2, "attrs": {"mode": mode}});
+    send_json(&mut p.ws, json!({"id": id, "play": cmd})).await;
+    p.wait("play", |m| m["id"] == id).await
+}
+
 #[tokio::test]
 async fn play_makes_tables_of_a_module_from_its_attributes() {
     let path = dir().join("modes.js");
@@ -224,29 +231,33 @@ async fn play_makes_tables_of_a_module_from_its_attributes() {
         ..args(&path)
     })
     .await;
-    let play = |attrs: Value| json!({"play": {"game": "adder", "seats": 2, "attrs": attrs}});
     let mut ann = Player::connect(srv.addr, &user_token(SECRET, "ann")).await;
     let mut bob = Player::connect(srv.addr, &user_token(SECRET, "bob")).await;
     let mut cy = Player::connect(srv.addr, &user_token(SECRET, "cy")).await;
-    send_json(&mut ann.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
-    let a = ann.wait("play", |m| m["id"] == 1).await;
+    let a = play(&mut ann, 1, "x").await;
     // The module saw its attributes as parameters, and nothing of the
     // engine's own.
     assert_eq!(a["play"]["created"], true, "{a}");
-    assert_eq!(a["play"]["data"], json!({"mode": "x", "keys": ["mode"]}), "{a}");
-    send_json(&mut bob.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
-    let b = bob.wait("play", |m| m["id"] == 1).await;
+    assert_eq!(
+        a["play"]["data"],
+        json!({"mode": "x", "keys": ["mode"]}),
+        "{a}"
+    );
+    let b = play(&mut bob, 1, "x").await;
     assert_eq!(b["play"]["table"], a["play"]["table"], "{b}");
     // Full: the third player gets a new table.
-    send_json(&mut cy.ws, json!({"id": 1, "play": play(json!({"mode": "x"}))["play"]})).await;
-    let c = cy.wait("play", |m| m["id"] == 1).await;
+    let c = play(&mut cy, 1, "x").await;
     assert_eq!(c["play"]["created"], true, "{c}");
     assert_ne!(c["play"]["table"], a["play"]["table"], "{c}");
     // Parameters the module refuses: 103 with its message, no table.
-    send_json(&mut cy.ws, json!({"id": 2, "play": play(json!({"mode": "bad"}))["play"]})).await;
-    let r = cy.wait("play", |m| m["id"] == 2).await;
+    let r = play(&mut cy, 2, "bad").await;
     assert_eq!(r["error"]["code"], 103, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap_or("").contains("no bad mode"), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("no bad mode"), "{r}");
     let (_, tables) = api(&srv, "GET", "/api/tables", "").await;
-    assert_eq!(tables["tables"].as_array().map(Vec::len), Some(2), "{tables}");
+    assert_eq!(
+        tables["tables"].as_array().map(Vec::len),
+        Some(2),
+        "{tables}"
+    );
 }
