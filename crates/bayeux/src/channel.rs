@@ -6,13 +6,15 @@
 //! are those segments (`chat.room1`), so Bayeux clients, Herald clients and
 //! Pusher clients share channels: a Herald client subscribed to
 //! `chat.room1`, or a publication to it through `POST /api/publish`, meets a
-//! CometD client of `/chat/room1`. A segment may hold the characters Herald
-//! channel names allow other than `.` and `/` (ASCII letters, digits and
-//! `_-:@=,`), so the mapping is one-to-one; a Bayeux name with any other
-//! character has no Herald channel and is refused (error 400). Herald's
-//! namespaces follow: the namespace of `/chat:eu/room1` is `chat` (the part of
-//! `chat:eu.room1` before the first `:`), and namespace permission rules apply
-//! to Bayeux clients as to any.
+//! CometD client of `/chat/room1`. Herald's namespace separator `:` is
+//! written `~` in Bayeux (CometD's clients refuse `:` in channel names, and
+//! Herald names never hold `~`): `/chat~eu/room1` is `chat:eu.room1`, in
+//! namespace `chat`, and Pusher app 1's `news` (`pusher-1:news`) is
+//! `/pusher-1~news`. Otherwise a segment may hold the characters Herald
+//! channel names allow other than `.`, `/` and `:` (ASCII letters, digits
+//! and `_-@=,`), so the mapping is one-to-one; a Bayeux name with any other
+//! character has no Herald channel and is refused (error 400). Namespace
+//! permission rules apply to Bayeux clients as to any.
 //!
 //! **Wildcards.** A final segment `*` matches one segment and `**` one or
 //! more, exactly as Herald's pattern tokens `*` and `>` do: `/chat/*` is
@@ -119,9 +121,19 @@ impl fmt::Display for NameError {
 }
 
 /// Whether `b` may appear in a segment: Herald's channel characters
-/// (`A-Za-z0-9_-.:@/=,`) without the two separators.
+/// (`A-Za-z0-9_-.:@/=,`) without the two separators, and with `~` for `:`.
 fn segment_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"_-~@=,".contains(&b)
+}
+
+/// Whether `b` may appear in a token of a Herald name Bayeux can write.
+fn token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"_-:@=,".contains(&b)
+}
+
+/// A Bayeux segment (checked) as Herald text: `~` becomes `:`.
+fn push_segment(out: &mut String, s: &str) {
+    out.extend(s.chars().map(|c| if c == '~' { ':' } else { c }));
 }
 
 fn check_reserved(name: &str) -> Result<(), NameError> {
@@ -162,7 +174,7 @@ pub fn to_herald(name: &str) -> Result<String, NameError> {
         if i > 0 {
             out.push('.');
         }
-        out.push_str(s);
+        push_segment(&mut out, s);
     }
     Ok(out)
 }
@@ -188,7 +200,7 @@ pub fn pattern_to_herald(name: &str) -> Result<String, NameError> {
             "**" if last => out.push('>'),
             s => {
                 check_segment(s)?;
-                out.push_str(s);
+                push_segment(&mut out, s);
             }
         }
     }
@@ -200,11 +212,11 @@ pub fn pattern_to_herald(name: &str) -> Result<String, NameError> {
 pub fn from_herald(name: &str) -> Option<String> {
     let mut out = String::with_capacity(name.len() + 1);
     for t in name.split('.') {
-        if t.is_empty() || !t.bytes().all(segment_byte) {
+        if t.is_empty() || !t.bytes().all(token_byte) {
             return None;
         }
         out.push('/');
-        out.push_str(t);
+        out.extend(t.chars().map(|c| if c == ':' { '~' } else { c }));
     }
     match Channel::of(&out) {
         Channel::Broadcast => Some(out),
@@ -232,8 +244,9 @@ mod tests {
         for (bayeux, herald) in [
             ("/chat", "chat"),
             ("/chat/room1", "chat.room1"),
-            ("/chat:eu/room-1/a_b", "chat:eu.room-1.a_b"),
-            ("/pusher-1:news", "pusher-1:news"),
+            ("/chat~eu/room-1/a_b", "chat:eu.room-1.a_b"),
+            ("/pusher-1~news", "pusher-1:news"),
+            ("/a~b~c", "a:b:c"),
             ("/a=b/c,d/@e", "a=b.c,d.@e"),
         ] {
             assert_eq!(to_herald(bayeux).as_deref(), Ok(herald), "{bayeux}");
@@ -264,6 +277,7 @@ mod tests {
         assert_eq!(to_herald("/a.b"), Err(NameError::Character('.')));
         assert_eq!(to_herald("/a b"), Err(NameError::Character(' ')));
         assert_eq!(to_herald("/a/é"), Err(NameError::Character('\u{c3}')));
+        assert_eq!(to_herald("/chat:eu"), Err(NameError::Character(':')));
         assert_eq!(to_herald("/meta/x"), Err(NameError::Reserved));
         assert_eq!(pattern_to_herald("/service/**"), Err(NameError::Reserved));
         assert!(NameError::Wildcard.to_string().contains("wildcard"));
@@ -271,7 +285,7 @@ mod tests {
 
     #[test]
     fn herald_names_bayeux_cannot_hold_are_not_delivered() {
-        for h in ["a/b", "a..b", ".a", "a.", "meta.connect", "service.x", ""] {
+        for h in ["a/b", "a..b", ".a", "a.", "meta.connect", "service.x", "", "a~b"] {
             assert_eq!(from_herald(h), None, "{h:?}");
         }
     }

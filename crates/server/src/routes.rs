@@ -73,9 +73,14 @@ impl Route {
 
     /// The route of a request path when the Bayeux endpoint is served at
     /// `bayeux` (configurable, so not in [`Route::of`]'s fixed table; a
-    /// path another route takes is refused by the configuration).
+    /// path another route takes is refused by the configuration). Paths
+    /// below it are Bayeux's too: CometD's long-polling appends the message
+    /// type (`/cometd/handshake`, `/cometd/connect`).
     pub fn of_with(path: &str, bayeux: &str) -> Route {
-        if path == bayeux {
+        let below = path
+            .strip_prefix(bayeux)
+            .is_some_and(|rest| rest.starts_with('/'));
+        if path == bayeux || below {
             Route::Bayeux
         } else {
             Route::of(path)
@@ -140,6 +145,8 @@ mod tests {
         assert_eq!(Route::of("/cometd"), Route::Page);
         assert_eq!(Route::of_with("/cometd", "/cometd"), Route::Bayeux);
         assert_eq!(Route::of_with("/ws", "/cometd"), Route::Ws);
+        assert_eq!(Route::of_with("/cometd/connect", "/cometd"), Route::Bayeux);
+        assert_eq!(Route::of_with("/cometdx", "/cometd"), Route::Page);
         assert!(Route::Bayeux.is_websocket() && Route::Bayeux.is_browser_stream());
     }
 }
