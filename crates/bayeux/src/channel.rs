@@ -230,7 +230,10 @@ mod tests {
 
     #[test]
     fn channels_are_classified() {
-        assert_eq!(Channel::of("/meta/handshake"), Channel::Meta(Meta::Handshake));
+        assert_eq!(
+            Channel::of("/meta/handshake"),
+            Channel::Meta(Meta::Handshake)
+        );
         assert_eq!(Channel::of("/meta/connect"), Channel::Meta(Meta::Connect));
         assert_eq!(Channel::of("/meta/frob"), Channel::Meta(Meta::Unknown));
         assert_eq!(Channel::of("/meta"), Channel::Meta(Meta::Unknown));
@@ -285,7 +288,16 @@ mod tests {
 
     #[test]
     fn herald_names_bayeux_cannot_hold_are_not_delivered() {
-        for h in ["a/b", "a..b", ".a", "a.", "meta.connect", "service.x", "", "a~b"] {
+        for h in [
+            "a/b",
+            "a..b",
+            ".a",
+            "a.",
+            "meta.connect",
+            "service.x",
+            "",
+            "a~b",
+        ] {
             assert_eq!(from_herald(h), None, "{h:?}");
         }
     }

@@ -41,7 +41,11 @@ impl BayeuxError {
     }
 
     /// The Bayeux code for a Herald error code (docs/protocol.md §7).
-    pub fn of_herald(code: u16, args: impl Into<String>, message: impl Into<String>) -> BayeuxError {
+    pub fn of_herald(
+        code: u16,
+        args: impl Into<String>,
+        message: impl Into<String>,
+    ) -> BayeuxError {
         let bayeux = match code {
             101 | 112 => 401,
             104 => 403,
@@ -71,7 +75,10 @@ mod tests {
 
     #[test]
     fn errors_are_code_args_message() {
-        assert_eq!(BayeuxError::unknown_client().to_string(), "402::Unknown client");
+        assert_eq!(
+            BayeuxError::unknown_client().to_string(),
+            "402::Unknown client"
+        );
         assert_eq!(
             BayeuxError::new(403, "/chat/x", "permission denied").to_string(),
             "403:/chat/x:permission denied"

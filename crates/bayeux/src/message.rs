@@ -85,7 +85,11 @@ fn id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D
     match raw {
         None => Ok(None),
         Some(r) if r.get() == "null" => Ok(None),
-        Some(r) if r.get().starts_with('"') || r.get().starts_with(|c: char| c == '-' || c.is_ascii_digit()) => {
+        Some(r)
+            if r.get().starts_with('"')
+                || r.get()
+                    .starts_with(|c: char| c == '-' || c.is_ascii_digit()) =>
+        {
             Ok(Some(r))
         }
         Some(_) => Err(serde::de::Error::custom("id must be a string or a number")),
@@ -124,13 +128,17 @@ pub enum BatchError {
 pub fn decode_batch(body: &[u8], max: usize) -> Result<Vec<Result<Message, Invalid>>, BatchError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     let elements: Vec<&RawValue> = match first {
-        Some(b'[') => serde_json::from_slice(body).map_err(|e| BatchError::Malformed(e.to_string()))?,
+        Some(b'[') => {
+            serde_json::from_slice(body).map_err(|e| BatchError::Malformed(e.to_string()))?
+        }
         Some(_) => {
             // Valid JSON that is not an array, or not JSON at all.
-            return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-                Ok(_) => BatchError::NotArray,
-                Err(e) => BatchError::Malformed(e.to_string()),
-            });
+            return Err(
+                match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+                    Ok(_) => BatchError::NotArray,
+                    Err(e) => BatchError::Malformed(e.to_string()),
+                },
+            );
         }
         None => return Err(BatchError::Malformed("empty body".into())),
     };
@@ -157,8 +165,13 @@ fn decode_one(raw: &RawValue) -> Result<Message, Invalid> {
         let salvage = serde_json::from_str::<Salvage>(raw.get()).ok();
         let (channel, id) = match salvage {
             Some(s) => (
-                s.channel.and_then(|c| serde_json::from_str::<String>(c.get()).ok()),
-                s.id.filter(|i| i.get().starts_with('"') || i.get().starts_with(|c: char| c == '-' || c.is_ascii_digit())),
+                s.channel
+                    .and_then(|c| serde_json::from_str::<String>(c.get()).ok()),
+                s.id.filter(|i| {
+                    i.get().starts_with('"')
+                        || i.get()
+                            .starts_with(|c: char| c == '-' || c.is_ascii_digit())
+                }),
             ),
             None => (None, None),
         };
@@ -210,12 +223,17 @@ mod tests {
 
     #[test]
     fn a_handshake_as_cometd_sends_it() {
-        let b = ok(r#"[{"id":"1","version":"1.0","minimumVersion":"1.0","channel":"/meta/handshake","supportedConnectionTypes":["websocket","long-polling"],"advice":{"timeout":60000,"interval":0},"ext":{"herald":{"token":"T"}}}]"#);
+        let b = ok(
+            r#"[{"id":"1","version":"1.0","minimumVersion":"1.0","channel":"/meta/handshake","supportedConnectionTypes":["websocket","long-polling"],"advice":{"timeout":60000,"interval":0},"ext":{"herald":{"token":"T"}}}]"#,
+        );
         let m = b[0].as_ref().expect("valid");
         assert_eq!(m.channel, "/meta/handshake");
         assert_eq!(m.id.as_deref().map(RawValue::get), Some("\"1\""));
         assert_eq!(m.version.as_deref(), Some("1.0"));
-        assert_eq!(m.supported_connection_types.as_deref().map(<[String]>::len), Some(2));
+        assert_eq!(
+            m.supported_connection_types.as_deref().map(<[String]>::len),
+            Some(2)
+        );
         assert_eq!(m.advice.as_ref().and_then(|a| a.timeout), Some(60000));
         assert_eq!(herald_token(m.ext.as_deref()).as_deref(), Some("T"));
     }
@@ -233,8 +251,17 @@ mod tests {
         assert_eq!(m[0].id.as_deref().map(RawValue::get), Some("7"));
         assert_eq!(ack(m[0].ext.as_deref()), Some(serde_json::json!(3)));
         assert_eq!(m[1].subscription, Some(Subscription::One("/a/*".into())));
-        assert_eq!(m[2].subscription.as_ref().map(Subscription::channels).map(<[String]>::len), Some(2));
-        assert_eq!(m[3].data.as_deref().map(RawValue::get), Some(r#"{"x":[1,2]}"#));
+        assert_eq!(
+            m[2].subscription
+                .as_ref()
+                .map(Subscription::channels)
+                .map(<[String]>::len),
+            Some(2)
+        );
+        assert_eq!(
+            m[3].data.as_deref().map(RawValue::get),
+            Some(r#"{"x":[1,2]}"#)
+        );
     }
 
     #[test]
@@ -243,15 +270,23 @@ mod tests {
         assert!(matches!(err("[{"), BatchError::Malformed(_)));
         assert!(matches!(err("nope"), BatchError::Malformed(_)));
         assert!(matches!(err(""), BatchError::Malformed(_)));
-        assert_eq!(err(r#"{"channel":"/meta/handshake"}"#), BatchError::NotArray);
+        assert_eq!(
+            err(r#"{"channel":"/meta/handshake"}"#),
+            BatchError::NotArray
+        );
         assert_eq!(err("42"), BatchError::NotArray);
         assert_eq!(err("[]"), BatchError::Empty);
-        assert_eq!(err(r#"[{"channel":"/a"},{"channel":"/a"},{"channel":"/a"}]"#), BatchError::TooMany(3, 2));
+        assert_eq!(
+            err(r#"[{"channel":"/a"},{"channel":"/a"},{"channel":"/a"}]"#),
+            BatchError::TooMany(3, 2)
+        );
     }
 
     #[test]
     fn bad_elements_are_refused_one_by_one() {
-        let b = ok(r#"[1, {"id":"2"}, {"channel":5,"id":"3"}, {"channel":"/a","id":{"x":1}}, {"channel":"/a","clientId":7,"id":"5"}, {"channel":"/ok"}]"#);
+        let b = ok(
+            r#"[1, {"id":"2"}, {"channel":5,"id":"3"}, {"channel":"/a","id":{"x":1}}, {"channel":"/a","clientId":7,"id":"5"}, {"channel":"/ok"}]"#,
+        );
         let bad: Vec<&Invalid> = b.iter().filter_map(|r| r.as_ref().err()).collect();
         assert_eq!(bad.len(), 5);
         assert_eq!(bad[0].reason, "a message is a JSON object");

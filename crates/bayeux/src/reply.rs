@@ -39,7 +39,10 @@ pub struct Advice {
     pub max_interval: Option<u64>,
     /// Another connect of this session (another tab) is held already: this
     /// one was answered at once, and the client should poll at `interval`.
-    #[serde(rename = "multiple-clients", skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        rename = "multiple-clients",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub multiple_clients: bool,
 }
 
@@ -120,7 +123,11 @@ impl<'a> Reply<'a> {
     }
 
     /// An unsuccessful reply carrying `error`.
-    pub fn failed(channel: &'a str, id: Option<&'a RawValue>, error: &crate::BayeuxError) -> Reply<'a> {
+    pub fn failed(
+        channel: &'a str,
+        id: Option<&'a RawValue>,
+        error: &crate::BayeuxError,
+    ) -> Reply<'a> {
         Reply {
             successful: false,
             error: Some(error.to_string()),
@@ -220,7 +227,10 @@ mod tests {
         assert!(!is_delivery(br#"{"pub":{"channel":"/x"}}"#));
         let with_id = delivery("/a", "1", Some("7"));
         assert_eq!(with_id, br#"{"channel":"/a","id":"7","data":1}"#);
-        assert_eq!(batch([&d[..], &with_id[..]]), [b"[".as_slice(), &d, b",", &with_id, b"]"].concat());
+        assert_eq!(
+            batch([&d[..], &with_id[..]]),
+            [b"[".as_slice(), &d, b",", &with_id, b"]"].concat()
+        );
         assert_eq!(batch(std::iter::empty()), b"[]");
     }
 }

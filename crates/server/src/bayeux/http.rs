@@ -11,6 +11,10 @@
 //! longer `interval`, so that tabs share the browser's few connections
 //! instead of exhausting them.
 //!
+//! A connect of a session that has one held already supersedes it: the
+//! older one is answered at once, so a client that floods connects holds
+//! one request, not one per connect.
+//!
 //! A body that is not a batch (not JSON, not an array, empty, more than
 //! `max_batch` messages) is answered `400` with one unsuccessful reply on
 //! `/meta/unsuccessful`; one over the size limit `413`.
@@ -35,7 +39,8 @@ const BROWSER_COOKIE: &str = "BAYEUX_BROWSER";
 /// The largest body a batch may have: `max_batch` messages, each within the
 /// message size limit, but never less than the message size limit.
 pub fn body_limit(b: &Bayeux) -> usize {
-    b.max_message_size.saturating_mul(b.config.max_batch.min(16).max(1))
+    b.max_message_size
+        .saturating_mul(b.config.max_batch.min(16).max(1))
 }
 
 /// An unsuccessful answer to a body that is no batch.
@@ -71,7 +76,10 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
         Ok(body) => body,
         Err(e) => {
             let status = e.response().status();
-            return refusal(status, &BayeuxError::new(status.as_u16(), "", e.to_string()));
+            return refusal(
+                status,
+                &BayeuxError::new(status.as_u16(), "", e.to_string()),
+            );
         }
     };
     let batch = match decode_batch(&body, b.config.max_batch) {
@@ -91,10 +99,15 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
         let mut id = [0u8; 12];
         if getrandom::fill(&mut id).is_ok() {
             let v: String = id.iter().map(|x| format!("{x:02x}")).collect();
-            set_cookie = Some(format!("{BROWSER_COOKIE}={v}; Path=/; HttpOnly; SameSite=Lax"));
+            set_cookie = Some(format!(
+                "{BROWSER_COOKIE}={v}; Path=/; HttpOnly; SameSite=Lax"
+            ));
         }
     }
-    let mut r = json(StatusCode::OK, reply::batch(p.replies.iter().map(Vec::as_slice)));
+    let mut r = json(
+        StatusCode::OK,
+        reply::batch(p.replies.iter().map(Vec::as_slice)),
+    );
     if let Some(v) = set_cookie.and_then(|v| http::HeaderValue::from_str(&v).ok()) {
         r.headers_mut().insert(http::header::SET_COOKIE, v);
     }
@@ -103,7 +116,12 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
 
 /// Holds a connect until something is queued (then drained into
 /// `replies`), the session ends, or its time is up; returns its reply.
-async fn hold(b: &Bayeux, c: &Connect, browser: Option<&str>, replies: &mut Vec<Vec<u8>>) -> Vec<u8> {
+async fn hold(
+    b: &Bayeux,
+    c: &Connect,
+    browser: Option<&str>,
+    replies: &mut Vec<Vec<u8>>,
+) -> Vec<u8> {
     let s = &c.session;
     if s.is_gone() {
         return session::gone_reply(s, c.id.as_deref());
@@ -124,10 +142,11 @@ async fn hold(b: &Bayeux, c: &Connect, browser: Option<&str>, replies: &mut Vec<
         }
         other => other,
     };
-    s.hold();
+    let n = s.hold();
     let deadline = Instant::now() + c.hold;
     loop {
-        if s.drain(replies) > 0 || s.is_gone() || Instant::now() >= deadline {
+        let done = s.drain(replies) > 0 || s.is_gone() || s.superseded(n);
+        if done || Instant::now() >= deadline {
             break;
         }
         s.wait(deadline, None).await;

@@ -89,6 +89,10 @@ pub struct BayeuxSession {
     last_seen: AtomicU64,
     /// Connects being held now.
     held: AtomicU32,
+    /// Counts connects held: a long-poll connect whose number is no longer
+    /// the latest was superseded and answers at once, so one session holds
+    /// at most one long-poll however many connects it sends.
+    generation: AtomicU64,
     /// Ended (disconnect, expiry, Herald closed it).
     gone: AtomicBool,
     /// Ended by the client's `/meta/disconnect`.
@@ -109,7 +113,8 @@ impl BayeuxSession {
         client: Arc<Client>,
         token: Option<&str>,
     ) -> Result<BayeuxSession, herald_core::AuthError> {
-        let mut herald = Session::new(node.clone(), client.clone()).with_transport(Transport::Bayeux);
+        let mut herald =
+            Session::new(node.clone(), client.clone()).with_transport(Transport::Bayeux);
         herald.authenticate(token)?;
         let relay = Arc::new(Relay::default());
         let id = client_id().unwrap_or_else(|| format!("{:032x}", client.id));
@@ -125,6 +130,7 @@ impl BayeuxSession {
             relay,
             last_seen: AtomicU64::new(node.now_ms()),
             held: AtomicU32::new(0),
+            generation: AtomicU64::new(0),
             gone: AtomicBool::new(false),
             disconnected: AtomicBool::new(false),
         })
@@ -165,9 +171,18 @@ impl BayeuxSession {
         self.disconnected.load(Ordering::Acquire)
     }
 
-    /// A connect is held from now on (until [`BayeuxSession::release`]).
-    pub fn hold(&self) -> u32 {
-        self.held.fetch_add(1, Ordering::AcqRel)
+    /// A connect is held from now on (until [`BayeuxSession::release`]);
+    /// returns its number, and wakes the connect it supersedes.
+    pub fn hold(&self) -> u64 {
+        self.held.fetch_add(1, Ordering::AcqRel);
+        let n = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.relay.notify.notify_waiters();
+        n
+    }
+
+    /// Whether the connect numbered `n` was superseded by a later one.
+    pub fn superseded(&self, n: u64) -> bool {
+        self.generation.load(Ordering::Acquire) != n
     }
 
     /// A held connect was answered at node millisecond `now`.
@@ -380,11 +395,7 @@ fn invalid(i: &Invalid) -> Vec<u8> {
 
 /// Serves one decoded batch (see the module docs); `transport` is the
 /// connection type it came on.
-pub fn process(
-    b: &Bayeux,
-    batch: Vec<Result<Message, Invalid>>,
-    transport: &str,
-) -> Processed {
+pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str) -> Processed {
     let mut out = Processed::default();
     for m in batch {
         let m = match m {
@@ -400,13 +411,15 @@ pub fn process(
             continue;
         }
         let Some(s) = m.client_id.as_deref().and_then(|c| b.find(c)) else {
-            out.replies.push(unknown_client(&m.channel, m.id.as_deref()));
+            out.replies
+                .push(unknown_client(&m.channel, m.id.as_deref()));
             continue;
         };
         if s.is_gone() {
             // Dead but not reaped yet: as good as unknown.
             b.remove(&s.id);
-            out.replies.push(unknown_client(&m.channel, m.id.as_deref()));
+            out.replies
+                .push(unknown_client(&m.channel, m.id.as_deref()));
             continue;
         }
         s.touch(b.node.now_ms());
@@ -416,7 +429,8 @@ pub fn process(
                 let asked = m.connection_type.as_deref().unwrap_or(transport);
                 if asked != transport {
                     let e = BayeuxError::new(400, asked, "connectionType is not this transport's");
-                    out.replies.push(Reply::failed(&m.channel, id, &e).to_json());
+                    out.replies
+                        .push(Reply::failed(&m.channel, id, &e).to_json());
                     continue;
                 }
                 let server = b.config.timeout;
@@ -443,10 +457,15 @@ pub fn process(
             }
             Channel::Meta(Meta::Subscribe | Meta::Unsubscribe) => {
                 let subscribe = kind == Channel::Meta(Meta::Subscribe);
-                let subs = m.subscription.as_ref().map(message::Subscription::channels).unwrap_or(&[]);
+                let subs = m
+                    .subscription
+                    .as_ref()
+                    .map(message::Subscription::channels)
+                    .unwrap_or(&[]);
                 if subs.is_empty() {
                     let e = BayeuxError::new(400, "subscription", "missing subscription");
-                    out.replies.push(Reply::failed(&m.channel, id, &e).to_json());
+                    out.replies
+                        .push(Reply::failed(&m.channel, id, &e).to_json());
                     continue;
                 }
                 let token = message::herald_token(m.ext.as_deref());
@@ -491,7 +510,8 @@ pub fn process(
             }
             Channel::Meta(_) => {
                 let e = BayeuxError::new(400, m.channel.as_str(), "unknown meta channel");
-                out.replies.push(Reply::failed(&m.channel, id, &e).to_json());
+                out.replies
+                    .push(Reply::failed(&m.channel, id, &e).to_json());
             }
             Channel::Service => {
                 // No services: acknowledged, delivered nowhere.
@@ -500,14 +520,16 @@ pub fn process(
             Channel::Broadcast => {
                 let Some(data) = &m.data else {
                     let e = BayeuxError::new(400, "data", "a publication needs data");
-                    out.replies.push(Reply::failed(&m.channel, id, &e).to_json());
+                    out.replies
+                        .push(Reply::failed(&m.channel, id, &e).to_json());
                     continue;
                 };
                 let herald = match channel::to_herald(&m.channel) {
                     Ok(h) => h,
                     Err(e) => {
                         let e = BayeuxError::new(400, m.channel.as_str(), e.to_string());
-                        out.replies.push(Reply::failed(&m.channel, id, &e).to_json());
+                        out.replies
+                            .push(Reply::failed(&m.channel, id, &e).to_json());
                         continue;
                     }
                 };
@@ -542,7 +564,11 @@ fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -
         .iter()
         .any(|t| herald_bayeux::CONNECTION_TYPES.contains(&t.as_str()))
     {
-        let e = BayeuxError::new(400, "supportedConnectionTypes", "no connection type in common");
+        let e = BayeuxError::new(
+            400,
+            "supportedConnectionTypes",
+            "no connection type in common",
+        );
         let mut r = Reply::failed(&m.channel, id, &e);
         r.supported_connection_types = Some(&herald_bayeux::CONNECTION_TYPES);
         r.version = Some(herald_bayeux::VERSION);
@@ -562,7 +588,9 @@ fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -
             json
         }
         Err(e) => {
-            b.node.metrics.dropped(herald_core::metrics::Drop::Denied, 1);
+            b.node
+                .metrics
+                .dropped(herald_core::metrics::Drop::Denied, 1);
             let e = BayeuxError::new(401, "", e.to_string());
             let mut r = Reply::failed(&m.channel, id, &e);
             r.advice = Some(Advice::none());
@@ -573,7 +601,11 @@ fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -
 
 /// Waits (until `deadline`) for the Herald replies of a batch's commands
 /// and adds everything queued for its sessions to `replies`.
-pub async fn collect(waiting: &[Arc<BayeuxSession>], replies: &mut Vec<Vec<u8>>, deadline: Instant) {
+pub async fn collect(
+    waiting: &[Arc<BayeuxSession>],
+    replies: &mut Vec<Vec<u8>>,
+    deadline: Instant,
+) {
     for s in waiting {
         loop {
             s.drain(replies);

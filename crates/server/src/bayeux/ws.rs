@@ -44,7 +44,10 @@ struct Link {
 
 impl Link {
     fn session(&self) -> Option<Arc<BayeuxSession>> {
-        self.session.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_session(&self, s: &Arc<BayeuxSession>) {
@@ -60,7 +63,10 @@ impl Link {
 
     /// Takes the held connect, if any.
     fn take_connect(&self) -> Option<(Connect, Instant)> {
-        self.connect.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.connect
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
