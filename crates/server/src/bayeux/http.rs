@@ -37,10 +37,10 @@ pub const REPLY_WAIT: Duration = Duration::from_secs(5);
 const BROWSER_COOKIE: &str = "BAYEUX_BROWSER";
 
 /// The largest body a batch may have: `max_batch` messages, each within the
-/// message size limit, but never less than the message size limit.
+/// message size limit, counting at most 16 (and at least 1) of them.
 pub fn body_limit(b: &Bayeux) -> usize {
     b.max_message_size
-        .saturating_mul(b.config.max_batch.min(16).max(1))
+        .saturating_mul(b.config.max_batch.clamp(1, 16))
 }
 
 /// An unsuccessful answer to a body that is no batch.
