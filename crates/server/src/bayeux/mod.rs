@@ -322,10 +322,10 @@ mod tests {
             "[bayeux]\npath = \"/ws\"",
             "[bayeux]\npath = \"/\"",
             "[bayeux]\nmax_batch = 0",
-            "[bayeux]\nfrob = 1",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+        assert!(toml::from_str::<crate::ServeArgs>("[bayeux]\nfrob = 1").is_err());
     }
 
     #[test]
