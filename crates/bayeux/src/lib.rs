@@ -15,13 +15,15 @@
 //!   the one mapping between Bayeux channels (and wildcards) and Herald
 //!   channels (and patterns) (docs/decisions/0016-bayeux.md);
 //! - [`reply`]: rendering replies, advice and deliveries;
-//! - [`error`]: the `code:args:message` error strings Bayeux replies carry.
+//! - [`error`]: the `code:args:message` error strings Bayeux replies carry;
+//! - [`time`]: the `timestamp` extension's date format.
 
 pub mod channel;
 pub mod error;
 pub mod fuzzing;
 pub mod message;
 pub mod reply;
+pub mod time;
 
 pub use channel::{Channel, Meta};
 pub use error::BayeuxError;

@@ -103,6 +103,9 @@ pub struct Reply<'a> {
     /// Extension fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ext: Option<&'a RawValue>,
+    /// The `timestamp` extension: when it was sent (RFC 1123, GMT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
 }
 
 impl<'a> Reply<'a> {
@@ -119,6 +122,7 @@ impl<'a> Reply<'a> {
             supported_connection_types: None,
             advice: None,
             ext: None,
+            timestamp: None,
         }
     }
 
@@ -145,19 +149,54 @@ impl<'a> Reply<'a> {
 /// A delivery: `{"channel":CHANNEL,"data":DATA}` (with `"id"` when given),
 /// `data` being JSON text already. Rendered once per publication.
 pub fn delivery(channel: &str, data: &str, id: Option<&str>) -> Vec<u8> {
+    delivery_at(channel, data, id, None)
+}
+
+/// [`delivery`] with the `timestamp` extension's field when `timestamp`
+/// is given.
+pub fn delivery_at(
+    channel: &str,
+    data: &str,
+    id: Option<&str>,
+    timestamp: Option<&str>,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(channel.len() + data.len() + 32);
     out.extend_from_slice(b"{\"channel\":");
     // A channel name of segment characters needs no escape, but a string
     // written by serde is right whatever it holds.
-    out.extend_from_slice(&serde_json::to_vec(channel).unwrap_or_else(|_| b"\"\"".to_vec()));
+    let string = |s: &str| serde_json::to_vec(s).unwrap_or_else(|_| b"\"\"".to_vec());
+    out.extend_from_slice(&string(channel));
     if let Some(id) = id {
         out.extend_from_slice(b",\"id\":");
-        out.extend_from_slice(&serde_json::to_vec(id).unwrap_or_else(|_| b"\"\"".to_vec()));
+        out.extend_from_slice(&string(id));
+    }
+    if let Some(t) = timestamp {
+        out.extend_from_slice(b",\"timestamp\":");
+        out.extend_from_slice(&string(t));
     }
     out.extend_from_slice(b",\"data\":");
     out.extend_from_slice(data.as_bytes());
     out.push(b'}');
     out
+}
+
+/// Gives `message` (a reply or delivery: a JSON object) the `timestamp`
+/// extension's field unless it has it already (deliveries are stamped when
+/// rendered, right after their channel).
+pub fn stamp(message: &mut Vec<u8>, timestamp: &str) {
+    let stamped = message
+        .strip_prefix(b"{\"channel\":\"".as_slice())
+        .and_then(|rest| rest.iter().position(|&b| b == b'"').map(|i| &rest[i + 1..]))
+        .is_some_and(|after| after.starts_with(b",\"timestamp\":"));
+    if stamped || message.first() != Some(&b'{') {
+        return;
+    }
+    let mut field = b"\"timestamp\":".to_vec();
+    field.extend_from_slice(&serde_json::to_vec(timestamp).unwrap_or_else(|_| b"\"\"".to_vec()));
+    if message.get(1) != Some(&b'}') {
+        field.push(b',');
+    }
+    message.splice(1..1, field);
 }
 
 /// Whether a queued frame is a delivery (see the module docs).
@@ -227,6 +266,24 @@ mod tests {
         assert!(!is_delivery(br#"{"pub":{"channel":"/x"}}"#));
         let with_id = delivery("/a", "1", Some("7"));
         assert_eq!(with_id, br#"{"channel":"/a","id":"7","data":1}"#);
+        let stamped = delivery_at("/a", "1", None, Some("Thu, 01 Jan 1970 00:00:00 GMT"));
+        assert_eq!(
+            stamped,
+            br#"{"channel":"/a","timestamp":"Thu, 01 Jan 1970 00:00:00 GMT","data":1}"#
+        );
+        assert!(is_delivery(&stamped));
+        let mut again = stamped.clone();
+        stamp(&mut again, "later");
+        assert_eq!(again, stamped, "stamped once");
+        let mut r = Reply::ok("/meta/connect", None).to_json();
+        stamp(&mut r, "T");
+        assert_eq!(
+            r,
+            br#"{"timestamp":"T","channel":"/meta/connect","successful":true}"#
+        );
+        let mut empty = b"{}".to_vec();
+        stamp(&mut empty, "T");
+        assert_eq!(empty, br#"{"timestamp":"T"}"#);
         assert_eq!(
             batch([&d[..], &with_id[..]]),
             [b"[".as_slice(), &d, b",", &with_id, b"]"].concat()

@@ -93,8 +93,7 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
     session::collect(&p.waiting, &mut p.replies, deadline).await;
     let mut set_cookie = None;
     if let Some(c) = p.connect.take() {
-        let r = hold(b, &c, browser.as_deref(), &mut p.replies).await;
-        p.replies.push(r);
+        hold(b, &c, browser.as_deref(), &mut p.replies).await;
     } else if p.opened.is_some() && browser.is_none() {
         let mut id = [0u8; 12];
         if getrandom::fill(&mut id).is_ok() {
@@ -104,6 +103,7 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
             ));
         }
     }
+    b.stamp(&mut p.replies);
     let mut r = json(
         StatusCode::OK,
         reply::batch(p.replies.iter().map(Vec::as_slice)),
@@ -115,16 +115,12 @@ pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
 }
 
 /// Holds a connect until something is queued (then drained into
-/// `replies`), the session ends, or its time is up; returns its reply.
-async fn hold(
-    b: &Bayeux,
-    c: &Connect,
-    browser: Option<&str>,
-    replies: &mut Vec<Vec<u8>>,
-) -> Vec<u8> {
+/// `replies`), the session ends, or its time is up; then adds its reply.
+async fn hold(b: &Bayeux, c: &Connect, browser: Option<&str>, replies: &mut Vec<Vec<u8>>) {
     let s = &c.session;
     if s.is_gone() {
-        return session::gone_reply(s, c.id.as_deref());
+        replies.push(session::gone_reply(s, c.id.as_deref()));
+        return;
     }
     let counted = match browser {
         Some(br) if !b.hold_browser(br) => {
@@ -138,14 +134,15 @@ async fn hold(
                 ..session::retry_advice(b)
             });
             s.touch(b.node.now_ms());
-            return r.to_json();
+            replies.push(r.to_json());
+            return;
         }
         other => other,
     };
     let n = s.hold();
     let deadline = Instant::now() + c.hold;
     loop {
-        let done = s.drain(replies) > 0 || s.is_gone() || s.superseded(n);
+        let done = s.drain(replies) > 0 || s.has_undelivered() || s.is_gone() || s.superseded(n);
         if done || Instant::now() >= deadline {
             break;
         }
@@ -155,5 +152,5 @@ async fn hold(
     if let Some(br) = counted {
         b.release_browser(br);
     }
-    session::connect_reply(b, c)
+    session::answer_connect(b, c, replies);
 }

@@ -65,6 +65,9 @@ pub struct BayeuxArgs {
     pub max_interval_ms: Option<u64>,
     /// Most messages in one batch [default: 100].
     pub max_batch: Option<usize>,
+    /// The `timestamp` extension: every message sent carries `timestamp`
+    /// [default: false].
+    pub timestamp: Option<bool>,
 }
 
 /// The resolved `[bayeux]` settings.
@@ -80,6 +83,9 @@ pub struct BayeuxConfig {
     pub max_interval: Duration,
     /// Most messages in one batch.
     pub max_batch: usize,
+    /// Every message sent carries `timestamp` (RFC 1123, GMT): replies when
+    /// sent, deliveries when published.
+    pub timestamp: bool,
 }
 
 impl Default for BayeuxConfig {
@@ -90,6 +96,7 @@ impl Default for BayeuxConfig {
             interval: Duration::from_millis(INTERVAL_MS),
             max_interval: Duration::from_millis(MAX_INTERVAL_MS),
             max_batch: MAX_BATCH,
+            timestamp: false,
         }
     }
 }
@@ -119,6 +126,7 @@ impl BayeuxConfig {
             interval: ms(a.interval_ms, d.interval),
             max_interval: ms(a.max_interval_ms, d.max_interval),
             max_batch,
+            timestamp: a.timestamp.unwrap_or(d.timestamp),
         })
     }
 }
@@ -153,9 +161,11 @@ impl Bayeux {
         request_body_timeout: Duration,
     ) -> Bayeux {
         Bayeux {
+            render: Arc::new(BayeuxRender {
+                timestamp: config.timestamp,
+            }),
             config,
             node,
-            render: Arc::new(BayeuxRender),
             sessions: Mutex::new(HashMap::new()),
             browsers: Mutex::new(HashMap::new()),
             max_message_size,
@@ -219,6 +229,17 @@ impl Bayeux {
         }
     }
 
+    /// Stamps messages on their way out when the `timestamp` extension is
+    /// on.
+    pub fn stamp(&self, out: &mut [Vec<u8>]) {
+        if self.config.timestamp && !out.is_empty() {
+            let now = herald_bayeux::time::now();
+            for m in out {
+                herald_bayeux::reply::stamp(m, &now);
+            }
+        }
+    }
+
     /// Counts a held long-poll of `browser`; false when that browser has
     /// one held already (the new one gets the `multiple-clients` advice).
     pub fn hold_browser(&self, browser: &str) -> bool {
@@ -265,28 +286,41 @@ pub async fn reaper(bayeux: Arc<Bayeux>, stop: tokio_util::sync::CancellationTok
 /// Renders publications as Bayeux deliveries (see [`herald_core::render`]):
 /// `{"channel":"/a/b","data":DATA}` for the Herald channel `a.b`. Data that
 /// is JSON is delivered as it is; other UTF-8 text as a JSON string; binary
-/// data, and channels Bayeux cannot name, not at all.
+/// data, and channels Bayeux cannot name, not at all. With the `timestamp`
+/// extension a delivery carries the time it was rendered (once per
+/// publication, so every subscriber sees the same).
 #[derive(Debug)]
-pub struct BayeuxRender;
+pub struct BayeuxRender {
+    /// Stamp deliveries.
+    timestamp: bool,
+}
 
 impl BayeuxRender {
     /// The delivery of `data` published on Herald channel `channel`.
-    pub fn render(channel: &str, data: &[u8], json: bool) -> Option<Vec<u8>> {
+    pub fn render(&self, channel: &str, data: &[u8], json: bool) -> Option<Vec<u8>> {
         let name = herald_bayeux::channel::from_herald(channel)?;
         let is_json = json || serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok();
         let text = std::str::from_utf8(data).ok()?;
-        if is_json {
-            Some(herald_bayeux::reply::delivery(&name, text, None))
+        let quoted;
+        let data = if is_json {
+            text
         } else {
-            let quoted = serde_json::to_string(text).ok()?;
-            Some(herald_bayeux::reply::delivery(&name, &quoted, None))
-        }
+            quoted = serde_json::to_string(text).ok()?;
+            &quoted
+        };
+        let now = self.timestamp.then(herald_bayeux::time::now);
+        Some(herald_bayeux::reply::delivery_at(
+            &name,
+            data,
+            None,
+            now.as_deref(),
+        ))
     }
 }
 
 impl Render for BayeuxRender {
     fn publication(&self, p: &Publication) -> Option<Rendered> {
-        let frame = BayeuxRender::render(&p.channel, &p.data, p.json)?;
+        let frame = self.render(&p.channel, &p.data, p.json)?;
         Some(Rendered {
             frame: Frame::Text(Bytes::from(frame)),
             except: None,
@@ -311,8 +345,11 @@ mod tests {
     #[test]
     fn settings_from_toml_and_their_defaults() {
         assert_eq!(parse("").expect("none"), BayeuxConfig::default());
-        let c = parse("[bayeux]\npath = \"/bayeux\"\ntimeout_ms = 5000\nmax_batch = 7\n")
-            .expect("valid");
+        let c = parse(
+            "[bayeux]\npath = \"/bayeux\"\ntimeout_ms = 5000\nmax_batch = 7\ntimestamp = true\n",
+        )
+        .expect("valid");
+        assert!(c.timestamp);
         assert_eq!(c.path, "/bayeux");
         assert_eq!(c.timeout, Duration::from_secs(5));
         assert_eq!(c.max_batch, 7);
@@ -330,12 +367,20 @@ mod tests {
 
     #[test]
     fn the_renderer_maps_channels_and_data() {
-        let d = BayeuxRender::render("chat.room1", br#"{"t":1}"#, false).expect("json");
+        let r = BayeuxRender { timestamp: false };
+        let d = r.render("chat.room1", br#"{"t":1}"#, false).expect("json");
         assert_eq!(d, br#"{"channel":"/chat/room1","data":{"t":1}}"#);
-        let d = BayeuxRender::render("chat", b"plain text", false).expect("text");
+        let d = r.render("chat", b"plain text", false).expect("text");
         assert_eq!(d, br#"{"channel":"/chat","data":"plain text"}"#);
-        assert!(BayeuxRender::render("chat", &[0xff, 0], false).is_none());
-        assert!(BayeuxRender::render("pusher-1:a/b", b"{}", true).is_none());
-        assert!(BayeuxRender::render("meta.connect", b"{}", true).is_none());
+        assert!(r.render("chat", &[0xff, 0], false).is_none());
+        assert!(r.render("pusher-1:a/b", b"{}", true).is_none());
+        assert!(r.render("meta.connect", b"{}", true).is_none());
+        let stamped = BayeuxRender { timestamp: true };
+        let d = stamped.render("a", b"1", true).expect("json");
+        let v: serde_json::Value = serde_json::from_slice(&d).expect("json");
+        assert!(
+            v["timestamp"].as_str().is_some_and(|t| t.ends_with(" GMT")),
+            "{v}"
+        );
     }
 }

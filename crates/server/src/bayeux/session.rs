@@ -17,6 +17,17 @@
 //! subscription to one succeeds and never receives anything, as on a CometD
 //! server with no service listener (docs/bayeux.md).
 //!
+//! The `ack` extension (a client that sends `ext.ack: true` in its
+//! handshake): deliveries then go out only with `/meta/connect` replies, each
+//! reply numbered (`ext.ack`, a batch number), and every delivery stays in
+//! the session until a later connect acknowledges its batch (`ext.ack: N`
+//! confirms batches up to N). A connect that does not acknowledge the last
+//! batch (its reply was lost: a dropped long-poll, a closed socket) is
+//! answered at once with every unacknowledged delivery again, in order:
+//! at-least-once delivery for as long as the session lives. What waits is
+//! bounded like the client's queue (`client_queue_bytes`); beyond it the
+//! session ends (402 next).
+//!
 //! Waiting: the queue wakes one waker; a [`Relay`] registered as that waker
 //! wakes every task waiting on the session (a held connect, a batch waiting
 //! for its replies, the WebSocket pump), so none of them steals the other's
@@ -69,11 +80,26 @@ struct Pending {
     subscription: Option<String>,
 }
 
+/// The `ack` extension's state of a session (see the module docs).
+#[derive(Debug, Default)]
+struct Acks {
+    /// The number of the last batch sent (0: none yet).
+    batch: u64,
+    /// Deliveries not sent yet.
+    queued: Vec<Vec<u8>>,
+    /// Deliveries sent in a batch not acknowledged yet, oldest first.
+    unacked: std::collections::VecDeque<(u64, Vec<u8>)>,
+    /// Bytes in `queued` and `unacked`.
+    bytes: usize,
+}
+
 #[derive(Debug)]
 struct State {
     herald: Option<Session>,
     next_id: u32,
     pending: HashMap<u32, Pending>,
+    /// Set when the client speaks the `ack` extension.
+    acks: Option<Acks>,
 }
 
 /// One Bayeux client.
@@ -125,6 +151,7 @@ impl BayeuxSession {
                 herald: Some(herald),
                 next_id: 1,
                 pending: HashMap::new(),
+                acks: None,
             }),
             waker: Waker::from(relay.clone()),
             relay,
@@ -221,6 +248,46 @@ impl BayeuxSession {
         }
     }
 
+    /// Turns the `ack` extension on (the handshake asked for it).
+    pub fn enable_acks(&self) {
+        self.state().acks = Some(Acks::default());
+    }
+
+    /// A connect acknowledged every batch up to `batch`.
+    pub fn acknowledge(&self, batch: u64) {
+        if let Some(a) = self.state().acks.as_mut() {
+            while a.unacked.front().is_some_and(|(n, _)| *n <= batch) {
+                if let Some((_, m)) = a.unacked.pop_front() {
+                    a.bytes = a.bytes.saturating_sub(m.len());
+                }
+            }
+        }
+    }
+
+    /// With the `ack` extension: deliveries wait to be sent or acknowledged,
+    /// so a held connect must be answered now.
+    pub fn has_undelivered(&self) -> bool {
+        self.state()
+            .acks
+            .as_ref()
+            .is_some_and(|a| !a.queued.is_empty() || !a.unacked.is_empty())
+    }
+
+    /// With the `ack` extension, what a connect reply carries: every
+    /// unacknowledged delivery (the queued ones now numbered as a new
+    /// batch), added to `out`, and the batch number for `ext.ack`.
+    fn batch_for_connect(&self, out: &mut Vec<Vec<u8>>) -> Option<u64> {
+        let mut st = self.state();
+        let a = st.acks.as_mut()?;
+        a.batch += 1;
+        let n = a.batch;
+        for m in a.queued.drain(..) {
+            a.unacked.push_back((n, m));
+        }
+        out.extend(a.unacked.iter().map(|(_, m)| m.clone()));
+        Some(n)
+    }
+
     /// Whether Herald commands are still unanswered.
     pub fn has_pending(&self) -> bool {
         !self.state().pending.is_empty()
@@ -242,10 +309,21 @@ impl BayeuxSession {
             taken
         });
         let mut deliveries = 0;
+        let limit = self.client.outbox.max_bytes();
         for f in frames {
             if reply::is_delivery(&f) {
                 deliveries += 1;
-                out.push(f);
+                match st.acks.as_mut() {
+                    Some(a) => {
+                        a.bytes += f.len();
+                        a.queued.push(f);
+                        if a.bytes > limit {
+                            // A slow consumer, as Herald's queue would say.
+                            self.gone.store(true, Ordering::Release);
+                        }
+                    }
+                    None => out.push(f),
+                }
                 continue;
             }
             let Ok(msg) = Encoding::Json.decode_server(&f) else {
@@ -371,15 +449,20 @@ pub fn gone_reply(s: &BayeuxSession, id: Option<&RawValue>) -> Vec<u8> {
     r.to_json()
 }
 
-/// The reply to a held connect, answered now.
-pub fn connect_reply(b: &Bayeux, c: &Connect) -> Vec<u8> {
+/// Answers a held connect now: adds to `out` what it carries (with the
+/// `ack` extension, every unacknowledged delivery) and its reply.
+pub fn answer_connect(b: &Bayeux, c: &Connect, out: &mut Vec<Vec<u8>>) {
     if c.session.is_gone() {
-        return gone_reply(&c.session, c.id.as_deref());
+        out.push(gone_reply(&c.session, c.id.as_deref()));
+        return;
     }
+    let batch = c.session.batch_for_connect(out);
+    let ext = batch.and_then(|n| RawValue::from_string(format!("{{\"ack\":{n}}}")).ok());
     let mut r = Reply::ok(Meta::Connect.name(), c.id.as_deref());
     r.client_id = Some(&c.session.id);
     r.advice = Some(retry_advice(b));
-    r.to_json()
+    r.ext = ext.as_deref();
+    out.push(r.to_json());
 }
 
 fn unknown_client(channel: &str, id: Option<&RawValue>) -> Vec<u8> {
@@ -438,9 +521,12 @@ pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str
                     Some(ms) => server.min(std::time::Duration::from_millis(ms)),
                     None => server,
                 };
+                if let Some(n) = message::ack(m.ext.as_deref()).and_then(|v| v.as_u64()) {
+                    s.acknowledge(n);
+                }
                 // A second connect in one batch replaces the first, answered now.
                 if let Some(prev) = out.connect.take() {
-                    out.replies.push(connect_reply(b, &prev));
+                    answer_connect(b, &prev, &mut out.replies);
                 }
                 out.connect = Some(Connect {
                     session: s,
@@ -576,9 +662,17 @@ fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -
         return r.to_json();
     }
     let token = message::herald_token(m.ext.as_deref());
+    let acks = message::ack(m.ext.as_deref()) == Some(serde_json::Value::Bool(true));
+    let ext = acks
+        .then(|| RawValue::from_string(r#"{"ack":{"enabled":true,"batch":0}}"#.into()).ok())
+        .flatten();
     match b.open(token.as_deref()) {
         Ok(s) => {
+            if acks {
+                s.enable_acks();
+            }
             let mut r = Reply::ok(&m.channel, id);
+            r.ext = ext.as_deref();
             r.client_id = Some(&s.id);
             r.version = Some(herald_bayeux::VERSION);
             r.supported_connection_types = Some(&herald_bayeux::CONNECTION_TYPES);

@@ -10,7 +10,8 @@
 //! the session's heartbeat, since deliveries do not wait for it. When the
 //! socket closes the session stays, without a held connect, so it expires
 //! after `max_interval` unless the client comes back (on a new socket or by
-//! long-polling) with its `clientId`.
+//! long-polling) with its `clientId`. With the `ack` extension deliveries
+//! wait for a connect and go out with its reply ([`super::session`]).
 
 use super::session::{self, BayeuxSession, Connect};
 use super::Bayeux;
@@ -40,6 +41,8 @@ struct Link {
     notify: Notify,
     /// The socket is gone.
     closed: AtomicBool,
+    /// The endpoint (for the `timestamp` extension's stamps).
+    bayeux: Arc<Bayeux>,
 }
 
 impl Link {
@@ -56,6 +59,14 @@ impl Link {
 
     fn send(&self, messages: &[Vec<u8>]) {
         if !messages.is_empty() {
+            let mut stamped;
+            let messages = if self.bayeux.config.timestamp {
+                stamped = messages.to_vec();
+                self.bayeux.stamp(&mut stamped);
+                &stamped[..]
+            } else {
+                messages
+            };
             let frame = reply::batch(messages.iter().map(Vec::as_slice));
             self.wire.outbox.push(Frame::Text(Bytes::from(frame)));
         }
@@ -87,6 +98,7 @@ pub fn open(bayeux: &Arc<Bayeux>) -> BayeuxWs {
         connect: Mutex::new(None),
         notify: Notify::new(),
         closed: AtomicBool::new(false),
+        bayeux: bayeux.clone(),
     });
     tokio::spawn(pump(link.clone(), bayeux.clone()));
     BayeuxWs {
@@ -128,7 +140,9 @@ impl Handler for BayeuxWs {
                 .unwrap_or_else(|p| p.into_inner())
                 .replace((c, deadline));
             if let Some((prev, _)) = prev {
-                self.link.send(&[session::connect_reply(b, &prev)]);
+                let mut out = Vec::new();
+                session::answer_connect(b, &prev, &mut out);
+                self.link.send(&out);
                 prev.session.release(self.node.now_ms());
             }
         } else if let Some(s) = p.waiting.first() {
@@ -178,8 +192,11 @@ async fn pump(link: Arc<Link>, b: Arc<Bayeux>) {
         {
             let mut held = link.connect.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((c, at)) = held.as_ref() {
-                if c.session.is_gone() || Instant::now() >= *at {
-                    out.push(session::connect_reply(&b, c));
+                // With the `ack` extension deliveries go out with connect
+                // replies only: one waiting answers the connect now.
+                let due = c.session.is_gone() || c.session.has_undelivered();
+                if due || Instant::now() >= *at {
+                    session::answer_connect(&b, c, &mut out);
                     c.session.release(b.node.now_ms());
                     *held = None;
                 } else {
