@@ -6,7 +6,8 @@
 // `ext`, wildcard subscriptions, publications from CometD clients, from
 // Herald's HTTP API and from a Herald WebSocket client, both transports
 // (long-polling and websocket), namespace permissions, /service channels,
-// 402 recovery across a server restart, and disconnect.
+// CometD's ack and timestamp extensions, 402 recovery across a server
+// restart, and disconnect.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -15,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import net from 'node:net';
 import { adapt } from 'cometd-nodejs-client';
-import { CometD } from 'cometd';
+import { CometD, AckExtension, TimeStampExtension } from 'cometd';
 import WebSocket from 'ws';
 
 adapt();
@@ -232,6 +233,38 @@ test('namespace rules, /service channels, and a handshake without a token', asyn
   assert.match(failed.error, /^401::/);
   assert.equal(failed.advice.reconnect, 'none');
 });
+
+for (const transport of ['long-polling', 'websocket']) {
+  test(`${transport}: CometD's ack and timestamp extensions`, async () => {
+    const port = await freePort();
+    const h = await startHerald(`ack-${transport}`, port, '[bayeux]\ntimeout_ms = 2000\ntimestamp = true\n');
+    try {
+      const c = cometd(port, transport);
+      c.registerExtension('ack', new AckExtension());
+      c.registerExtension('timestamp', new TimeStampExtension());
+      const acks = [];
+      c.addListener('/meta/connect', (m) => {
+        if (m.successful && m.ext && typeof m.ext.ack === 'number') acks.push(m.ext.ack);
+      });
+      const hs = await handshake(c);
+      assert.equal(hs.successful, true, JSON.stringify(hs));
+      assert.deepEqual(hs.ext.ack, { enabled: true, batch: 0 });
+      assert.match(hs.timestamp, / GMT$/);
+      const inbox = [];
+      await subscribe(c, '/acked/**', inbox);
+      for (let i = 1; i <= 5; i++) await apiPublish(port, `acked.n${i % 2}`, { i });
+      await until('five acknowledged deliveries', () => inbox.length === 5);
+      assert.deepEqual(inbox.map((m) => m.data.i), [1, 2, 3, 4, 5]);
+      assert.ok(inbox.every((m) => / GMT$/.test(m.timestamp)), JSON.stringify(inbox[0]));
+      await until('connect replies numbered as batches', () => acks.length >= 2);
+      assert.ok(acks.every((n, i) => i === 0 || n > acks[i - 1]), JSON.stringify(acks));
+      const d = await once('disconnect reply', (done) => c.disconnect(done));
+      assert.equal(d.successful, true);
+    } finally {
+      await stopHerald(h);
+    }
+  });
+}
 
 test('an unknown clientId gets 402 and reconnect: handshake; the client handshakes again after a restart', async () => {
   const port = await freePort();
