@@ -543,56 +543,9 @@ pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str
             }
             Channel::Meta(Meta::Subscribe | Meta::Unsubscribe) => {
                 let subscribe = kind == Channel::Meta(Meta::Subscribe);
-                let subs = m
-                    .subscription
-                    .as_ref()
-                    .map(message::Subscription::channels)
-                    .unwrap_or(&[]);
-                if subs.is_empty() {
-                    let e = BayeuxError::new(400, "subscription", "missing subscription");
-                    out.replies
-                        .push(Reply::failed(&m.channel, id, &e).to_json());
-                    continue;
+                if subscriptions(&s, &m, subscribe, &mut out.replies) {
+                    push_waiting(&mut out.waiting, &s);
                 }
-                let token = message::herald_token(m.ext.as_deref());
-                for sub in subs {
-                    if Channel::of(sub) == Channel::Service {
-                        let mut r = Reply::ok(&m.channel, id);
-                        r.client_id = Some(&s.id);
-                        r.subscription = Some(sub);
-                        out.replies.push(r.to_json());
-                        continue;
-                    }
-                    let herald = match channel::pattern_to_herald(sub) {
-                        Ok(h) => h,
-                        Err(e) => {
-                            let e = BayeuxError::new(400, sub.as_str(), e.to_string());
-                            let mut r = Reply::failed(&m.channel, id, &e);
-                            r.subscription = Some(sub);
-                            out.replies.push(r.to_json());
-                            continue;
-                        }
-                    };
-                    let cmd = if subscribe {
-                        Command::Subscribe {
-                            channel: herald,
-                            recover: None,
-                            join_leave: false,
-                            token: token.clone(),
-                        }
-                    } else {
-                        Command::Unsubscribe { channel: herald }
-                    };
-                    s.command(
-                        cmd,
-                        Pending {
-                            channel: m.channel.clone(),
-                            id: m.id.clone(),
-                            subscription: Some(sub.clone()),
-                        },
-                    );
-                }
-                push_waiting(&mut out.waiting, &s);
             }
             Channel::Meta(_) => {
                 let e = BayeuxError::new(400, m.channel.as_str(), "unknown meta channel");
@@ -604,37 +557,105 @@ pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str
                 out.replies.push(Reply::ok(&m.channel, id).to_json());
             }
             Channel::Broadcast => {
-                let Some(data) = &m.data else {
-                    let e = BayeuxError::new(400, "data", "a publication needs data");
-                    out.replies
-                        .push(Reply::failed(&m.channel, id, &e).to_json());
-                    continue;
-                };
-                let herald = match channel::to_herald(&m.channel) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        let e = BayeuxError::new(400, m.channel.as_str(), e.to_string());
-                        out.replies
-                            .push(Reply::failed(&m.channel, id, &e).to_json());
-                        continue;
-                    }
-                };
-                s.command(
-                    Command::Publish {
-                        channel: herald,
-                        data: bytes::Bytes::copy_from_slice(data.get().as_bytes()),
-                    },
-                    Pending {
-                        channel: m.channel.clone(),
-                        id: m.id.clone(),
-                        subscription: None,
-                    },
-                );
-                push_waiting(&mut out.waiting, &s);
+                if publish(&s, &m, &mut out.replies) {
+                    push_waiting(&mut out.waiting, &s);
+                }
             }
         }
     }
     out
+}
+
+/// `/meta/subscribe` or `/meta/unsubscribe`: a Herald command per channel
+/// (true: some were sent), or the replies refusing them.
+fn subscriptions(
+    s: &BayeuxSession,
+    m: &Message,
+    subscribe: bool,
+    replies: &mut Vec<Vec<u8>>,
+) -> bool {
+    let id = m.id.as_deref();
+    let subs = m
+        .subscription
+        .as_ref()
+        .map(message::Subscription::channels)
+        .unwrap_or(&[]);
+    if subs.is_empty() {
+        let e = BayeuxError::new(400, "subscription", "missing subscription");
+        replies.push(Reply::failed(&m.channel, id, &e).to_json());
+        return false;
+    }
+    let token = message::herald_token(m.ext.as_deref());
+    let mut sent = false;
+    for sub in subs {
+        if Channel::of(sub) == Channel::Service {
+            let mut r = Reply::ok(&m.channel, id);
+            r.client_id = Some(&s.id);
+            r.subscription = Some(sub);
+            replies.push(r.to_json());
+            continue;
+        }
+        let herald = match channel::pattern_to_herald(sub) {
+            Ok(h) => h,
+            Err(e) => {
+                let e = BayeuxError::new(400, sub.as_str(), e.to_string());
+                let mut r = Reply::failed(&m.channel, id, &e);
+                r.subscription = Some(sub);
+                replies.push(r.to_json());
+                continue;
+            }
+        };
+        let cmd = if subscribe {
+            Command::Subscribe {
+                channel: herald,
+                recover: None,
+                join_leave: false,
+                token: token.clone(),
+            }
+        } else {
+            Command::Unsubscribe { channel: herald }
+        };
+        s.command(
+            cmd,
+            Pending {
+                channel: m.channel.clone(),
+                id: m.id.clone(),
+                subscription: Some(sub.clone()),
+            },
+        );
+        sent = true;
+    }
+    sent
+}
+
+/// A publication: a Herald `publish` (true), or the reply refusing it.
+fn publish(s: &BayeuxSession, m: &Message, replies: &mut Vec<Vec<u8>>) -> bool {
+    let id = m.id.as_deref();
+    let Some(data) = &m.data else {
+        let e = BayeuxError::new(400, "data", "a publication needs data");
+        replies.push(Reply::failed(&m.channel, id, &e).to_json());
+        return false;
+    };
+    let herald = match channel::to_herald(&m.channel) {
+        Ok(h) => h,
+        Err(e) => {
+            let e = BayeuxError::new(400, m.channel.as_str(), e.to_string());
+            replies.push(Reply::failed(&m.channel, id, &e).to_json());
+            return false;
+        }
+    };
+    s.command(
+        Command::Publish {
+            channel: herald,
+            data: bytes::Bytes::copy_from_slice(data.get().as_bytes()),
+        },
+        Pending {
+            channel: m.channel.clone(),
+            id: m.id.clone(),
+            subscription: None,
+        },
+    );
+    true
 }
 
 fn push_waiting(w: &mut Vec<Arc<BayeuxSession>>, s: &Arc<BayeuxSession>) {
