@@ -180,12 +180,12 @@ impl BayeuxSession {
         self.client.touch((now / 1000) as u32);
     }
 
-    /// Keeps a session with a held connect alive for Herald's heartbeat
-    /// sweep (node second `now`).
+    /// Keeps the session's client alive for Herald's heartbeat sweep (node
+    /// second `now`), which would otherwise ping it (into a queue no socket
+    /// reads) and close it as silent: a Bayeux session's life is decided by
+    /// `max_interval` alone ([`super::Bayeux::reap`]).
     pub fn keep_alive(&self, now: u32) {
-        if self.held.load(Ordering::Acquire) > 0 {
-            self.client.touch(now);
-        }
+        self.client.touch(now);
     }
 
     /// Whether the session has ended.
