@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Herald's Bayeux endpoint (issue 27) checked with CometD's own JavaScript
-# client: the `cometd` npm package in Node through `cometd-nodejs-client`, at
-# the versions pinned by tests/outside/bayeux/package-lock.json, against real
-# herald processes on free 127.0.0.1 ports (bayeux/bayeux.test.mjs). Needs
-# node and npm (installed with apt when missing and run as root); under
-# CI=true a missing tool fails the test, elsewhere the test skips.
+# client: the `cometd` npm package in Node through `cometd-nodejs-client`,
+# and in headless Chromium through playwright-core, at the versions pinned
+# by tests/outside/bayeux/package-lock.json, against real herald processes
+# on free 127.0.0.1 ports (bayeux/bayeux.test.mjs). Needs node and npm
+# (installed with apt when missing and run as root) and Debian's chromium
+# ($CHROMIUM, default /usr/bin/chromium); under CI=true a missing tool fails
+# the test, elsewhere the test (or, without Chromium, its browser case)
+# skips.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${HERALD_BIN:?HERALD_BIN must name the herald binary}"

@@ -1,7 +1,9 @@
 // Herald's Bayeux endpoint (issue 27) checked with CometD's own JavaScript
 // client: the `cometd` package running in Node through `cometd-nodejs-client`
-// (its XMLHttpRequest and WebSocket adapters), at the versions pinned by
-// package-lock.json. The clients connect to real herald processes
+// (its XMLHttpRequest and WebSocket adapters), and the same package in
+// headless Chromium (playwright-core, Debian's chromium: a page of another
+// origin, so long-polling is cross-origin XHR with CORS), at the versions
+// pinned by package-lock.json. The clients connect to real herald processes
 // (HERALD_BIN) on free 127.0.0.1 ports: handshake with Herald's JWT in
 // `ext`, wildcard subscriptions, publications from CometD clients, from
 // Herald's HTTP API and from a Herald WebSocket client, both transports
@@ -11,17 +13,25 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import net from 'node:net';
 import { adapt } from 'cometd-nodejs-client';
 import { CometD, AckExtension, TimeStampExtension } from 'cometd';
 import WebSocket from 'ws';
+import { chromium } from 'playwright-core';
 
 adapt();
 
 const WAIT_MS = 5000;
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const MODULES = new URL('./node_modules/', import.meta.url);
+// The page CometD runs in, in Chromium: served by this test on its own port
+// (another origin than Herald's), with cometd's ES modules from node_modules.
+const PAGE = `<!doctype html><meta charset="utf-8"><title>cometd</title>
+<script type="module">import { CometD } from "/cometd/cometd.js"; window.CometD = CometD; window.ready = true;</script>`;
 const SECRET = 'bayeux-outside-secret-' + 'x'.repeat(32);
 const BIN = process.env.HERALD_BIN;
 let dir;
@@ -265,6 +275,78 @@ for (const transport of ['long-polling', 'websocket']) {
     }
   });
 }
+
+test('CometD in Chromium, cross-origin: long-polling and websocket', async (t) => {
+  if (!existsSync(CHROMIUM)) {
+    if (process.env.CI === 'true') throw new Error(`no Chromium at ${CHROMIUM}`);
+    t.skip(`no Chromium at ${CHROMIUM}`);
+    return;
+  }
+  const pages = http.createServer((req, res) => {
+    const path = req.url.split('?')[0];
+    if (path === '/') {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      return res.end(PAGE);
+    }
+    const m = /^\/cometd\/([A-Za-z0-9]+\.js)$/.exec(path);
+    if (!m) {
+      res.writeHead(404);
+      return res.end();
+    }
+    res.writeHead(200, { 'content-type': 'text/javascript' });
+    res.end(readFileSync(new URL(`cometd/${m[1]}`, MODULES)));
+  });
+  await new Promise((r) => pages.listen(0, '127.0.0.1', r));
+  const profile = mkdtempSync(join(tmpdir(), 'herald-bayeux-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+  });
+  try {
+    for (const transport of ['long-polling', 'websocket']) {
+      const page = await context.newPage();
+      await page.goto(`http://127.0.0.1:${pages.address().port}/`);
+      await page.waitForFunction(() => window.ready, null, { timeout: WAIT_MS });
+      await page.evaluate(
+        ([port, transport, tok]) => {
+          window.got = [];
+          const c = new window.CometD();
+          if (transport === 'long-polling') c.unregisterTransport('websocket');
+          c.configure({ url: `http://127.0.0.1:${port}/cometd`, logLevel: 'warn' });
+          window.c = c;
+          c.handshake({ ext: { herald: { token: tok } } }, (h) => {
+            window.handshake = h;
+            if (h.successful) {
+              c.subscribe('/browser/*', (m) => window.got.push(m), (s) => (window.subscribed = s));
+            }
+          });
+        },
+        [main.port, transport, token('dora')],
+      );
+      await page.waitForFunction(() => window.subscribed, null, { timeout: WAIT_MS }).catch(() => {
+        throw new Error(`timed out in Chromium (${transport}) waiting for the subscription`);
+      });
+      const state = await page.evaluate(() => ({
+        handshake: window.handshake.successful,
+        subscribed: window.subscribed.successful,
+        transport: window.c.getTransport().type,
+      }));
+      assert.deepEqual(state, { handshake: true, subscribed: true, transport });
+      await apiPublish(main.port, `browser.${transport === 'websocket' ? 'ws' : 'lp'}`, { to: transport });
+      await page.waitForFunction(() => window.got.length === 1, null, { timeout: WAIT_MS }).catch(() => {
+        throw new Error(`timed out in Chromium (${transport}) waiting for the publication`);
+      });
+      assert.deepEqual(await page.evaluate(() => window.got[0].data), { to: transport });
+      await page.evaluate(() => window.c.disconnect());
+      await page.close();
+    }
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+    pages.close();
+  }
+});
 
 test('an unknown clientId gets 402 and reconnect: handshake; the client handshakes again after a restart', async () => {
   const port = await freePort();

@@ -59,8 +59,61 @@ fn browser_of(req: &Request<Incoming>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Serves a request to the endpoint on hyper's path.
+/// Serves a request to the endpoint on hyper's path, with CORS headers for
+/// a browser page of another origin (see [`cors`]).
 pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
+    let origin = req.headers().get(http::header::ORIGIN).cloned();
+    let preflight = req.method() == Method::OPTIONS;
+    let mut r = serve(req, b).await;
+    if let Some(origin) = origin {
+        cors(&mut r, origin, preflight);
+    }
+    r
+}
+
+/// CometD's long-polling runs cross-origin in browsers (the page on its own
+/// site, the endpoint on Herald's), as credentialed XHR with a JSON body, so
+/// it needs CORS: the preflight `OPTIONS` is answered `204`, and answers
+/// name the requesting origin (never `*`: credentials, i.e. the
+/// `BAYEUX_BROWSER` cookie, are sent). Which origins may come at all is the
+/// `--allowed-origins` list, checked before the request gets here.
+fn cors(r: &mut Response<Body>, origin: http::HeaderValue, preflight: bool) {
+    use http::header::{self, HeaderValue};
+    let h = r.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+        HeaderValue::from_static("true"),
+    );
+    h.insert(header::VARY, HeaderValue::from_static("origin"));
+    if preflight {
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("POST"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("content-type"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+    }
+}
+
+async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
+    if req.method() == Method::OPTIONS {
+        return Response::builder()
+            .status(StatusCode::NO_CONTENT)
+            .body(crate::respond::full(bytes::Bytes::new()))
+            .unwrap_or_else(|_| {
+                refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &BayeuxError::new(500, "", "preflight"),
+                )
+            });
+    }
     if req.method() != Method::POST {
         let mut r = refusal(
             StatusCode::METHOD_NOT_ALLOWED,
