@@ -26,6 +26,7 @@ pub mod ws;
 
 use crate::config::error::ConfigError;
 use bytes::Bytes;
+use herald_core::shard::Sharded;
 use herald_core::{Frame, Node, Publication, Render, Rendered};
 use herald_proto::ClientInfo;
 use serde::Deserialize;
@@ -141,8 +142,9 @@ pub struct Bayeux {
     pub node: Arc<Node>,
     /// The renderer every Bayeux client shares.
     render: Arc<BayeuxRender>,
-    /// Sessions by `clientId`.
-    sessions: Mutex<HashMap<String, Arc<BayeuxSession>>>,
+    /// Sessions by `clientId`, sharded so that one lock is not every
+    /// request's.
+    sessions: Sharded<String, Arc<BayeuxSession>>,
     /// Held long-poll connects per browser (`BAYEUX_BROWSER` cookie), for
     /// the `multiple-clients` advice.
     browsers: Mutex<HashMap<String, usize>>,
@@ -166,20 +168,16 @@ impl Bayeux {
             }),
             config,
             node,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Sharded::new(16),
             browsers: Mutex::new(HashMap::new()),
             max_message_size,
             request_body_timeout,
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<BayeuxSession>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// The session of `client_id`, if it is known.
     pub fn find(&self, client_id: &str) -> Option<Arc<BayeuxSession>> {
-        self.sessions().get(client_id).cloned()
+        self.sessions.lock(client_id).get(client_id).cloned()
     }
 
     /// Opens a session for an authenticated handshake (`token`: Herald's
@@ -188,13 +186,13 @@ impl Bayeux {
         let client = self.node.new_rendered_client(self.render.clone());
         let s = BayeuxSession::open(self.node.clone(), client, token)?;
         let s = Arc::new(s);
-        self.sessions().insert(s.id.clone(), s.clone());
+        self.sessions.lock(&s.id).insert(s.id.clone(), s.clone());
         Ok(s)
     }
 
     /// Forgets a session (disconnect, expiry): its Herald session ends.
     pub fn remove(&self, client_id: &str) {
-        let gone = self.sessions().remove(client_id);
+        let gone = self.sessions.remove(client_id);
         if let Some(s) = gone {
             s.end();
         }
@@ -202,7 +200,7 @@ impl Bayeux {
 
     /// Number of open sessions.
     pub fn len(&self) -> usize {
-        self.sessions().len()
+        self.sessions.len()
     }
 
     /// True when no session is open.
@@ -217,15 +215,18 @@ impl Bayeux {
         let now = self.node.now_ms();
         let seconds = self.node.now();
         let max = self.config.max_interval.as_millis() as u64;
-        let dead: Vec<String> = self
-            .sessions()
-            .values()
-            .inspect(|s| s.keep_alive(seconds))
-            .filter(|s| s.expired(now, max))
-            .map(|s| s.id.clone())
-            .collect();
-        for id in dead {
-            self.remove(&id);
+        let mut dead = Vec::new();
+        self.sessions.retain(|_, s| {
+            s.keep_alive(seconds);
+            let expired = s.expired(now, max);
+            if expired {
+                dead.push(s.clone());
+            }
+            !expired
+        });
+        // Ended outside the shard locks: ending drops a Herald session.
+        for s in dead {
+            s.end();
         }
     }
 
@@ -265,9 +266,13 @@ impl Bayeux {
 
     /// Ends every session (shutdown).
     pub fn close_all(&self) {
-        let all: Vec<String> = self.sessions().keys().cloned().collect();
-        for id in all {
-            self.remove(&id);
+        let mut all = Vec::new();
+        self.sessions.retain(|_, s| {
+            all.push(s.clone());
+            false
+        });
+        for s in all {
+            s.end();
         }
     }
 }
