@@ -18,6 +18,10 @@
 //! A body that is not a batch (not JSON, not an array, empty, more than
 //! `max_batch` messages) is answered `400` with one unsuccessful reply on
 //! `/meta/unsuccessful`; one over the size limit `413`.
+//!
+//! Served on hyper's path, so a held connect keeps hyper's connection
+//! buffers: unlike `/poll` (decision 0010's lean HTTP/1.1 path), an idle
+//! Bayeux long-polling client is not yet as small as it could be.
 
 use super::session::{self, Connect};
 use super::Bayeux;
