@@ -113,17 +113,21 @@ pub enum Transport {
     Shootout = 4,
     /// The Pusher Channels endpoint (`/app/{key}`).
     Pusher = 5,
+    /// The Bayeux (CometD) endpoint (`/cometd`), long-polling and WebSocket
+    /// alike: one Bayeux session counts once, however it is carried.
+    Bayeux = 6,
 }
 
 impl Transport {
     /// Every transport, in label order.
-    pub const ALL: [Transport; 6] = [
+    pub const ALL: [Transport; 7] = [
         Transport::WebSocket,
         Transport::Tcp,
         Transport::Sse,
         Transport::Poll,
         Transport::Shootout,
         Transport::Pusher,
+        Transport::Bayeux,
     ];
 
     /// The label value.
@@ -135,6 +139,7 @@ impl Transport {
             Transport::Poll => "poll",
             Transport::Shootout => "shootout",
             Transport::Pusher => "pusher",
+            Transport::Bayeux => "bayeux",
         }
     }
 }

@@ -30,6 +30,7 @@
 
 pub(crate) mod api;
 pub mod auth;
+pub mod bayeux;
 pub mod config;
 pub mod conn;
 pub(crate) mod demo;

@@ -39,6 +39,9 @@ pub enum Route {
     Games,
     /// `/apps/{id}/...`: Pusher's HTTP API.
     PusherApi,
+    /// `/cometd` (`[bayeux] path`): Bayeux, long-polling (POST) and
+    /// WebSocket.
+    Bayeux,
     /// Anything else: a page of the demo (`/`, `/demo.js`, ...) or 404.
     Page,
 }
@@ -68,18 +71,34 @@ impl Route {
         }
     }
 
+    /// The route of a request path when the Bayeux endpoint is served at
+    /// `bayeux` (configurable, so not in [`Route::of`]'s fixed table; a
+    /// path another route takes is refused by the configuration). Paths
+    /// below it are Bayeux's too: CometD's long-polling appends the message
+    /// type (`/cometd/handshake`, `/cometd/connect`).
+    pub fn of_with(path: &str, bayeux: &str) -> Route {
+        let below = path
+            .strip_prefix(bayeux)
+            .is_some_and(|rest| rest.starts_with('/'));
+        if path == bayeux || below {
+            Route::Bayeux
+        } else {
+            Route::of(path)
+        }
+    }
+
     /// Routes reached by a WebSocket upgrade.
     pub fn is_websocket(self) -> bool {
         matches!(
             self,
-            Route::Ws | Route::Shootout | Route::Echo | Route::PusherWs
+            Route::Ws | Route::Shootout | Route::Echo | Route::PusherWs | Route::Bayeux
         )
     }
 
     /// The browser transports other than WebSocket, which obey the Origin
     /// allowlist like WebSocket upgrades do.
     pub fn is_browser_stream(self) -> bool {
-        matches!(self, Route::Sse | Route::Poll)
+        matches!(self, Route::Sse | Route::Poll | Route::Bayeux)
     }
 }
 
@@ -123,5 +142,11 @@ mod tests {
         assert!(needs_api_key("/api/unknown"));
         assert!(!needs_api_key("/apps/1/events"));
         assert!(Route::of("/app/k").is_websocket() && !Route::of("/sse").is_websocket());
+        assert_eq!(Route::of("/cometd"), Route::Page);
+        assert_eq!(Route::of_with("/cometd", "/cometd"), Route::Bayeux);
+        assert_eq!(Route::of_with("/ws", "/cometd"), Route::Ws);
+        assert_eq!(Route::of_with("/cometd/connect", "/cometd"), Route::Bayeux);
+        assert_eq!(Route::of_with("/cometdx", "/cometd"), Route::Page);
+        assert!(Route::Bayeux.is_websocket() && Route::Bayeux.is_browser_stream());
     }
 }

@@ -58,6 +58,8 @@ pub struct Server {
     polls: Arc<Polls>,
     /// Pusher apps (their occupancy counts run beside the server).
     pusher: Arc<Apps>,
+    /// Bayeux sessions (reaped every second beside the server).
+    bayeux: Arc<crate::bayeux::Bayeux>,
     /// The Redis broker in cluster mode.
     cluster: Option<Arc<herald_redis::RedisBroker>>,
     /// Connections per IP address.
@@ -128,6 +130,12 @@ pub fn build(
         config.max_message_size,
         config.request_body_timeout,
     ));
+    let bayeux = Arc::new(crate::bayeux::Bayeux::new(
+        config.bayeux.clone(),
+        node.clone(),
+        config.max_message_size,
+        config.request_body_timeout,
+    ));
     let http = Arc::new(Http {
         node: node.clone(),
         tls,
@@ -143,6 +151,7 @@ pub fn build(
             drivers: drivers.clone(),
             shootout: Arc::new(ShootoutGroup::default()),
             pusher: pusher.clone(),
+            bayeux: bayeux.clone(),
             shootout_enabled: config.shootout,
             echo_enabled: config.test_echo_route,
         },
@@ -179,6 +188,7 @@ pub fn build(
             node: node.clone(),
             cluster: cluster.clone(),
         },
+        bayeux: bayeux.clone(),
     });
     Ok(Arc::new(Server {
         http,
@@ -186,6 +196,7 @@ pub fn build(
         node,
         polls,
         pusher,
+        bayeux,
         cluster,
         per_ip: Arc::new(PerIp::new(config.max_connections_per_ip)),
         config,
@@ -384,6 +395,10 @@ pub async fn run(
         shutdown.clone(),
     ));
     let deadlines = tokio::spawn(deadlines(server.clone(), shutdown.clone()));
+    let bayeux = tokio::spawn(crate::bayeux::reaper(
+        server.bayeux.clone(),
+        shutdown.clone(),
+    ));
     let counts = tokio::spawn(crate::pusher::count::run(
         server.pusher.clone(),
         server.node.clone(),
@@ -419,8 +434,10 @@ pub async fn run(
     demo.abort();
     deadlines.abort();
     counts.abort();
+    bayeux.abort();
     server.http.stopping.cancel();
     drain(&server).await;
+    server.bayeux.close_all();
     if let Some(cluster) = &server.cluster {
         // Leave at once rather than be found dead later: the node list and
         // presence are right again immediately.

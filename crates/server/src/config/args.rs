@@ -296,6 +296,12 @@ pub struct ServeArgs {
     #[arg(skip)]
     #[serde(default)]
     pub pusher: Option<crate::pusher::PusherArgs>,
+    /// The Bayeux (CometD) endpoint; TOML only (`[bayeux]` with `path`,
+    /// `timeout_ms`, `interval_ms`, `max_interval_ms`, `max_batch`; see
+    /// docs/bayeux.md) [default: served at `/cometd`].
+    #[arg(skip)]
+    #[serde(default)]
+    pub bayeux: Option<crate::bayeux::BayeuxArgs>,
 }
 
 impl ServeArgs {
@@ -362,6 +368,7 @@ impl ServeArgs {
             },
             test_echo_route: self.test_echo_route.or(other.test_echo_route),
             pusher: self.pusher.or(other.pusher),
+            bayeux: self.bayeux.or(other.bayeux),
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct ServerConfig {
     pub role: Role,
     /// Pusher apps and settings (no apps: the endpoint refuses every key).
     pub pusher: crate::pusher::PusherConfig,
+    /// The Bayeux endpoint's settings (`[bayeux]`).
+    pub bayeux: crate::bayeux::BayeuxConfig,
 }
 
 /// What a node does in a cluster (`--role`, decision 0009).

@@ -112,6 +112,7 @@ impl ServerConfig {
         }
         let (redis, redis_prefix) = broker(&a)?;
         let pusher = crate::pusher::PusherConfig::resolve(a.pusher.as_ref())?;
+        let bayeux = crate::bayeux::BayeuxConfig::resolve(a.bayeux.as_ref())?;
         let policy = policy(&a)?
             .with_pusher_namespaces(pusher.apps.iter().map(|p| p.namespace.clone()).collect());
         let games = games_config(&a)?;
@@ -182,6 +183,7 @@ impl ServerConfig {
             table_lease,
             role,
             pusher,
+            bayeux,
         })
     }
 }

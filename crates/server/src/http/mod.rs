@@ -88,6 +88,8 @@ pub struct Http {
     pub scripts: Arc<crate::scripts::Scripts>,
     /// Pusher's HTTP API (`/apps/...`).
     pub pusher: PusherApi,
+    /// The Bayeux endpoint (`/cometd`): its long-polling requests.
+    pub bayeux: Arc<crate::bayeux::Bayeux>,
 }
 
 /// Largest request head accepted.
@@ -263,7 +265,10 @@ fn decide(buf: &[u8], http: &Http) -> Decision {
         return Decision::Reject(Refusal::text("400 Bad Request", "malformed HTTP request\n"));
     }
     let path = req.path.unwrap_or("/");
-    let route = Route::of(path.split('?').next().unwrap_or(path));
+    let route = Route::of_with(
+        path.split('?').next().unwrap_or(path),
+        &http.bayeux.config.path,
+    );
     let wants_upgrade = req
         .headers
         .iter()

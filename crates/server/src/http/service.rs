@@ -78,7 +78,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
 /// Routes one request.
 pub async fn handle(req: Request<Incoming>, http: Arc<Http>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
-    let route = Route::of(path);
+    let route = Route::of_with(path, &http.bayeux.config.path);
     if needs_api_key(path) {
         if let Some(key) = &http.api_key {
             let given = req
@@ -144,6 +144,7 @@ pub async fn handle(req: Request<Incoming>, http: Arc<Http>) -> Result<Response<
         }
         Route::Poll => crate::transport::poll::handle(req, &http.polls).await,
         Route::PusherApi => crate::pusher::api::handle(req, &http.pusher).await,
+        Route::Bayeux => crate::bayeux::http::handle(req, &http.bayeux).await,
         Route::Ws | Route::Shootout => {
             let mut r = text(
                 StatusCode::UPGRADE_REQUIRED,

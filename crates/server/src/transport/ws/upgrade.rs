@@ -31,6 +31,8 @@ pub struct Upgrades {
     pub shootout: Arc<ShootoutGroup>,
     /// Pusher apps (`/app/{key}`).
     pub pusher: Arc<Apps>,
+    /// The Bayeux endpoint (`/cometd`): its WebSocket connections.
+    pub bayeux: Arc<crate::bayeux::Bayeux>,
     /// `/shootout` is served (only while anonymous clients are allowed).
     pub shootout_enabled: bool,
     /// `/echo` is served (`--test-echo-route`).
@@ -48,6 +50,8 @@ pub enum Endpoint {
     Echo,
     /// `/app/{key}`: Pusher Channels.
     Pusher(Box<PusherTarget>),
+    /// `/cometd`: Bayeux.
+    Bayeux,
 }
 
 /// What a Pusher upgrade asked for.
@@ -107,6 +111,7 @@ pub fn accept(
                     .map(str::to_string),
             }))
         }
+        Route::Bayeux => Endpoint::Bayeux,
         _ => return None,
     };
     let origin = req
@@ -144,7 +149,7 @@ pub fn accept(
             upgrade.protocols,
             &[Encoding::Json.subprotocol(), Encoding::Binary.subprotocol()],
         ),
-        Endpoint::Shootout | Endpoint::Echo | Endpoint::Pusher(_) => None,
+        Endpoint::Shootout | Endpoint::Echo | Endpoint::Pusher(_) | Endpoint::Bayeux => None,
     };
     let encoding = if protocol == Some(Encoding::Binary.subprotocol()) {
         Encoding::Binary
@@ -200,6 +205,11 @@ pub fn start<S: Stream>(
                 &target.key,
                 target.protocol.as_deref(),
             );
+            let conn = Connection::new(stream.into_io(), handler, wire, leftover).holding(slot);
+            drivers.spawn::<S, _, _>(conn);
+        }
+        Endpoint::Bayeux => {
+            let handler = crate::bayeux::ws::open(&up.bayeux);
             let conn = Connection::new(stream.into_io(), handler, wire, leftover).holding(slot);
             drivers.spawn::<S, _, _>(conn);
         }

@@ -1,0 +1,733 @@
+//! One Bayeux session: the protocol's state machine over a Herald
+//! [`Session`], shared by both transports.
+//!
+//! [`process`] serves one batch: the handshake opens a session (its `ext`
+//! may carry Herald's JWT), `/meta/subscribe`, `/meta/unsubscribe` and
+//! publications become Herald commands (encoded and handed to
+//! [`Session::on_message`], so that they count against Herald's rate limit
+//! and metrics as any command does), `/meta/disconnect` ends the session,
+//! and `/meta/connect` is returned to the transport, which holds it.
+//! Herald answers its commands through the client's queue; [`BayeuxSession::drain`]
+//! takes everything queued, keeps deliveries as they are
+//! ([`herald_bayeux::reply::is_delivery`]) and turns each Herald reply into
+//! the Bayeux reply of the message it was for (the `pending` map).
+//!
+//! `/service/**`: Herald has no services. A publication to a service
+//! channel is acknowledged (`successful: true`) and goes nowhere, a
+//! subscription to one succeeds and never receives anything, as on a CometD
+//! server with no service listener (docs/bayeux.md).
+//!
+//! The `ack` extension (a client that sends `ext.ack: true` in its
+//! handshake): deliveries then go out only with `/meta/connect` replies, each
+//! reply numbered (`ext.ack`, a batch number), and every delivery stays in
+//! the session until a later connect acknowledges its batch (`ext.ack: N`
+//! confirms batches up to N). A connect that does not acknowledge the last
+//! batch (its reply was lost: a dropped long-poll, a closed socket) is
+//! answered at once with every unacknowledged delivery again, in order:
+//! at-least-once delivery for as long as the session lives. What waits is
+//! bounded like the client's queue (`client_queue_bytes`); beyond it the
+//! session ends (402 next).
+//!
+//! Waiting: the queue wakes one waker; a [`Relay`] registered as that waker
+//! wakes every task waiting on the session (a held connect, a batch waiting
+//! for its replies, the WebSocket pump), so none of them steals the other's
+//! wake-up. No lock is held across an `.await`.
+
+use super::Bayeux;
+use bytes::BytesMut;
+use herald_bayeux::channel::{self, Channel, Meta};
+use herald_bayeux::message::{self, Invalid, Message};
+use herald_bayeux::reply::{self, Advice, Reconnect, Reply};
+use herald_bayeux::BayeuxError;
+use herald_core::metrics::Transport;
+use herald_core::outbox::Frame;
+use herald_core::{Client, Node, Session};
+use herald_proto::{Command, Encoding, Push, Request, ServerMsg};
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Wakes every task waiting on a session (see the module docs).
+#[derive(Debug, Default)]
+pub struct Relay {
+    /// The waiters.
+    pub notify: Notify,
+}
+
+impl Wake for Relay {
+    fn wake(self: Arc<Self>) {
+        self.notify.notify_waiters();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.notify.notify_waiters();
+    }
+}
+
+/// A Herald command waiting for its reply.
+#[derive(Debug)]
+struct Pending {
+    /// The Bayeux channel of the message (`/meta/subscribe`, or where it
+    /// published).
+    channel: String,
+    /// The message's id.
+    id: Option<Box<RawValue>>,
+    /// Subscribe and unsubscribe: the Bayeux channel.
+    subscription: Option<String>,
+}
+
+/// The `ack` extension's state of a session (see the module docs).
+#[derive(Debug, Default)]
+struct Acks {
+    /// The number of the last batch sent (0: none yet).
+    batch: u64,
+    /// Deliveries not sent yet.
+    queued: Vec<Vec<u8>>,
+    /// Deliveries sent in a batch not acknowledged yet, oldest first.
+    unacked: std::collections::VecDeque<(u64, Vec<u8>)>,
+    /// Bytes in `queued` and `unacked`.
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct State {
+    herald: Option<Session>,
+    next_id: u32,
+    pending: HashMap<u32, Pending>,
+    /// Set when the client speaks the `ack` extension.
+    acks: Option<Acks>,
+}
+
+/// One Bayeux client.
+#[derive(Debug)]
+pub struct BayeuxSession {
+    /// Its `clientId`: 128 random bits as 32 hex digits, its only credential.
+    pub id: String,
+    client: Arc<Client>,
+    state: Mutex<State>,
+    relay: Arc<Relay>,
+    waker: Waker,
+    /// Node milliseconds of its last message or connect reply.
+    last_seen: AtomicU64,
+    /// Connects being held now.
+    held: AtomicU32,
+    /// Counts connects held: a long-poll connect whose number is no longer
+    /// the latest was superseded and answers at once, so one session holds
+    /// at most one long-poll however many connects it sends.
+    generation: AtomicU64,
+    /// Ended (disconnect, expiry, Herald closed it).
+    gone: AtomicBool,
+    /// Ended by the client's `/meta/disconnect`.
+    disconnected: AtomicBool,
+}
+
+fn client_id() -> Option<String> {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).ok()?;
+    Some(format!("{:032x}", u128::from_be_bytes(b)))
+}
+
+impl BayeuxSession {
+    /// A session of `client` (a rendered client of `node`), authenticated
+    /// with `token`.
+    pub fn open(
+        node: Arc<Node>,
+        client: Arc<Client>,
+        token: Option<&str>,
+    ) -> Result<BayeuxSession, herald_core::AuthError> {
+        let mut herald =
+            Session::new(node.clone(), client.clone()).with_transport(Transport::Bayeux);
+        herald.authenticate(token)?;
+        let relay = Arc::new(Relay::default());
+        let id = client_id().unwrap_or_else(|| format!("{:032x}", client.id));
+        Ok(BayeuxSession {
+            id,
+            client,
+            state: Mutex::new(State {
+                herald: Some(herald),
+                next_id: 1,
+                pending: HashMap::new(),
+                acks: None,
+            }),
+            waker: Waker::from(relay.clone()),
+            relay,
+            last_seen: AtomicU64::new(node.now_ms()),
+            held: AtomicU32::new(0),
+            generation: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
+            disconnected: AtomicBool::new(false),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The waiters of this session.
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
+    }
+
+    /// Records activity at node millisecond `now`, for the session's expiry
+    /// and for Herald's heartbeat sweep (which would otherwise close the
+    /// client as silent: its requests are its heartbeats).
+    pub fn touch(&self, now: u64) {
+        self.last_seen.store(now, Ordering::Relaxed);
+        self.client.touch((now / 1000) as u32);
+    }
+
+    /// Keeps the session's client alive for Herald's heartbeat sweep (node
+    /// second `now`), which would otherwise ping it (into a queue no socket
+    /// reads) and close it as silent: a Bayeux session's life is decided by
+    /// `max_interval` alone ([`super::Bayeux::reap`]).
+    pub fn keep_alive(&self, now: u32) {
+        self.client.touch(now);
+    }
+
+    /// Whether the session has ended.
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire) || self.client.outbox.is_closing()
+    }
+
+    /// Whether the client ended it with `/meta/disconnect`.
+    pub fn was_disconnected(&self) -> bool {
+        self.disconnected.load(Ordering::Acquire)
+    }
+
+    /// A connect is held from now on (until [`BayeuxSession::release`]);
+    /// returns its number, and wakes the connect it supersedes.
+    pub fn hold(&self) -> u64 {
+        self.held.fetch_add(1, Ordering::AcqRel);
+        let n = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.relay.notify.notify_waiters();
+        n
+    }
+
+    /// Whether the connect numbered `n` was superseded by a later one.
+    pub fn superseded(&self, n: u64) -> bool {
+        self.generation.load(Ordering::Acquire) != n
+    }
+
+    /// A held connect was answered at node millisecond `now`.
+    pub fn release(&self, now: u64) {
+        self.held.fetch_sub(1, Ordering::AcqRel);
+        self.touch(now);
+    }
+
+    /// Whether [`Bayeux::reap`] should forget it at node millisecond `now`.
+    pub fn expired(&self, now: u64, max_interval: u64) -> bool {
+        if self.held.load(Ordering::Acquire) > 0 {
+            return false;
+        }
+        self.is_gone() || now.saturating_sub(self.last_seen.load(Ordering::Relaxed)) > max_interval
+    }
+
+    /// Ends the Herald session (its subscriptions go) and wakes every waiter.
+    pub fn end(&self) {
+        self.gone.store(true, Ordering::Release);
+        let herald = self.state().herald.take();
+        drop(herald);
+        self.relay.notify.notify_waiters();
+    }
+
+    /// Hands one Herald command to the Herald session; its reply will be
+    /// translated into the Bayeux reply `pending` describes.
+    fn command(&self, cmd: Command, pending: Pending) {
+        let mut st = self.state();
+        let id = st.next_id;
+        st.next_id = st.next_id.wrapping_add(1).max(1);
+        st.pending.insert(id, pending);
+        let mut buf = BytesMut::with_capacity(128);
+        Encoding::Json.encode_request(&Request { id, cmd }, &mut buf);
+        if let Some(h) = st.herald.as_mut() {
+            h.on_message(&buf, false);
+        }
+    }
+
+    /// Turns the `ack` extension on (the handshake asked for it).
+    pub fn enable_acks(&self) {
+        self.state().acks = Some(Acks::default());
+    }
+
+    /// A connect acknowledged every batch up to `batch`.
+    pub fn acknowledge(&self, batch: u64) {
+        if let Some(a) = self.state().acks.as_mut() {
+            while a.unacked.front().is_some_and(|(n, _)| *n <= batch) {
+                if let Some((_, m)) = a.unacked.pop_front() {
+                    a.bytes = a.bytes.saturating_sub(m.len());
+                }
+            }
+        }
+    }
+
+    /// With the `ack` extension: deliveries wait to be sent or acknowledged,
+    /// so a held connect must be answered now.
+    pub fn has_undelivered(&self) -> bool {
+        self.state()
+            .acks
+            .as_ref()
+            .is_some_and(|a| !a.queued.is_empty() || !a.unacked.is_empty())
+    }
+
+    /// With the `ack` extension, what a connect reply carries: every
+    /// unacknowledged delivery (the queued ones now numbered as a new
+    /// batch), added to `out`, and the batch number for `ext.ack`.
+    fn batch_for_connect(&self, out: &mut Vec<Vec<u8>>) -> Option<u64> {
+        let mut st = self.state();
+        let a = st.acks.as_mut()?;
+        a.batch += 1;
+        let n = a.batch;
+        for m in a.queued.drain(..) {
+            a.unacked.push_back((n, m));
+        }
+        out.extend(a.unacked.iter().map(|(_, m)| m.clone()));
+        Some(n)
+    }
+
+    /// Whether Herald commands are still unanswered.
+    pub fn has_pending(&self) -> bool {
+        !self.state().pending.is_empty()
+    }
+
+    /// Takes everything queued: deliveries as they are, Herald replies
+    /// turned into Bayeux replies. Returns how many deliveries it took.
+    pub fn drain(&self, out: &mut Vec<Vec<u8>>) -> usize {
+        let mut st = self.state();
+        let frames: Vec<Vec<u8>> = self.client.outbox.with_queue(|q| {
+            let taken = q
+                .frames
+                .iter()
+                .filter(|f| matches!(f, Frame::Text(_) | Frame::Spliced(_)))
+                .map(|f| f.payload().into_owned())
+                .collect();
+            let n = q.frames.len();
+            q.advance(n, 0);
+            taken
+        });
+        let mut deliveries = 0;
+        let limit = self.client.outbox.max_bytes();
+        for f in frames {
+            if reply::is_delivery(&f) {
+                deliveries += 1;
+                match st.acks.as_mut() {
+                    Some(a) => {
+                        a.bytes += f.len();
+                        a.queued.push(f);
+                        if a.bytes > limit {
+                            // A slow consumer, as Herald's queue would say.
+                            self.gone.store(true, Ordering::Release);
+                        }
+                    }
+                    None => out.push(f),
+                }
+                continue;
+            }
+            let Ok(msg) = Encoding::Json.decode_server(&f) else {
+                continue;
+            };
+            let (id, error) = match msg {
+                ServerMsg::Reply { id, .. } => (id, None),
+                ServerMsg::Error { id, code, message } => (id, Some((code, message))),
+                ServerMsg::Push(Push::Disconnect { .. }) => {
+                    // Herald ended the session (slow consumer, token
+                    // expired, shutdown): the next connect learns it.
+                    self.gone.store(true, Ordering::Release);
+                    continue;
+                }
+                ServerMsg::Push(_) => continue,
+            };
+            let Some(p) = st.pending.remove(&id) else {
+                continue;
+            };
+            let about = p.subscription.as_deref().unwrap_or(&p.channel);
+            let error = match error {
+                // Already subscribed, or not subscribed when unsubscribing:
+                // the client's wish holds, as CometD answers it.
+                Some((105 | 106, _)) => None,
+                Some((code, message)) => Some(BayeuxError::of_herald(code, about, message)),
+                None => None,
+            };
+            let mut r = match &error {
+                Some(e) => Reply::failed(&p.channel, p.id.as_deref(), e),
+                None => Reply::ok(&p.channel, p.id.as_deref()),
+            };
+            r.client_id = Some(&self.id);
+            r.subscription = p.subscription.as_deref();
+            out.push(r.to_json());
+        }
+        deliveries
+    }
+
+    /// Waits until something is queued, the session ends, `also` (an
+    /// enabled wait on another [`Notify`]: the WebSocket link's events)
+    /// fires, or `deadline` passes.
+    pub async fn wait(
+        &self,
+        deadline: Instant,
+        also: Option<std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>>,
+    ) {
+        let notified = self.relay.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let ready = self.client.outbox.with_queue(|q| {
+            while matches!(q.frames.front(), Some(Frame::Ping | Frame::Pong(_))) {
+                q.advance(1, 0);
+            }
+            if q.frames.is_empty() && q.closing().is_none() {
+                q.set_waker(&self.waker);
+                false
+            } else {
+                true
+            }
+        });
+        if ready || self.is_gone() {
+            return;
+        }
+        let extra = async {
+            match also {
+                Some(e) => e.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = notified => {}
+            () = extra => {}
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// A `/meta/connect` the transport must hold and answer.
+#[derive(Debug)]
+pub struct Connect {
+    /// Its session.
+    pub session: Arc<BayeuxSession>,
+    /// Its id.
+    pub id: Option<Box<RawValue>>,
+    /// How long it may be held: the server's timeout, or less when the
+    /// client's advice says so (CometD's first connect says 0).
+    pub hold: std::time::Duration,
+}
+
+/// What [`process`] made of a batch.
+#[derive(Debug, Default)]
+pub struct Processed {
+    /// Replies ready now.
+    pub replies: Vec<Vec<u8>>,
+    /// The sessions whose Herald commands are unanswered yet.
+    pub waiting: Vec<Arc<BayeuxSession>>,
+    /// A connect to hold.
+    pub connect: Option<Connect>,
+    /// A session opened by a handshake in this batch.
+    pub opened: Option<Arc<BayeuxSession>>,
+}
+
+/// The advice of a successful connect or handshake.
+pub fn retry_advice(b: &Bayeux) -> Advice {
+    Advice {
+        reconnect: Reconnect::Retry,
+        interval: Some(b.config.interval.as_millis() as u64),
+        timeout: Some(b.config.timeout.as_millis() as u64),
+        max_interval: Some(b.config.max_interval.as_millis() as u64),
+        multiple_clients: false,
+    }
+}
+
+/// The reply to a connect of a session that is gone.
+pub fn gone_reply(s: &BayeuxSession, id: Option<&RawValue>) -> Vec<u8> {
+    let (e, advice) = if s.was_disconnected() {
+        (BayeuxError::new(402, "", "Disconnected"), Advice::none())
+    } else {
+        (BayeuxError::unknown_client(), Advice::handshake())
+    };
+    let mut r = Reply::failed(Meta::Connect.name(), id, &e);
+    r.advice = Some(advice);
+    r.to_json()
+}
+
+/// Answers a held connect now: adds to `out` what it carries (with the
+/// `ack` extension, every unacknowledged delivery) and its reply.
+pub fn answer_connect(b: &Bayeux, c: &Connect, out: &mut Vec<Vec<u8>>) {
+    if c.session.is_gone() {
+        out.push(gone_reply(&c.session, c.id.as_deref()));
+        return;
+    }
+    let batch = c.session.batch_for_connect(out);
+    let ext = batch.and_then(|n| RawValue::from_string(format!("{{\"ack\":{n}}}")).ok());
+    let mut r = Reply::ok(Meta::Connect.name(), c.id.as_deref());
+    r.client_id = Some(&c.session.id);
+    r.advice = Some(retry_advice(b));
+    r.ext = ext.as_deref();
+    out.push(r.to_json());
+}
+
+fn unknown_client(channel: &str, id: Option<&RawValue>) -> Vec<u8> {
+    let mut r = Reply::failed(channel, id, &BayeuxError::unknown_client());
+    r.advice = Some(Advice::handshake());
+    r.to_json()
+}
+
+fn invalid(i: &Invalid) -> Vec<u8> {
+    let channel = i.channel.as_deref().unwrap_or("/meta/unsuccessful");
+    Reply::failed(channel, i.id.as_deref(), &BayeuxError::bad(&i.reason)).to_json()
+}
+
+/// Serves one decoded batch (see the module docs); `transport` is the
+/// connection type it came on.
+pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str) -> Processed {
+    let mut out = Processed::default();
+    for m in batch {
+        let m = match m {
+            Ok(m) => m,
+            Err(i) => {
+                out.replies.push(invalid(&i));
+                continue;
+            }
+        };
+        let kind = Channel::of(&m.channel);
+        if kind == Channel::Meta(Meta::Handshake) {
+            out.replies.push(handshake(b, &m, &mut out.opened));
+            continue;
+        }
+        let Some(s) = m.client_id.as_deref().and_then(|c| b.find(c)) else {
+            out.replies
+                .push(unknown_client(&m.channel, m.id.as_deref()));
+            continue;
+        };
+        if s.is_gone() {
+            // Dead but not reaped yet: as good as unknown.
+            b.remove(&s.id);
+            out.replies
+                .push(unknown_client(&m.channel, m.id.as_deref()));
+            continue;
+        }
+        s.touch(b.node.now_ms());
+        let id = m.id.as_deref();
+        match kind {
+            Channel::Meta(Meta::Connect) => {
+                let asked = m.connection_type.as_deref().unwrap_or(transport);
+                if asked != transport {
+                    let e = BayeuxError::new(400, asked, "connectionType is not this transport's");
+                    out.replies
+                        .push(Reply::failed(&m.channel, id, &e).to_json());
+                    continue;
+                }
+                let server = b.config.timeout;
+                let hold = match m.advice.as_ref().and_then(|a| a.timeout) {
+                    Some(ms) => server.min(std::time::Duration::from_millis(ms)),
+                    None => server,
+                };
+                if let Some(n) = message::ack(m.ext.as_deref()).and_then(|v| v.as_u64()) {
+                    s.acknowledge(n);
+                }
+                // A second connect in one batch replaces the first, answered now.
+                if let Some(prev) = out.connect.take() {
+                    answer_connect(b, &prev, &mut out.replies);
+                }
+                out.connect = Some(Connect {
+                    session: s,
+                    id: m.id,
+                    hold,
+                });
+            }
+            Channel::Meta(Meta::Disconnect) => {
+                s.disconnected.store(true, Ordering::Release);
+                b.remove(&s.id);
+                let mut r = Reply::ok(&m.channel, id);
+                r.client_id = Some(&s.id);
+                out.replies.push(r.to_json());
+            }
+            Channel::Meta(Meta::Subscribe | Meta::Unsubscribe) => {
+                let subscribe = kind == Channel::Meta(Meta::Subscribe);
+                if subscriptions(&s, &m, subscribe, &mut out.replies) {
+                    push_waiting(&mut out.waiting, &s);
+                }
+            }
+            Channel::Meta(_) => {
+                let e = BayeuxError::new(400, m.channel.as_str(), "unknown meta channel");
+                out.replies
+                    .push(Reply::failed(&m.channel, id, &e).to_json());
+            }
+            Channel::Service => {
+                // No services: acknowledged, delivered nowhere.
+                out.replies.push(Reply::ok(&m.channel, id).to_json());
+            }
+            Channel::Broadcast => {
+                if publish(&s, &m, &mut out.replies) {
+                    push_waiting(&mut out.waiting, &s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `/meta/subscribe` or `/meta/unsubscribe`: a Herald command per channel
+/// (true: some were sent), or the replies refusing them.
+fn subscriptions(
+    s: &BayeuxSession,
+    m: &Message,
+    subscribe: bool,
+    replies: &mut Vec<Vec<u8>>,
+) -> bool {
+    let id = m.id.as_deref();
+    let subs = m
+        .subscription
+        .as_ref()
+        .map(message::Subscription::channels)
+        .unwrap_or(&[]);
+    if subs.is_empty() {
+        let e = BayeuxError::new(400, "subscription", "missing subscription");
+        replies.push(Reply::failed(&m.channel, id, &e).to_json());
+        return false;
+    }
+    let token = message::herald_token(m.ext.as_deref());
+    let mut sent = false;
+    for sub in subs {
+        if Channel::of(sub) == Channel::Service {
+            let mut r = Reply::ok(&m.channel, id);
+            r.client_id = Some(&s.id);
+            r.subscription = Some(sub);
+            replies.push(r.to_json());
+            continue;
+        }
+        let herald = match channel::pattern_to_herald(sub) {
+            Ok(h) => h,
+            Err(e) => {
+                let e = BayeuxError::new(400, sub.as_str(), e.to_string());
+                let mut r = Reply::failed(&m.channel, id, &e);
+                r.subscription = Some(sub);
+                replies.push(r.to_json());
+                continue;
+            }
+        };
+        let cmd = if subscribe {
+            Command::Subscribe {
+                channel: herald,
+                recover: None,
+                join_leave: false,
+                token: token.clone(),
+            }
+        } else {
+            Command::Unsubscribe { channel: herald }
+        };
+        s.command(
+            cmd,
+            Pending {
+                channel: m.channel.clone(),
+                id: m.id.clone(),
+                subscription: Some(sub.clone()),
+            },
+        );
+        sent = true;
+    }
+    sent
+}
+
+/// A publication: a Herald `publish` (true), or the reply refusing it.
+fn publish(s: &BayeuxSession, m: &Message, replies: &mut Vec<Vec<u8>>) -> bool {
+    let id = m.id.as_deref();
+    let Some(data) = &m.data else {
+        let e = BayeuxError::new(400, "data", "a publication needs data");
+        replies.push(Reply::failed(&m.channel, id, &e).to_json());
+        return false;
+    };
+    let herald = match channel::to_herald(&m.channel) {
+        Ok(h) => h,
+        Err(e) => {
+            let e = BayeuxError::new(400, m.channel.as_str(), e.to_string());
+            replies.push(Reply::failed(&m.channel, id, &e).to_json());
+            return false;
+        }
+    };
+    s.command(
+        Command::Publish {
+            channel: herald,
+            data: bytes::Bytes::copy_from_slice(data.get().as_bytes()),
+        },
+        Pending {
+            channel: m.channel.clone(),
+            id: m.id.clone(),
+            subscription: None,
+        },
+    );
+    true
+}
+
+fn push_waiting(w: &mut Vec<Arc<BayeuxSession>>, s: &Arc<BayeuxSession>) {
+    if !w.iter().any(|x| Arc::ptr_eq(x, s)) {
+        w.push(s.clone());
+    }
+}
+
+fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -> Vec<u8> {
+    let id = m.id.as_deref();
+    let offered = m.supported_connection_types.as_deref().unwrap_or(&[]);
+    if !offered
+        .iter()
+        .any(|t| herald_bayeux::CONNECTION_TYPES.contains(&t.as_str()))
+    {
+        let e = BayeuxError::new(
+            400,
+            "supportedConnectionTypes",
+            "no connection type in common",
+        );
+        let mut r = Reply::failed(&m.channel, id, &e);
+        r.supported_connection_types = Some(&herald_bayeux::CONNECTION_TYPES);
+        r.version = Some(herald_bayeux::VERSION);
+        r.advice = Some(Advice::none());
+        return r.to_json();
+    }
+    let token = message::herald_token(m.ext.as_deref());
+    let acks = message::ack(m.ext.as_deref()) == Some(serde_json::Value::Bool(true));
+    let ext = acks
+        .then(|| RawValue::from_string(r#"{"ack":{"enabled":true,"batch":0}}"#.into()).ok())
+        .flatten();
+    match b.open(token.as_deref()) {
+        Ok(s) => {
+            if acks {
+                s.enable_acks();
+            }
+            let mut r = Reply::ok(&m.channel, id);
+            r.ext = ext.as_deref();
+            r.client_id = Some(&s.id);
+            r.version = Some(herald_bayeux::VERSION);
+            r.supported_connection_types = Some(&herald_bayeux::CONNECTION_TYPES);
+            r.advice = Some(retry_advice(b));
+            let json = r.to_json();
+            *opened = Some(s);
+            json
+        }
+        Err(e) => {
+            b.node
+                .metrics
+                .dropped(herald_core::metrics::Drop::Denied, 1);
+            let e = BayeuxError::new(401, "", e.to_string());
+            let mut r = Reply::failed(&m.channel, id, &e);
+            r.advice = Some(Advice::none());
+            r.to_json()
+        }
+    }
+}
+
+/// Waits (until `deadline`) for the Herald replies of a batch's commands
+/// and adds everything queued for its sessions to `replies`.
+pub async fn collect(
+    waiting: &[Arc<BayeuxSession>],
+    replies: &mut Vec<Vec<u8>>,
+    deadline: Instant,
+) {
+    for s in waiting {
+        loop {
+            s.drain(replies);
+            if !s.has_pending() || s.is_gone() || Instant::now() >= deadline {
+                break;
+            }
+            s.wait(deadline, None).await;
+        }
+    }
+}
