@@ -31,7 +31,10 @@ fn node(redis: &RedisServer) -> NodeHandle {
 fn node_with(redis: &RedisServer, count: u32, lease_ms: u64) -> NodeHandle {
     NodeHandle::start(ServeArgs {
         table_lease: Some(lease_ms),
-        ..cluster_args(&redis.url(), "all", SECRET, count, seeded(4_000))
+        // A turn lasts 15 s: long enough that no turn timer fires between
+        // the snapshot taken before the kill and the players' return on a
+        // loaded machine (a fired timer changes the hand under the test).
+        ..cluster_args(&redis.url(), "all", SECRET, count, seeded(15_000))
     })
 }
 
