@@ -179,4 +179,21 @@ pub trait Broker: Send + Sync + 'static {
     fn healthy(&self) -> bool {
         true
     }
+
+    /// Housekeeping, called by the server about every [`HOUSEKEEPING`]
+    /// whatever the traffic: bounded work (the in-memory broker sweeps one
+    /// shard of its channel map), never blocking. Without it, state that
+    /// only time makes useless (expired history, idle channels) would stay
+    /// until traffic touched it again. Default: nothing.
+    fn housekeep(&self) {}
+
+    /// Channels whose state this node's broker keeps (positions, history,
+    /// tombstones; `herald_broker_channels`), when it keeps them in this
+    /// process; `None` for a broker whose channels live elsewhere (Redis).
+    fn channel_states(&self) -> Option<usize> {
+        None
+    }
 }
+
+/// How often the server calls [`Broker::housekeep`].
+pub const HOUSEKEEPING: std::time::Duration = std::time::Duration::from_millis(250);

@@ -17,10 +17,14 @@
 //! there is no timer per channel; expired publications are dropped whenever
 //! their channel is touched (publish, subscribe, history, unsubscribe) and by
 //! an incremental sweep: every [`SWEEP_EVERY`] publish/subscribe/unsubscribe
-//! calls made on a thread, one shard of the map is swept (history trimmed and
-//! idle states removed; channels whose lock is busy are skipped, their user
-//! cleans up). So memory for quiet channels is reclaimed as long as the broker
-//! is used at all, and nothing new can accumulate while it is not.
+//! calls made on a thread, and at each [`Broker::housekeep`] (the server
+//! calls it every [`crate::broker::HOUSEKEEPING`], traffic or not), one shard
+//! of the map is swept (history trimmed and idle states removed; channels
+//! whose lock is busy are skipped, their user cleans up). The timer is what
+//! gives memory back once traffic stops: swept only by traffic, a node that
+//! went quiet after churning thousands of one-off channels kept them all
+//! (RSS 8 → 31 MB, still 31 MB seven minutes later). With 64 shards every
+//! channel is looked at within 16 s of the time it becomes idle.
 //!
 //! Memory: a retained publication costs about 50 bytes plus its payload (the
 //! payload's bytes are shared with the frames that carried it live); a channel
@@ -391,9 +395,14 @@ impl MemoryBroker {
             n >= SWEEP_EVERY
         });
         if due {
-            let i = self.sweep_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            self.sweep_shard(i, self.now());
+            self.sweep_next();
         }
+    }
+
+    /// Sweeps the next shard in turn.
+    fn sweep_next(&self) {
+        let i = self.sweep_cursor.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        self.sweep_shard(i, self.now());
     }
 
     /// Trims every channel of shard `i` whose lock is free and drops the idle
@@ -533,6 +542,16 @@ impl Broker for MemoryBroker {
         });
         debug_assert!(attached.is_some(), "with_state(create) always runs f");
         self.maybe_sweep();
+    }
+
+    fn housekeep(&self) {
+        if self.sweeps {
+            self.sweep_next();
+        }
+    }
+
+    fn channel_states(&self) -> Option<usize> {
+        Some(self.channel_count())
     }
 
     fn unsubscribe(&self, channel: &str) {
@@ -811,5 +830,22 @@ mod tests {
         b.advance(Duration::from_secs(10));
         b.sweep();
         assert_eq!(b.channel_count(), 0);
+    }
+
+    #[test]
+    fn housekeeping_alone_drops_expired_history_and_idle_channels() {
+        let b = broker(10, 1);
+        for i in 0..500 {
+            publish(&b, &format!("once:{i}"));
+        }
+        assert_eq!(b.channel_states(), Some(500));
+        // No traffic at all from here on: only time passes.
+        b.advance(Duration::from_secs(2));
+        for _ in 0..SHARDS - 1 {
+            b.housekeep();
+        }
+        assert!(b.channel_count() > 0, "one shard is left to sweep");
+        b.housekeep();
+        assert_eq!(b.channel_states(), Some(0));
     }
 }

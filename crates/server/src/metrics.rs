@@ -16,6 +16,7 @@
 //! | `herald_drops_total` | counter | `reason` (rate_limit, too_large, slow_consumer, denied) |
 //! | `herald_fanout_duration_seconds` | histogram | — (one publication to every local outbox) |
 //! | `herald_channels`, `herald_subscriptions_patterns` | gauge | — |
+//! | `herald_broker_channels` | gauge | — (in-memory broker only: channels with a kept position or history) |
 //! | `herald_broker_up` | gauge | — |
 //! | `herald_token_expiries_pending` | gauge | — |
 //! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next four) |
@@ -248,6 +249,16 @@ fn hub(out: &mut String, node: &Node) {
         "Channels with at least one local subscriber.",
     );
     let _ = writeln!(out, "herald_channels {}", node.hub.channel_count());
+    if let Some(n) = node.broker.channel_states() {
+        head(
+            out,
+            "herald_broker_channels",
+            "gauge",
+            "Channels whose position and history the in-memory broker keeps \
+             (dropped once idle for history_ttl).",
+        );
+        let _ = writeln!(out, "herald_broker_channels {n}");
+    }
     head(
         out,
         "herald_subscriptions_patterns",

@@ -395,6 +395,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     let deadlines = tokio::spawn(deadlines(server.clone(), shutdown.clone()));
+    let housekeeping = tokio::spawn(housekeeping(server.clone(), shutdown.clone()));
     let bayeux = tokio::spawn(crate::bayeux::reaper(
         server.bayeux.clone(),
         shutdown.clone(),
@@ -433,6 +434,7 @@ pub async fn run(
     sweeper.abort();
     demo.abort();
     deadlines.abort();
+    housekeeping.abort();
     counts.abort();
     bayeux.abort();
     server.http.stopping.cancel();
@@ -559,6 +561,20 @@ async fn deadlines(server: Arc<Server>, shutdown: CancellationToken) {
         }
         for c in server.drivers.deadlines.overdue(server.node.now()) {
             c.outbox.close(DisconnectCode::ConnectTimeout.code(), false);
+        }
+    }
+}
+
+/// Every [`herald_core::broker::HOUSEKEEPING`]: the broker's housekeeping
+/// (the in-memory broker sweeps one shard: expired history and idle
+/// channels go even when no traffic comes to sweep them).
+async fn housekeeping(server: Arc<Server>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(herald_core::broker::HOUSEKEEPING);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => server.node.broker.housekeep(),
         }
     }
 }
