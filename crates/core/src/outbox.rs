@@ -63,6 +63,13 @@ pub enum Frame {
     /// copy (see [`Spliced`]). Shared by every JSON subscriber of the
     /// publication.
     Spliced(Arc<Spliced>),
+    /// A text message compressed with permessage-deflate (RFC 7692): the
+    /// payload of a WebSocket frame sent with RSV1 set. Only ever queued for,
+    /// or made by the writer of, a WebSocket connection that negotiated it.
+    DeflatedText(Bytes),
+    /// A binary message compressed with permessage-deflate; see
+    /// [`Frame::DeflatedText`].
+    DeflatedBinary(Bytes),
 }
 
 /// A text message written as `head`, `body`, `tail` without joining them:
@@ -199,7 +206,11 @@ impl Frame {
     /// every frame but [`Frame::Spliced`]; the others are then empty).
     pub fn pieces(&self) -> [&[u8]; 3] {
         let one: &[u8] = match self {
-            Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
+            Frame::Text(b)
+            | Frame::Binary(b)
+            | Frame::Pong(b)
+            | Frame::DeflatedText(b)
+            | Frame::DeflatedBinary(b) => b,
             Frame::Publication(p) => &p.data,
             Frame::Tracked(t) => &t.payload,
             Frame::Spliced(s) => return s.pieces(),
@@ -306,6 +317,29 @@ impl Queue {
             }
         }
         self.head_written = head_written;
+    }
+
+    /// Puts `frame` in place of the `i`-th queued frame (not yet written:
+    /// `i` is past a partly written head) and returns the frame it replaces,
+    /// keeping the byte count right. For a WebSocket writer compressing
+    /// frames as it sends them. Never replaces a [`Frame::Tracked`] (its drop
+    /// must happen outside the lock): such a call does nothing and returns
+    /// `None`, as does an `i` out of range.
+    pub fn replace(&mut self, i: usize, frame: Frame) -> Option<Frame> {
+        if i == 0 && self.head_written > 0 {
+            return None;
+        }
+        let slot = self.frames.get_mut(i)?;
+        if matches!(slot, Frame::Tracked(_)) {
+            return None;
+        }
+        let new_cost = cost(&frame);
+        let old = std::mem::replace(slot, frame);
+        self.bytes = self
+            .bytes
+            .saturating_sub(cost(&old))
+            .saturating_add(new_cost);
+        Some(old)
     }
 
     /// Takes every queued frame except one already partly written (cutting that

@@ -145,6 +145,7 @@ pub fn build(
             pusher: pusher.clone(),
             shootout_enabled: config.shootout,
             echo_enabled: config.test_echo_route,
+            deflate: config.ws_deflate,
         },
         streams: Streams {
             node: node.clone(),

@@ -14,6 +14,14 @@ pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALH
 pub const WORKERS: usize = 0;
 /// `--max-message-size`, bytes.
 pub const MAX_MESSAGE_SIZE: usize = 65536;
+/// `--ws-deflate`: browsers all offer permessage-deflate.
+pub const WS_DEFLATE: bool = true;
+/// `--ws-deflate-threshold`, bytes. TODO(measure): 256 B is a first guess
+/// (JSON under that size saves a few dozen bytes of a packet that is sent
+/// anyway); see `crates/ws/tests/deflate.rs` for the ratio of a typical push.
+pub const WS_DEFLATE_THRESHOLD: usize = 256;
+/// `--ws-deflate-shootout`: the shootout's reference servers compress nothing.
+pub const WS_DEFLATE_SHOOTOUT: bool = false;
 /// `--max-connections`.
 pub const MAX_CONNECTIONS: usize = 100_000;
 /// `--pong-timeout`, seconds.

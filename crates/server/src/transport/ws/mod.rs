@@ -1,26 +1,69 @@
 //! WebSocket transport: Herald's protocol on `/ws`, the shootout protocol on
 //! `/shootout` and, for conformance tests only, an echo on `/echo`, all over
 //! the shared connection driver with WebSocket framing.
+//!
+//! permessage-deflate (RFC 7692): when the handshake accepted it
+//! ([`Deflate`], `upgrade.rs`), the [`WsWire`] inflates compressed messages
+//! before the handler sees them (in `herald_ws`'s decoder, bounded by the
+//! message limit) and compresses outgoing text and binary messages of at
+//! least the threshold as the writer reaches them ([`Wire::prepare`]).
+//! That is once per connection, not once per publication: the bytes are the
+//! same for every subscriber (no context takeover), so sharing them from the
+//! hub is the next step (issue 28); it is done here first because the writer
+//! is the one place every frame of every endpoint passes through.
 
 pub mod echo;
 pub mod shootout;
 pub mod upgrade;
 
 use crate::conn::{Incoming, Wire};
+use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame};
+use herald_ws::deflate::Agreement;
 use herald_ws::{Decoder, Message, OpCode, Role};
+
+/// The permessage-deflate settings (`--ws-deflate`, `--ws-deflate-threshold`,
+/// `--ws-deflate-shootout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deflate {
+    /// Accept a client's permessage-deflate offer on `/ws`, `/app/{key}`
+    /// and `/echo` (default true: browsers all offer it).
+    pub enabled: bool,
+    /// Outgoing messages shorter than this many bytes go uncompressed
+    /// (default 256: below it the bytes saved do not pay for the CPU).
+    pub threshold: usize,
+    /// Accept it on `/shootout` too (default false: the shootout's
+    /// reference servers compress nothing, and its numbers compare with theirs).
+    pub shootout: bool,
+}
 
 /// RFC 6455 framing (server role) for the connection driver.
 #[derive(Debug)]
 pub struct WsWire {
     decoder: Decoder,
+    /// With permessage-deflate negotiated: its terms and the smallest
+    /// outgoing message compressed (a `u32`, so that this costs a connection
+    /// 8 bytes). `None`: not negotiated, every frame goes as it is.
+    deflate: Option<(Agreement, u32)>,
 }
 
 impl WsWire {
-    /// Server-side framing accepting messages up to `max_message` bytes.
+    /// Server-side framing accepting messages up to `max_message` bytes,
+    /// without compression.
     pub fn new(max_message: usize) -> WsWire {
+        WsWire::with_deflate(max_message, None)
+    }
+
+    /// Server-side framing with permessage-deflate when `deflate` is
+    /// `Some((agreement, threshold))`: compressed messages are inflated on
+    /// the way in, and outgoing ones of at least `threshold` bytes that the
+    /// agreement lets us compress are sent compressed.
+    pub fn with_deflate(max_message: usize, deflate: Option<(Agreement, usize)>) -> WsWire {
+        let mut decoder = Decoder::new(Role::Server, max_message);
+        decoder.set_deflate(deflate.is_some());
         WsWire {
-            decoder: Decoder::new(Role::Server, max_message),
+            decoder,
+            deflate: deflate.map(|(a, t)| (a, u32::try_from(t).unwrap_or(u32::MAX))),
         }
     }
 }
@@ -71,8 +114,38 @@ impl Wire for WsWire {
             Frame::Ping => OpCode::Ping,
             Frame::Pong(_) => OpCode::Pong,
             Frame::Close(_) => OpCode::Close,
+            Frame::DeflatedText(_) => OpCode::Text,
+            Frame::DeflatedBinary(_) => OpCode::Binary,
         };
-        herald_ws::write_header(out, true, opcode, payload_len as u64, None)
+        let n = herald_ws::write_header(out, true, opcode, payload_len as u64, None);
+        if matches!(frame, Frame::DeflatedText(_) | Frame::DeflatedBinary(_)) {
+            out[0] |= herald_ws::RSV1;
+        }
+        n
+    }
+
+    fn prepare(&self, frame: &Frame) -> Option<Frame> {
+        let (agreement, threshold) = self.deflate?;
+        let binary = match frame {
+            Frame::Text(_) | Frame::Spliced(_) => false,
+            Frame::Binary(_) => true,
+            // Tracked frames stay as they are (their drop is a signal, and
+            // only `/shootout` queues them); the rest are control frames,
+            // already compressed, or never reach a WebSocket.
+            _ => return None,
+        };
+        let len = frame.payload_len();
+        if len < threshold as usize || !agreement.compresses(len) {
+            return None;
+        }
+        let mut out = Vec::new();
+        herald_ws::deflate::compress_pieces(&frame.pieces(), &mut out);
+        let out = Bytes::from(out);
+        Some(if binary {
+            Frame::DeflatedBinary(out)
+        } else {
+            Frame::DeflatedText(out)
+        })
     }
 
     fn close_payload(&self, c: &Closing, out: &mut [u8; 125]) -> usize {
