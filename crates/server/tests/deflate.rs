@@ -63,7 +63,11 @@ impl Client {
         });
         buf.drain(..head_len);
         let mut dec = Decoder::new(Role::Client, 1 << 24);
-        dec.set_deflate(extensions.is_some());
+        dec.set_deflate(
+            extensions
+                .is_some()
+                .then_some(herald_ws::deflate::Agreement::DEFAULT),
+        );
         Client {
             stream,
             buf,

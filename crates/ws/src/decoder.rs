@@ -30,6 +30,7 @@
 //! from the decoder, like a fragmented one. RSV1 anywhere else (a
 //! continuation, a control frame, or when the extension is off) is 1002.
 
+use crate::deflate::Agreement;
 use crate::error::close_code;
 use crate::frame::{apply_mask, parse_header_with, OpCode, Role};
 
@@ -87,9 +88,11 @@ pub struct Decoder {
     /// caller's buffer already checked to be UTF-8, up to a character
     /// boundary; 0 when no such frame is pending. Reset when a frame completes.
     text_checked: u32,
-    /// permessage-deflate was negotiated: RSV1 on a message's first frame
-    /// means "compressed". Fits in the padding, so the decoder stays 24 bytes.
-    deflate: bool,
+    /// permessage-deflate was negotiated, on these terms: RSV1 on a
+    /// message's first frame means "compressed". Kept here for the owner's
+    /// writer too ([`Decoder::deflate`]): 3 bytes that fit in the padding,
+    /// so the decoder stays 24 bytes.
+    deflate: Option<Agreement>,
 }
 
 impl Decoder {
@@ -102,19 +105,20 @@ impl Decoder {
             max_message,
             role,
             text_checked: 0,
-            deflate: false,
+            deflate: None,
         }
     }
 
-    /// Turns permessage-deflate on (`true`) or off for incoming messages:
-    /// on once the handshake accepted it, so compressed messages are
-    /// inflated; off (the default), RSV1 is a protocol error.
-    pub fn set_deflate(&mut self, on: bool) {
-        self.deflate = on;
+    /// Turns permessage-deflate on (`Some`, once the handshake accepted
+    /// it: compressed messages are inflated) or off (`None`, the default:
+    /// RSV1 is a protocol error).
+    pub fn set_deflate(&mut self, agreement: Option<Agreement>) {
+        self.deflate = agreement;
     }
 
-    /// True when permessage-deflate is on ([`Decoder::set_deflate`]).
-    pub fn deflate(&self) -> bool {
+    /// The permessage-deflate terms set by [`Decoder::set_deflate`], for
+    /// the connection's writer to compress by.
+    pub fn deflate(&self) -> Option<Agreement> {
         self.deflate
     }
 
@@ -174,7 +178,7 @@ impl Decoder {
         buf: &'a mut [u8],
     ) -> Result<Option<(usize, Option<Message<'a>>)>, ProtocolError> {
         self.release_buffer();
-        let Some(header) = parse_header_with(buf, self.deflate)? else {
+        let Some(header) = parse_header_with(buf, self.deflate.is_some())? else {
             return Ok(None);
         };
         match (self.role, header.mask) {

@@ -27,6 +27,7 @@
 //! any smaller one.
 
 use std::cell::RefCell;
+use std::num::NonZeroU8;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
@@ -52,40 +53,69 @@ const LIMITED: [&str; 7] = [
     "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=14",
 ];
 
-/// An accepted permessage-deflate offer: what the server answers and how
-/// it may compress. 1 byte.
+/// 15 window bits, the most RFC 7692 allows (32 KiB).
+const FULL_WINDOW: NonZeroU8 = match NonZeroU8::new(15) {
+    Some(v) => v,
+    None => panic!("15 is not zero"),
+};
+
+/// An accepted permessage-deflate offer, and the sender's own threshold:
+/// what the server answers and which outgoing messages it compresses.
+///
+/// 3 bytes, alignment 1, and `Option<Agreement>` too (the window bits are
+/// never zero), so that a [`Decoder`](crate::Decoder) holds it in its
+/// padding and a connection costs no more for having negotiated the
+/// extension (the server's idle connection size is measured).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Agreement {
     /// The largest LZ77 window the client lets the server use, 8..=15
     /// (`server_max_window_bits`, 15 when not given).
-    server_window_bits: u8,
+    server_window_bits: NonZeroU8,
+    /// Messages shorter than this (little-endian `u16`) are sent
+    /// uncompressed ([`Agreement::compressing_from`]); 0 by default.
+    compress_from: [u8; 2],
 }
 
 impl Agreement {
-    /// The agreement for an offer without `server_max_window_bits`.
+    /// The agreement for an offer without `server_max_window_bits`,
+    /// compressing messages of any length.
     pub const DEFAULT: Agreement = Agreement {
-        server_window_bits: 15,
+        server_window_bits: FULL_WINDOW,
+        compress_from: [0, 0],
     };
 
     /// The server's window in bits, 8..=15.
     pub fn server_window_bits(&self) -> u8 {
-        self.server_window_bits
+        self.server_window_bits.get()
+    }
+
+    /// This agreement, sending messages shorter than `threshold` bytes
+    /// uncompressed (saturated at 65535; the caller bounds it).
+    #[must_use]
+    pub fn compressing_from(self, threshold: usize) -> Agreement {
+        let t = u16::try_from(threshold).unwrap_or(u16::MAX);
+        Agreement {
+            compress_from: t.to_le_bytes(),
+            ..self
+        }
     }
 
     /// The `Sec-WebSocket-Extensions` answer: [`RESPONSE`], plus
     /// `server_max_window_bits` echoed when the offer limited it.
     pub fn response(&self) -> &'static str {
-        match self.server_window_bits {
+        match self.server_window_bits.get() {
             b @ 8..=14 => LIMITED[usize::from(b - 8)],
             _ => RESPONSE,
         }
     }
 
-    /// True when a message of `len` bytes may be compressed under this
-    /// agreement: always with the full window; with a smaller one, only
-    /// messages no longer than the window (see the module docs).
+    /// True when an outgoing message of `len` bytes is to be compressed:
+    /// at least the threshold long and, with a window below 15 bits, no
+    /// longer than the window (see the module docs).
     pub fn compresses(&self, len: usize) -> bool {
-        self.server_window_bits >= 15 || len <= 1usize << self.server_window_bits
+        let bits = self.server_window_bits.get();
+        len >= usize::from(u16::from_le_bytes(self.compress_from))
+            && (bits >= 15 || len <= 1usize << bits)
     }
 }
 
@@ -146,10 +176,13 @@ fn judge_offer(offer: &[u8]) -> Option<Agreement> {
             (0 | 1, Some(_)) => false,
             // The server's window: a value is required (§7.1.2.1).
             (2, Some(v)) => match window_bits(v) {
-                Some(bits) => {
-                    agreement.server_window_bits = bits;
-                    true
-                }
+                Some(bits) => match NonZeroU8::new(bits) {
+                    Some(bits) => {
+                        agreement.server_window_bits = bits;
+                        true
+                    }
+                    None => false,
+                },
                 None => false,
             },
             (2, None) => false,

@@ -17,7 +17,7 @@ pub fn frames(data: &[u8]) {
 fn frames_with(data: &[u8], deflate: bool) {
     let mut buf = data.to_vec();
     let mut dec = Decoder::new(Role::Server, 1024);
-    dec.set_deflate(deflate);
+    dec.set_deflate(deflate.then_some(crate::deflate::Agreement::DEFAULT));
     let mut off = 0;
     while off < buf.len() {
         match dec.decode(&mut buf[off..]) {

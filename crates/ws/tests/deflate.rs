@@ -13,7 +13,7 @@ const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 /// A server decoder with permessage-deflate on, 1 MiB limit.
 fn server(max: usize) -> Decoder {
     let mut d = Decoder::new(Role::Server, max);
-    d.set_deflate(true);
+    d.set_deflate(Some(Agreement::DEFAULT));
     d
 }
 
@@ -100,6 +100,9 @@ fn offers() {
         "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=8"
     );
     assert!(a.compresses(256) && !a.compresses(257));
+    let a = a.compressing_from(100);
+    assert!(!a.compresses(99) && a.compresses(100) && !a.compresses(257));
+    assert_eq!(std::mem::size_of::<Option<Agreement>>(), 3);
     let full = negotiate(b"permessage-deflate; server_max_window_bits=15").expect("accepted");
     assert_eq!(full, Agreement::DEFAULT);
     assert_eq!(full.response(), RESPONSE);
@@ -174,7 +177,7 @@ fn rfc7692_hello() {
     encode_fragment_rsv1(&mut wire, true, true, OpCode::Text, &compressed, None);
     assert_eq!(&wire[..2], &[0xc1, 0x07]);
     let mut client = Decoder::new(Role::Client, 100);
-    client.set_deflate(true);
+    client.set_deflate(Some(Agreement::DEFAULT));
     let (_, msg) = client.decode(&mut wire).expect("valid").expect("whole");
     assert_eq!(msg, Some(Message::Text(b"Hello")));
 }

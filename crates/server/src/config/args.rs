@@ -57,7 +57,7 @@ pub struct ServeArgs {
     /// Outgoing WebSocket messages shorter than this many bytes are sent
     /// uncompressed (RSV1 clear) even to clients that negotiated
     /// permessage-deflate: below it compression saves too little to pay for
-    /// itself [default: 256].
+    /// itself; at most 65535 [default: 256].
     #[arg(long, env = "HERALD_WS_DEFLATE_THRESHOLD")]
     pub ws_deflate_threshold: Option<usize>,
 

@@ -40,11 +40,9 @@ pub struct Deflate {
 /// RFC 6455 framing (server role) for the connection driver.
 #[derive(Debug)]
 pub struct WsWire {
+    /// Also holds the permessage-deflate terms, threshold included, in its
+    /// padding ([`Decoder::deflate`]): a parked connection stays 96 bytes.
     decoder: Decoder,
-    /// With permessage-deflate negotiated: its terms and the smallest
-    /// outgoing message compressed (a `u32`, so that this costs a connection
-    /// 8 bytes). `None`: not negotiated, every frame goes as it is.
-    deflate: Option<(Agreement, u32)>,
 }
 
 impl WsWire {
@@ -60,11 +58,8 @@ impl WsWire {
     /// agreement lets us compress are sent compressed.
     pub fn with_deflate(max_message: usize, deflate: Option<(Agreement, usize)>) -> WsWire {
         let mut decoder = Decoder::new(Role::Server, max_message);
-        decoder.set_deflate(deflate.is_some());
-        WsWire {
-            decoder,
-            deflate: deflate.map(|(a, t)| (a, u32::try_from(t).unwrap_or(u32::MAX))),
-        }
+        decoder.set_deflate(deflate.map(|(a, threshold)| a.compressing_from(threshold)));
+        WsWire { decoder }
     }
 }
 
@@ -125,7 +120,7 @@ impl Wire for WsWire {
     }
 
     fn prepare(&self, frame: &Frame) -> Option<Frame> {
-        let (agreement, threshold) = self.deflate?;
+        let agreement = self.decoder.deflate()?;
         let binary = match frame {
             Frame::Text(_) | Frame::Spliced(_) => false,
             Frame::Binary(_) => true,
@@ -134,8 +129,7 @@ impl Wire for WsWire {
             // already compressed, or never reach a WebSocket.
             _ => return None,
         };
-        let len = frame.payload_len();
-        if len < threshold as usize || !agreement.compresses(len) {
+        if !agreement.compresses(frame.payload_len()) {
             return None;
         }
         let mut out = Vec::new();
