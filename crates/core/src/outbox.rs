@@ -72,6 +72,45 @@ pub enum Frame {
     DeflatedBinary(Bytes),
 }
 
+/// How the hub compresses a publication push for WebSocket clients that
+/// negotiated permessage-deflate ([`Client::deflate`](crate::Client::deflate)):
+/// once per publication and encoding, shared by all of them. Without
+/// context takeover (all Herald negotiates) the compressed bytes do not
+/// depend on the connection, so this is the same work as encoding once per
+/// encoding. A function pointer, so that the hub needs no compression
+/// library: the server passes `herald_ws::deflate::compress_pieces`.
+#[derive(Debug, Clone, Copy)]
+pub struct Deflater {
+    /// Appends the message given in pieces, compressed as one
+    /// permessage-deflate message, to the buffer.
+    pub compress: fn(&[&[u8]], &mut Vec<u8>),
+    /// Pushes shorter than this many bytes stay uncompressed.
+    pub threshold: usize,
+}
+
+impl Deflater {
+    /// `frame` compressed, if it is a text or binary message of at least
+    /// the threshold; `None` otherwise.
+    pub fn deflate(&self, frame: &Frame) -> Option<Frame> {
+        let binary = match frame {
+            Frame::Text(_) | Frame::Spliced(_) => false,
+            Frame::Binary(_) => true,
+            _ => return None,
+        };
+        if frame.payload_len() < self.threshold {
+            return None;
+        }
+        let mut out = Vec::new();
+        (self.compress)(&frame.pieces(), &mut out);
+        let out = Bytes::from(out);
+        Some(if binary {
+            Frame::DeflatedBinary(out)
+        } else {
+            Frame::DeflatedText(out)
+        })
+    }
+}
+
 /// A text message written as `head`, `body`, `tail` without joining them:
 /// the hub's JSON push of a large publication is its head
 /// (`{"pub":{"channel":…,"offset":N,"data":`), the publication's data (the

@@ -5,12 +5,13 @@
 //! permessage-deflate (RFC 7692): when the handshake accepted it
 //! ([`Deflate`], `upgrade.rs`), the [`WsWire`] inflates compressed messages
 //! before the handler sees them (in `herald_ws`'s decoder, bounded by the
-//! message limit) and compresses outgoing text and binary messages of at
-//! least the threshold as the writer reaches them ([`Wire::prepare`]).
-//! That is once per connection, not once per publication: the bytes are the
-//! same for every subscriber (no context takeover), so sharing them from the
-//! hub is the next step (issue 28); it is done here first because the writer
-//! is the one place every frame of every endpoint passes through.
+//! message limit). Outgoing, publication pushes to `/ws` clients come
+//! compressed from the hub, once per publication and encoding for all of
+//! them (`herald_core::Deflater`: without context takeover the bytes are the
+//! same for everyone); everything else of at least the threshold (replies,
+//! Pusher's rendered events, echoes, and pushes to the rare client that
+//! limited the server's window) is compressed by this connection's writer as
+//! it reaches it ([`Wire::prepare`], under the outbox's lock, once per frame).
 
 pub mod echo;
 pub mod shootout;

@@ -198,7 +198,10 @@ pub fn start<S: Stream>(
     );
     match endpoint {
         Endpoint::Herald => {
-            let client = node.new_client(encoding);
+            // With a full window the hub compresses each push once for all
+            // such clients; a limited window (rare) leaves it to the writer.
+            let shared = deflate.is_some_and(|a| a.server_window_bits() == 15);
+            let client = node.new_client_deflating(encoding, shared);
             drivers.expect_connect(&client);
             let session = Session::new(node.clone(), client).with_transport(Transport::WebSocket);
             let conn = Connection::new(stream.into_io(), session, wire, leftover).holding(slot);
