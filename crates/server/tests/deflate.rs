@@ -300,3 +300,49 @@ async fn garbage_compressed_data_is_1007() {
     c.send(true, OpCode::Text, &[0xff, 0xff, 0xff, 0xff]).await;
     assert_eq!(c.close_code().await, Some(1007));
 }
+
+/// Pusher's `/app/{key}` negotiates it too.
+#[tokio::test]
+async fn pusher_endpoint_negotiates_it() {
+    let srv = start_default().await;
+    let c = Client::connect(srv.addr, "/app/some-key?protocol=7", Some(OFFER)).await;
+    assert!(c.extensions.is_some());
+}
+
+/// A client that limits the server's window to 2^9 bytes gets it echoed,
+/// and only messages that short compressed: the rest go plain.
+#[tokio::test]
+async fn a_limited_server_window_compresses_only_short_messages() {
+    let srv = start_default().await;
+    let mut c = Client::connect(
+        srv.addr,
+        "/ws",
+        Some("permessage-deflate; server_max_window_bits=9"),
+    )
+    .await;
+    assert_eq!(
+        c.extensions.as_deref(),
+        Some("permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=9")
+    );
+    c.send_json(json!({"id": 1, "connect": {}}), false).await;
+    c.next().await.expect("reply");
+    c.send_json(json!({"id": 2, "subscribe": {"channel": "w"}}), false)
+        .await;
+    c.next().await.expect("reply");
+    for (id, len, compressed) in [(3, 300, true), (4, 2000, false)] {
+        let data = "x".repeat(len);
+        c.send_json(
+            json!({"id": id, "publish": {"channel": "w", "data": data}}),
+            true,
+        )
+        .await;
+        loop {
+            let (was, v) = c.next().await.expect("message");
+            if let Some(p) = v.get("pub") {
+                assert_eq!(p["data"], json!(data));
+                assert_eq!(was, compressed, "{len} bytes");
+                break;
+            }
+        }
+    }
+}
