@@ -107,7 +107,8 @@ pub struct FrameHeader {
 /// Parses a frame header from the front of `buf`.
 ///
 /// `Ok(None)` means `buf` does not yet hold the whole header. Validates the
-/// RSV bits (must be 0: no extensions are negotiated), the opcode, the
+/// RSV bits (all must be 0; [`parse_header_with`] lets RSV1 through under
+/// permessage-deflate), the opcode, the
 /// control-frame rules (FIN set, payload ≤ 125) and the 64-bit length form
 /// (top bit clear). Errors are reported as soon as the bytes that prove them
 /// are present, even when the rest of the header is not. Non-minimal length
