@@ -330,3 +330,35 @@ fn empty_message() {
     inflate(&[0x00], 10, &mut out).expect("inflates");
     assert!(out.is_empty());
 }
+
+/// Regression (Autobahn 12.2.9, 64 KiB slices of a bitmap): a sync flush
+/// that only wrote out output left pending by the previous call was taken
+/// as complete, losing the end of the message. Round-trips many large,
+/// poorly compressible messages, each slice as Autobahn sends them.
+#[test]
+fn large_poorly_compressible_messages_round_trip() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    // Bitmap-like: runs and noise, compressing to about half.
+    let data: Vec<u8> = (0..300_000)
+        .map(|i| {
+            if rng.u8(..) < 128 {
+                (i / 7) as u8
+            } else {
+                rng.u8(..)
+            }
+        })
+        .collect();
+    for len in [8192, 65536, 131_072] {
+        let mut from = 0;
+        for _ in 0..120 {
+            let msg: Vec<u8> = data.iter().cycle().skip(from).take(len).copied().collect();
+            from = (from + len) % data.len();
+            let mut z = Vec::new();
+            compress(&msg, &mut z);
+            let mut out = Vec::new();
+            inflate(&z, 1 << 20, &mut out).expect("inflates");
+            assert_eq!(out.len(), msg.len());
+            assert!(out == msg);
+        }
+    }
+}
