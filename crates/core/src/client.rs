@@ -20,6 +20,13 @@ pub struct Client {
     /// Whether publications reach it unrendered ([`Frame::Publication`]) for
     /// its transport to render per stream (SSE), instead of as encoded pushes.
     pub raw: bool,
+    /// Its WebSocket negotiated permessage-deflate with a full window:
+    /// publication pushes of at least the hub's threshold reach it
+    /// compressed ([`Frame::DeflatedText`](crate::outbox::Frame::DeflatedText)),
+    /// compressed once per publication for all such clients (see
+    /// [`Deflater`](crate::outbox::Deflater)). A bool in existing padding:
+    /// the client stays 112 bytes (decision 0010).
+    pub deflate: bool,
     /// Set for clients of another protocol (Pusher): publications and
     /// join/leave reach it rendered by this, shared with every client that
     /// holds the same renderer ([`crate::render`]). Boxed, so that the field
@@ -43,6 +50,7 @@ impl Client {
             id,
             encoding,
             raw: false,
+            deflate: false,
             render: None,
             outbox: Outbox::new(queue_bytes),
             last_seen: AtomicU32::new(now),
@@ -55,6 +63,16 @@ impl Client {
         Client {
             raw: true,
             ..Client::new(id, Encoding::Json, queue_bytes, now)
+        }
+    }
+
+    /// This client, receiving compressed publication pushes when `on`
+    /// (see [`Client::deflate`]).
+    #[must_use]
+    pub fn with_deflate(self, on: bool) -> Client {
+        Client {
+            deflate: on,
+            ..self
         }
     }
 

@@ -66,7 +66,7 @@
 
 use crate::broker::{Deliver, Publication};
 use crate::client::Client;
-use crate::outbox::{Frame, PushOutcome, Spliced};
+use crate::outbox::{Deflater, Frame, PushOutcome, Spliced};
 use crate::render::{Render, Rendered};
 use crate::routing::Sublist;
 use herald_proto::{ClientInfo, Encoding, Push, ServerMsg};
@@ -305,6 +305,8 @@ pub struct Hub {
     /// Cluster mode: occupancy and user edges come from the broker, not from
     /// this node's counts (see the module docs).
     cluster: std::sync::atomic::AtomicBool,
+    /// Compresses pushes for permessage-deflate clients, if set.
+    deflater: std::sync::OnceLock<Deflater>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -332,7 +334,15 @@ impl Hub {
             observer: std::sync::OnceLock::new(),
             count_hook: std::sync::OnceLock::new(),
             cluster: std::sync::atomic::AtomicBool::new(false),
+            deflater: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets how pushes are compressed for clients with
+    /// [`Client::deflate`] (once; a second call is ignored). Unset, they get
+    /// plain pushes, which their writer may still compress.
+    pub fn set_deflater(&self, deflater: Deflater) {
+        let _ = self.deflater.set(deflater);
     }
 
     /// Sets the observer (once; a second call is ignored).
@@ -655,6 +665,12 @@ struct Frames<'a> {
     publication: &'a Publication,
     json: Option<Frame>,
     binary: Option<Frame>,
+    /// The hub's compressor, if any, and the compressed pushes it made, once
+    /// per encoding, for clients with [`Client::deflate`]; `Some(None)`: the
+    /// push is below the threshold, and goes plain.
+    deflater: Option<Deflater>,
+    json_deflated: Option<Option<Frame>>,
+    binary_deflated: Option<Option<Frame>>,
     raw: Option<Frame>,
     /// Frames of other protocols, one per renderer (usually none or one: a
     /// channel belongs to one Pusher app).
@@ -662,11 +678,14 @@ struct Frames<'a> {
 }
 
 impl<'a> Frames<'a> {
-    fn new(publication: &'a Publication) -> Frames<'a> {
+    fn new(publication: &'a Publication, deflater: Option<Deflater>) -> Frames<'a> {
         Frames {
             publication,
             json: None,
             binary: None,
+            deflater,
+            json_deflated: None,
+            binary_deflated: None,
             raw: None,
             rendered: Vec::new(),
         }
@@ -704,6 +723,15 @@ impl<'a> Frames<'a> {
                 .binary
                 .get_or_insert_with(|| encode_push(p, Encoding::Binary)),
         };
+        if let (true, Some(d)) = (client.deflate, self.deflater) {
+            let slot = match client.encoding {
+                Encoding::Json => &mut self.json_deflated,
+                Encoding::Binary => &mut self.binary_deflated,
+            };
+            if let Some(deflated) = slot.get_or_insert_with(|| d.deflate(frame)) {
+                return Some(deflated.clone());
+            }
+        }
         Some(frame.clone())
     }
 
@@ -776,7 +804,10 @@ impl Hub {
     fn deliver_batch_inner(&self, pubs: &[Publication]) {
         let Some(first) = pubs.first() else { return };
         let mut batch = BatchFrames {
-            frames: pubs.iter().map(Frames::new).collect(),
+            frames: pubs
+                .iter()
+                .map(|p| Frames::new(p, self.deflater.get().copied()))
+                .collect(),
             buf: Vec::with_capacity(pubs.len()),
         };
         let exact = self.subscribers(&first.channel);
@@ -808,7 +839,7 @@ impl Hub {
     }
 
     fn deliver_inner(&self, p: &Publication) {
-        let mut frames = Frames::new(p);
+        let mut frames = Frames::new(p, self.deflater.get().copied());
         let exact = self.subscribers(&p.channel);
         let exact = exact.as_deref().map(lock);
         if let Some(subs) = &exact {
@@ -875,6 +906,62 @@ mod tests {
             c.outbox.with_queue(|q| q.frames.front().cloned()),
             Some(Frame::Binary(_))
         ));
+    }
+
+    /// A stand-in compressor (core has no DEFLATE): the pieces reversed.
+    fn reverse(pieces: &[&[u8]], out: &mut Vec<u8>) {
+        let start = out.len();
+        for p in pieces {
+            out.extend_from_slice(p);
+        }
+        out[start..].reverse();
+    }
+
+    /// permessage-deflate subscribers of one encoding share one compressed
+    /// push; the others get the plain one; short pushes stay plain.
+    #[test]
+    fn fanout_compresses_once_per_encoding() {
+        let hub = Hub::new();
+        hub.set_deflater(Deflater {
+            compress: reverse,
+            threshold: 60,
+        });
+        let deflating = |id, enc| Arc::new(Client::new(id, enc, 1 << 20, 0).with_deflate(true));
+        let (a, b) = (deflating(1, Encoding::Json), deflating(2, Encoding::Json));
+        let c = deflating(3, Encoding::Binary);
+        let plain = client(4, Encoding::Json);
+        for x in [&a, &b, &c, &plain] {
+            assert!(hub.subscribe("zip", x));
+        }
+        let publish = |offset, data: &'static [u8]| {
+            hub.deliver(&Publication {
+                channel: "zip".into(),
+                offset,
+                data: Bytes::from_static(data),
+                json: true,
+            })
+        };
+        publish(
+            1,
+            b"{\"long enough\":\"to be compressed in either encoding, JSON or binary\"}",
+        );
+        let take = |cl: &Arc<Client>| cl.outbox.with_queue(|q| q.frames.pop_front());
+        let (Some(Frame::DeflatedText(fa)), Some(Frame::DeflatedText(fb))) = (take(&a), take(&b))
+        else {
+            panic!("JSON deflate subscribers get a compressed push");
+        };
+        assert_eq!(fa.as_ptr(), fb.as_ptr(), "compressed once, shared");
+        assert!(matches!(take(&c), Some(Frame::DeflatedBinary(_))));
+        let plain_push = take(&plain).expect("a push");
+        assert!(matches!(plain_push, Frame::Text(_)));
+        let mut unreversed = fa.to_vec();
+        unreversed.reverse();
+        assert_eq!(unreversed, plain_push.payload().to_vec());
+        publish(2, b"1");
+        assert!(
+            matches!(take(&a), Some(Frame::Text(_))),
+            "below the threshold"
+        );
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub use client::Client;
 pub use hub::{ChannelEvent, Hub, Observer};
 pub use memory::{MemoryBroker, Retention};
 pub use node::{Node, NodeConfig, Spawner, Task};
-pub use outbox::{Frame, Outbox, PushOutcome, Spliced};
+pub use outbox::{Deflater, Frame, Outbox, PushOutcome, Spliced};
 pub use presence::{LocalPresence, Presence};
 pub use render::{Render, Rendered};
 pub use routing::Sublist;

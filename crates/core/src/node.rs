@@ -214,6 +214,13 @@ impl Node {
         self.register(|id, queue, now| Client::new(id, encoding, queue, now))
     }
 
+    /// [`Node::new_client`] for a WebSocket that negotiated
+    /// permessage-deflate with a full window (`deflate`): publication
+    /// pushes reach it compressed once by the hub ([`Client::deflate`]).
+    pub fn new_client_deflating(&self, encoding: Encoding, deflate: bool) -> Arc<Client> {
+        self.register(|id, queue, now| Client::new(id, encoding, queue, now).with_deflate(deflate))
+    }
+
     /// Creates and registers a client that receives publications unrendered
     /// (SSE).
     pub fn new_raw_client(&self) -> Arc<Client> {

@@ -63,6 +63,52 @@ pub enum Frame {
     /// copy (see [`Spliced`]). Shared by every JSON subscriber of the
     /// publication.
     Spliced(Arc<Spliced>),
+    /// A text message compressed with permessage-deflate (RFC 7692): the
+    /// payload of a WebSocket frame sent with RSV1 set. Only ever queued for,
+    /// or made by the writer of, a WebSocket connection that negotiated it.
+    DeflatedText(Bytes),
+    /// A binary message compressed with permessage-deflate; see
+    /// [`Frame::DeflatedText`].
+    DeflatedBinary(Bytes),
+}
+
+/// How the hub compresses a publication push for WebSocket clients that
+/// negotiated permessage-deflate ([`Client::deflate`](crate::Client::deflate)):
+/// once per publication and encoding, shared by all of them. Without
+/// context takeover (all Herald negotiates) the compressed bytes do not
+/// depend on the connection, so this is the same work as encoding once per
+/// encoding. A function pointer, so that the hub needs no compression
+/// library: the server passes `herald_ws::deflate::compress_pieces`.
+#[derive(Debug, Clone, Copy)]
+pub struct Deflater {
+    /// Appends the message given in pieces, compressed as one
+    /// permessage-deflate message, to the buffer.
+    pub compress: fn(&[&[u8]], &mut Vec<u8>),
+    /// Pushes shorter than this many bytes stay uncompressed.
+    pub threshold: usize,
+}
+
+impl Deflater {
+    /// `frame` compressed, if it is a text or binary message of at least
+    /// the threshold; `None` otherwise.
+    pub fn deflate(&self, frame: &Frame) -> Option<Frame> {
+        let binary = match frame {
+            Frame::Text(_) | Frame::Spliced(_) => false,
+            Frame::Binary(_) => true,
+            _ => return None,
+        };
+        if frame.payload_len() < self.threshold {
+            return None;
+        }
+        let mut out = Vec::new();
+        (self.compress)(&frame.pieces(), &mut out);
+        let out = Bytes::from(out);
+        Some(if binary {
+            Frame::DeflatedBinary(out)
+        } else {
+            Frame::DeflatedText(out)
+        })
+    }
 }
 
 /// A text message written as `head`, `body`, `tail` without joining them:
@@ -199,7 +245,11 @@ impl Frame {
     /// every frame but [`Frame::Spliced`]; the others are then empty).
     pub fn pieces(&self) -> [&[u8]; 3] {
         let one: &[u8] = match self {
-            Frame::Text(b) | Frame::Binary(b) | Frame::Pong(b) => b,
+            Frame::Text(b)
+            | Frame::Binary(b)
+            | Frame::Pong(b)
+            | Frame::DeflatedText(b)
+            | Frame::DeflatedBinary(b) => b,
             Frame::Publication(p) => &p.data,
             Frame::Tracked(t) => &t.payload,
             Frame::Spliced(s) => return s.pieces(),
@@ -306,6 +356,29 @@ impl Queue {
             }
         }
         self.head_written = head_written;
+    }
+
+    /// Puts `frame` in place of the `i`-th queued frame (not yet written:
+    /// `i` is past a partly written head) and returns the frame it replaces,
+    /// keeping the byte count right. For a WebSocket writer compressing
+    /// frames as it sends them. Never replaces a [`Frame::Tracked`] (its drop
+    /// must happen outside the lock): such a call does nothing and returns
+    /// `None`, as does an `i` out of range.
+    pub fn replace(&mut self, i: usize, frame: Frame) -> Option<Frame> {
+        if i == 0 && self.head_written > 0 {
+            return None;
+        }
+        let slot = self.frames.get_mut(i)?;
+        if matches!(slot, Frame::Tracked(_)) {
+            return None;
+        }
+        let new_cost = cost(&frame);
+        let old = std::mem::replace(slot, frame);
+        self.bytes = self
+            .bytes
+            .saturating_sub(cost(&old))
+            .saturating_add(new_cost);
+        Some(old)
     }
 
     /// Takes every queued frame except one already partly written (cutting that

@@ -191,6 +191,14 @@ pub trait Wire: Send + Unpin + 'static {
     fn header(&self, frame: &Frame, payload_len: usize, out: &mut [u8; 14]) -> usize;
     /// Renders the payload of the final close frame into `out`.
     fn close_payload(&self, closing: &Closing, out: &mut [u8; 125]) -> usize;
+    /// A replacement for `frame`, not yet written, before its header is
+    /// rendered: a WebSocket connection with permessage-deflate returns it
+    /// compressed. `None` (the default): send it as it is. Called under the
+    /// outbox's lock, for the frames of the next batch, possibly more than
+    /// once for a frame it leaves alone, so that check must be cheap.
+    fn prepare(&self, _frame: &Frame) -> Option<Frame> {
+        None
+    }
 }
 
 /// What an endpoint does with complete data messages.
@@ -523,6 +531,14 @@ fn write_batch(
     let mut count = 0;
     let mut bytes = 0;
     let mut slices = 0;
+    // A partly written head was prepared before its first byte went out.
+    let first = usize::from(q.head_written > 0);
+    for i in first..q.frames.len().min(WRITE_BATCH) {
+        if let Some(replacement) = q.frames.get(i).and_then(|f| wire.prepare(f)) {
+            // What it replaces is never tracked, so dropping it here is fine.
+            drop(q.replace(i, replacement));
+        }
+    }
     for (i, frame) in q.frames.iter().take(WRITE_BATCH).enumerate() {
         slices += if matches!(frame, Frame::Spliced(_)) {
             4

@@ -111,6 +111,14 @@ pub fn build(
     let (scripts, games) = crate::scripts::load(&config.game_modules, games)?;
     let scripts = Arc::new(scripts);
     let (node, cluster) = node(&config)?;
+    if config.ws_deflate.enabled {
+        // Publication pushes compressed once for every permessage-deflate
+        // WebSocket client (`herald_core::Deflater`).
+        node.hub.set_deflater(herald_core::Deflater {
+            compress: herald_ws::deflate::compress_pieces,
+            threshold: config.ws_deflate.threshold,
+        });
+    }
     let (games, table_directory) = engine(&config, &node, cluster.as_ref(), games)?;
     let pusher = pusher_apps(&config, &node, cluster.is_some());
     let tracker = TaskTracker::new();
@@ -154,6 +162,7 @@ pub fn build(
             bayeux: bayeux.clone(),
             shootout_enabled: config.shootout,
             echo_enabled: config.test_echo_route,
+            deflate: config.ws_deflate,
         },
         streams: Streams {
             node: node.clone(),

@@ -20,9 +20,19 @@
 //! decoder's padding), so a large frame arriving in many reads is checked in
 //! one pass, not once per read; the check unmasks a copy on the stack and
 //! leaves the caller's bytes as they were.
+//!
+//! With permessage-deflate negotiated ([`Decoder::set_deflate`]), a message
+//! whose first frame has RSV1 set is compressed: its frames are joined as
+//! they come (the size limit then bounds the compressed bytes), and once the
+//! last one is in, the message is inflated into the decoder's reassembly
+//! buffer, bounded by the same limit (close 1009 beyond it), and checked as
+//! UTF-8 if it is text. A compressed message is therefore always handed out
+//! from the decoder, like a fragmented one. RSV1 anywhere else (a
+//! continuation, a control frame, or when the extension is off) is 1002.
 
+use crate::deflate::Agreement;
 use crate::error::close_code;
-use crate::frame::{apply_mask, parse_header, OpCode, Role};
+use crate::frame::{apply_mask, parse_header_with, OpCode, Role};
 
 /// Re-exported here too: it is the error type of [`Decoder::decode`].
 pub use crate::error::ProtocolError;
@@ -53,6 +63,9 @@ struct Fragment {
     data: Vec<u8>,
     /// The message is text and must be valid UTF-8.
     text: bool,
+    /// The message is compressed (RSV1 on its first frame): `data` holds
+    /// compressed bytes until the last frame, which inflates it.
+    compressed: bool,
     /// The final fragment has arrived and the message was handed out; the
     /// buffer is only kept because the returned [`Message`] borrows it, and is
     /// freed by the next [`Decoder::decode`] or [`Decoder::release_buffer`].
@@ -75,6 +88,11 @@ pub struct Decoder {
     /// caller's buffer already checked to be UTF-8, up to a character
     /// boundary; 0 when no such frame is pending. Reset when a frame completes.
     text_checked: u32,
+    /// permessage-deflate was negotiated, on these terms: RSV1 on a
+    /// message's first frame means "compressed". Kept here for the owner's
+    /// writer too ([`Decoder::deflate`]): 3 bytes that fit in the padding,
+    /// so the decoder stays 24 bytes.
+    deflate: Option<Agreement>,
 }
 
 impl Decoder {
@@ -87,7 +105,21 @@ impl Decoder {
             max_message,
             role,
             text_checked: 0,
+            deflate: None,
         }
+    }
+
+    /// Turns permessage-deflate on (`Some`, once the handshake accepted
+    /// it: compressed messages are inflated) or off (`None`, the default:
+    /// RSV1 is a protocol error).
+    pub fn set_deflate(&mut self, agreement: Option<Agreement>) {
+        self.deflate = agreement;
+    }
+
+    /// The permessage-deflate terms set by [`Decoder::set_deflate`], for
+    /// the connection's writer to compress by.
+    pub fn deflate(&self) -> Option<Agreement> {
+        self.deflate
     }
 
     /// The role this decoder was built for.
@@ -146,7 +178,7 @@ impl Decoder {
         buf: &'a mut [u8],
     ) -> Result<Option<(usize, Option<Message<'a>>)>, ProtocolError> {
         self.release_buffer();
-        let Some(header) = parse_header(buf)? else {
+        let Some(header) = parse_header_with(buf, self.deflate.is_some())? else {
             return Ok(None);
         };
         match (self.role, header.mask) {
@@ -158,6 +190,9 @@ impl Decoder {
             (OpCode::Continuation, false) => return Err(ProtocolError::UnexpectedContinuation),
             (OpCode::Text | OpCode::Binary, true) => {
                 return Err(ProtocolError::ExpectedContinuation)
+            }
+            (OpCode::Continuation, true) if header.rsv1 => {
+                return Err(ProtocolError::CompressedContinuation)
             }
             _ => {}
         }
@@ -181,12 +216,13 @@ impl Decoder {
             .checked_add(payload_len)
             .ok_or_else(|| too_big(header.payload_len))?;
         if buf.len() < end {
+            // Compressed bytes are not text: checked once inflated.
             let text = match header.opcode {
-                OpCode::Text => Some(&[][..]),
+                OpCode::Text if !header.rsv1 => Some(&[][..]),
                 OpCode::Continuation => self
                     .fragment
                     .as_deref()
-                    .filter(|f| f.text)
+                    .filter(|f| f.text && !f.compressed)
                     .map(|f| incomplete_tail(&f.data)),
                 _ => None,
             };
@@ -210,18 +246,35 @@ impl Decoder {
         let message = match header.opcode {
             OpCode::Text | OpCode::Binary => {
                 let text = header.opcode == OpCode::Text;
+                let compressed = header.rsv1;
                 if !header.fin {
-                    if text {
+                    if text && !compressed {
                         check_utf8(payload, 0, false)?;
                     }
                     self.fragment = Some(Box::new(Fragment {
                         data: payload.to_vec(),
                         text,
+                        compressed,
                         done: false,
                     }));
                     return Ok(Some((end, None)));
                 }
-                if text {
+                if compressed {
+                    let fragment = self.fragment.insert(Box::new(Fragment {
+                        data: Vec::new(),
+                        text,
+                        compressed,
+                        done: true,
+                    }));
+                    crate::deflate::inflate(payload, self.max_message, &mut fragment.data)?;
+                    let data: &'a [u8] = &fragment.data;
+                    if text {
+                        check_utf8(data, 0, true)?;
+                        Message::Text(data)
+                    } else {
+                        Message::Binary(data)
+                    }
+                } else if text {
                     check_utf8(payload, 0, true)?;
                     Message::Text(payload)
                 } else {
@@ -234,13 +287,21 @@ impl Decoder {
                 };
                 let previous = fragment.data.len();
                 fragment.data.extend_from_slice(payload);
-                if fragment.text {
+                if fragment.text && !fragment.compressed {
                     check_utf8(&fragment.data, previous, header.fin)?;
                 }
                 if !header.fin {
                     return Ok(Some((end, None)));
                 }
                 fragment.done = true;
+                if fragment.compressed {
+                    let mut inflated = Vec::new();
+                    crate::deflate::inflate(&fragment.data, self.max_message, &mut inflated)?;
+                    fragment.data = inflated;
+                    if fragment.text {
+                        check_utf8(&fragment.data, 0, true)?;
+                    }
+                }
                 let data: &'a [u8] = &fragment.data;
                 if fragment.text {
                     Message::Text(data)

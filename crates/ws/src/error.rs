@@ -50,9 +50,22 @@ pub mod close_code {
 /// a close frame with [`close_code`](ProtocolError::close_code) and drop it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolError {
-    /// An RSV bit is set, but no extension was negotiated.
+    /// An RSV bit is set that no negotiated extension defines: RSV2 or
+    /// RSV3, or RSV1 without permessage-deflate.
     #[error("reserved bits set without a negotiated extension")]
     ReservedBits,
+    /// RSV1 ("compressed") on a control frame (RFC 7692 §6.1).
+    #[error("compressed control frame")]
+    CompressedControl,
+    /// RSV1 on a continuation frame: only a message's first frame carries
+    /// it (RFC 7692 §6.1).
+    #[error("RSV1 on a continuation frame")]
+    CompressedContinuation,
+    /// A compressed message whose payload is not valid DEFLATE data. RFC 7692
+    /// names no code for it; we answer 1007 (RFC 6455 §7.4.1: data
+    /// inconsistent with the message's type), as browsers and `ws` do.
+    #[error("compressed message is not valid DEFLATE data")]
+    InvalidCompressedData,
     /// A reserved opcode (3–7, 0xB–0xF).
     #[error("unknown opcode {0:#x}")]
     UnknownOpcode(u8),
@@ -102,14 +115,17 @@ pub enum ProtocolError {
 
 impl ProtocolError {
     /// The close code to send to the peer for this error: 1002 for broken
-    /// framing, 1007 for invalid UTF-8, 1009 for oversized messages.
+    /// framing, 1007 for invalid UTF-8 or
+    /// invalid compressed data, 1009 for oversized messages.
     pub const fn close_code(&self) -> u16 {
         match self {
-            ProtocolError::InvalidUtf8 | ProtocolError::InvalidCloseReason => {
-                close_code::INVALID_PAYLOAD
-            }
+            ProtocolError::InvalidUtf8
+            | ProtocolError::InvalidCloseReason
+            | ProtocolError::InvalidCompressedData => close_code::INVALID_PAYLOAD,
             ProtocolError::MessageTooBig { .. } => close_code::MESSAGE_TOO_BIG,
             ProtocolError::ReservedBits
+            | ProtocolError::CompressedControl
+            | ProtocolError::CompressedContinuation
             | ProtocolError::UnknownOpcode(_)
             | ProtocolError::FragmentedControl
             | ProtocolError::ControlTooLong

@@ -15,11 +15,14 @@ use crate::error::ProtocolError;
 /// The largest payload a control frame (close, ping, pong) may carry (§5.5).
 pub const MAX_CONTROL_PAYLOAD: usize = 125;
 
+/// The RSV1 bit of a header's first byte: "compressed" under permessage-deflate.
+pub const RSV1: u8 = 0x40;
+
 /// The longest possible frame header: 2 fixed bytes, 8 length bytes, 4 mask bytes.
 pub const MAX_HEADER_LEN: usize = 14;
 
 /// A frame's opcode (§5.2). Only the six opcodes RFC 6455 defines; the
-/// reserved ones are a protocol error because we negotiate no extensions.
+/// reserved ones are a protocol error: no extension Herald negotiates defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpCode {
     /// `0x0`: a continuation of a fragmented text or binary message.
@@ -86,6 +89,10 @@ pub enum Role {
 pub struct FrameHeader {
     /// The FIN bit: this frame ends its message.
     pub fin: bool,
+    /// The RSV1 bit, "per-message compressed" under permessage-deflate
+    /// (RFC 7692 §6). Only [`parse_header_with`] with `allow_rsv1` lets it
+    /// through; [`parse_header`] refuses it.
+    pub rsv1: bool,
     /// The frame's opcode.
     pub opcode: OpCode,
     /// The masking key, when the MASK bit is set.
@@ -100,21 +107,38 @@ pub struct FrameHeader {
 /// Parses a frame header from the front of `buf`.
 ///
 /// `Ok(None)` means `buf` does not yet hold the whole header. Validates the
-/// RSV bits (must be 0: no extensions are negotiated), the opcode, the
+/// RSV bits (all must be 0; [`parse_header_with`] lets RSV1 through under
+/// permessage-deflate), the opcode, the
 /// control-frame rules (FIN set, payload ≤ 125) and the 64-bit length form
 /// (top bit clear). Errors are reported as soon as the bytes that prove them
 /// are present, even when the rest of the header is not. Non-minimal length
 /// encodings are accepted (RFC 6455 obliges senders, not receivers). Masking
 /// is not checked against a role here; [`Decoder`](crate::Decoder) does that.
 pub fn parse_header(buf: &[u8]) -> Result<Option<FrameHeader>, ProtocolError> {
+    parse_header_with(buf, false)
+}
+
+/// [`parse_header`], letting RSV1 through when `allow_rsv1` (permessage-deflate
+/// was negotiated). RSV2 and RSV3 are always refused, and so is RSV1 on a
+/// control frame ([`ProtocolError::CompressedControl`]); whether RSV1 may
+/// appear on a data frame (a message's first frame only) is the
+/// [`Decoder`](crate::Decoder)'s to judge.
+pub fn parse_header_with(
+    buf: &[u8],
+    allow_rsv1: bool,
+) -> Result<Option<FrameHeader>, ProtocolError> {
     let Some(&b0) = buf.first() else {
         return Ok(None);
     };
-    if b0 & 0x70 != 0 {
+    let rsv1 = b0 & 0x40 != 0;
+    if b0 & 0x30 != 0 || (rsv1 && !allow_rsv1) {
         return Err(ProtocolError::ReservedBits);
     }
     let fin = b0 & 0x80 != 0;
     let opcode = OpCode::from_u8(b0 & 0x0F).ok_or(ProtocolError::UnknownOpcode(b0 & 0x0F))?;
+    if rsv1 && opcode.is_control() {
+        return Err(ProtocolError::CompressedControl);
+    }
     if opcode.is_control() && !fin {
         return Err(ProtocolError::FragmentedControl);
     }
@@ -157,6 +181,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Option<FrameHeader>, ProtocolError> {
     };
     Ok(Some(FrameHeader {
         fin,
+        rsv1,
         opcode,
         mask,
         payload_len,
@@ -252,9 +277,27 @@ pub fn encode_fragment(
     payload: &[u8],
     mask: Option<[u8; 4]>,
 ) {
+    encode_fragment_rsv1(out, fin, false, opcode, payload, mask);
+}
+
+/// [`encode_fragment`] with the RSV1 bit: set it (`rsv1`) on the first frame
+/// of a message compressed with permessage-deflate
+/// ([`deflate::compress`](crate::deflate::compress)), never on later
+/// fragments or control frames (RFC 7692 §6.1).
+pub fn encode_fragment_rsv1(
+    out: &mut BytesMut,
+    fin: bool,
+    rsv1: bool,
+    opcode: OpCode,
+    payload: &[u8],
+    mask: Option<[u8; 4]>,
+) {
     debug_assert!(!opcode.is_control() || (fin && payload.len() <= MAX_CONTROL_PAYLOAD));
     let mut header = [0u8; MAX_HEADER_LEN];
     let header_len = write_header(&mut header, fin, opcode, payload.len() as u64, mask);
+    if rsv1 {
+        header[0] |= RSV1;
+    }
     out.reserve(header_len + payload.len());
     out.put_slice(&header[..header_len]);
     let start = out.len();

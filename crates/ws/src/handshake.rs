@@ -32,6 +32,13 @@ pub struct UpgradeRequest<'a> {
     pub protocols: Option<&'a [u8]>,
     /// The `Origin` header, sent by browsers, for the server's origin policy.
     pub origin: Option<&'a [u8]>,
+    /// The first permessage-deflate offer Herald accepts
+    /// ([`deflate::negotiate`](crate::deflate::negotiate), over every
+    /// `Sec-WebSocket-Extensions` header in order), if any. Whether to
+    /// accept it is the server's choice: answer with
+    /// [`write_accept_extensions`] and its
+    /// [`response`](crate::deflate::Agreement::response).
+    pub deflate: Option<crate::deflate::Agreement>,
 }
 
 /// A rejected handshake. On the server side each variant maps to an HTTP
@@ -134,6 +141,7 @@ pub fn validate_upgrade<'a>(
     let mut key: Option<&'a [u8]> = None;
     let mut protocols: Option<&'a [u8]> = None;
     let mut origin: Option<&'a [u8]> = None;
+    let mut deflate = None;
     for header in headers {
         let name = header.name;
         let value: &'a [u8] = header.value;
@@ -153,6 +161,8 @@ pub fn validate_upgrade<'a>(
             protocols.get_or_insert(value);
         } else if name.eq_ignore_ascii_case("origin") {
             origin.get_or_insert(value);
+        } else if name.eq_ignore_ascii_case("sec-websocket-extensions") {
+            deflate = deflate.or_else(|| crate::deflate::negotiate(value));
         }
     }
     if !upgrade {
@@ -172,6 +182,7 @@ pub fn validate_upgrade<'a>(
         key,
         protocols,
         origin,
+        deflate,
     })
 }
 
@@ -222,6 +233,18 @@ pub fn accept_key(key: &[u8]) -> [u8; 28] {
 /// `Sec-WebSocket-Protocol` (which must be a token the client offered, e.g.
 /// from [`select_protocol`]). `out` is appended to, never cleared.
 pub fn write_accept(out: &mut Vec<u8>, accept: &[u8; 28], protocol: Option<&str>) {
+    write_accept_extensions(out, accept, protocol, None);
+}
+
+/// [`write_accept`] with a `Sec-WebSocket-Extensions` header when
+/// `extensions` is given (e.g. [`deflate::RESPONSE`](crate::deflate::RESPONSE)
+/// for a client whose offer was accepted).
+pub fn write_accept_extensions(
+    out: &mut Vec<u8>,
+    accept: &[u8; 28],
+    protocol: Option<&str>,
+    extensions: Option<&str>,
+) {
     out.extend_from_slice(
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ",
     );
@@ -229,6 +252,10 @@ pub fn write_accept(out: &mut Vec<u8>, accept: &[u8; 28], protocol: Option<&str>
     if let Some(protocol) = protocol {
         out.extend_from_slice(b"\r\nSec-WebSocket-Protocol: ");
         out.extend_from_slice(protocol.as_bytes());
+    }
+    if let Some(extensions) = extensions {
+        out.extend_from_slice(b"\r\nSec-WebSocket-Extensions: ");
+        out.extend_from_slice(extensions.as_bytes());
     }
     out.extend_from_slice(b"\r\n\r\n");
 }

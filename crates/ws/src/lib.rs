@@ -21,12 +21,19 @@
 //! - [`frame`]: headers, masking, encoding whole frames.
 //! - [`decoder`]: frames in, messages out; fragmentation, limits, UTF-8.
 //! - [`handshake`]: the HTTP upgrade, server and client side.
+//! - [`deflate`]: permessage-deflate (RFC 7692): the offer, compressing and
+//!   inflating a message.
 //! - [`error`]: [`ProtocolError`] and the close codes it maps to.
 //!
-//! No extensions (permessage-deflate included) are negotiated; frames with
-//! RSV bits set are refused.
+//! The one extension is permessage-deflate, always without context takeover
+//! either way, so that a connection keeps no compression state and a message
+//! compressed once can go to every connection that negotiated it (see
+//! [`deflate`]). It is off in a [`Decoder`] until the caller turns it on
+//! after a handshake that accepted it; until then, as for RSV2 and RSV3, a
+//! frame with RSV1 set is refused.
 
 pub mod decoder;
+pub mod deflate;
 pub mod error;
 pub mod frame;
 pub mod fuzzing;
@@ -35,10 +42,12 @@ pub mod handshake;
 pub use decoder::{Decoder, Message};
 pub use error::{close_code, ProtocolError};
 pub use frame::{
-    apply_mask, encode_close, encode_fragment, encode_frame, parse_header, write_header,
-    FrameHeader, OpCode, Role, MAX_CONTROL_PAYLOAD, MAX_HEADER_LEN,
+    apply_mask, encode_close, encode_fragment, encode_fragment_rsv1, encode_frame, parse_header,
+    parse_header_with, write_header, FrameHeader, OpCode, Role, MAX_CONTROL_PAYLOAD,
+    MAX_HEADER_LEN, RSV1,
 };
 pub use handshake::{
     accept_key, generate_key, parse_client_response, random_mask, select_protocol,
-    validate_upgrade, write_accept, write_client_request, HandshakeError, UpgradeRequest,
+    validate_upgrade, write_accept, write_accept_extensions, write_client_request, HandshakeError,
+    UpgradeRequest,
 };

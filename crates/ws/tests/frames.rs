@@ -36,6 +36,7 @@ fn three_length_forms_round_trip() {
                 header,
                 FrameHeader {
                     fin: true,
+                    rsv1: false,
                     opcode: OpCode::Binary,
                     mask,
                     payload_len: len as u64,

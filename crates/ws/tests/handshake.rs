@@ -42,6 +42,7 @@ fn valid_request() {
             key: KEY,
             protocols: Some(b"herald.binary, herald.json"),
             origin: Some(b"https://example.com"),
+            deflate: None,
         }
     );
 }

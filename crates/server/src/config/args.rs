@@ -48,6 +48,25 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_MAX_MESSAGE_SIZE")]
     pub max_message_size: Option<usize>,
 
+    /// Negotiate permessage-deflate (RFC 7692, no context takeover either
+    /// way) with WebSocket clients that offer it, on `/ws` and `/app/{key}`
+    /// [default: true].
+    #[arg(long, env = "HERALD_WS_DEFLATE", num_args = 0..=1, default_missing_value = "true")]
+    pub ws_deflate: Option<bool>,
+
+    /// Outgoing WebSocket messages shorter than this many bytes are sent
+    /// uncompressed (RSV1 clear) even to clients that negotiated
+    /// permessage-deflate: below it compression saves too little to pay for
+    /// itself; at most 65535 [default: 256].
+    #[arg(long, env = "HERALD_WS_DEFLATE_THRESHOLD")]
+    pub ws_deflate_threshold: Option<usize>,
+
+    /// Also negotiate permessage-deflate on `/shootout` (needs `--ws-deflate`);
+    /// off because the shootout's reference servers compress nothing
+    /// [default: false].
+    #[arg(long, env = "HERALD_WS_DEFLATE_SHOOTOUT", num_args = 0..=1, default_missing_value = "true")]
+    pub ws_deflate_shootout: Option<bool>,
+
     /// Bytes one connection's outbound queue may hold; a client that falls this
     /// far behind is disconnected with 3001 (slow consumer) [default: 1048576].
     #[arg(long, env = "HERALD_CLIENT_QUEUE_BYTES")]
@@ -315,6 +334,9 @@ impl ServeArgs {
             tls_key: self.tls_key.or(other.tls_key),
             workers: self.workers.or(other.workers),
             max_message_size: self.max_message_size.or(other.max_message_size),
+            ws_deflate: self.ws_deflate.or(other.ws_deflate),
+            ws_deflate_threshold: self.ws_deflate_threshold.or(other.ws_deflate_threshold),
+            ws_deflate_shootout: self.ws_deflate_shootout.or(other.ws_deflate_shootout),
             client_queue_bytes: self.client_queue_bytes.or(other.client_queue_bytes),
             max_connections: self.max_connections.or(other.max_connections),
             max_subscriptions: self.max_subscriptions.or(other.max_subscriptions),

@@ -46,6 +46,8 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Largest incoming message.
     pub max_message_size: usize,
+    /// permessage-deflate on WebSocket endpoints (see [`crate::transport::ws::Deflate`]).
+    pub ws_deflate: crate::transport::ws::Deflate,
     /// Most simultaneous connections.
     pub max_connections: usize,
     /// Time to pong before the connection is closed.
@@ -154,6 +156,9 @@ mod tests {
             ("tls-key", word(c.tls_key.is_none(), "off")),
             ("workers", c.workers.to_string()),
             ("max-message-size", c.max_message_size.to_string()),
+            ("ws-deflate", c.ws_deflate.enabled.to_string()),
+            ("ws-deflate-threshold", c.ws_deflate.threshold.to_string()),
+            ("ws-deflate-shootout", c.ws_deflate.shootout.to_string()),
             ("client-queue-bytes", n.client_queue_bytes.to_string()),
             ("max-connections", c.max_connections.to_string()),
             ("max-subscriptions", n.max_subscriptions.to_string()),

@@ -145,6 +145,21 @@ impl ServerConfig {
             tcp_listen: a.tcp_listen,
             workers: a.workers.unwrap_or(defaults::WORKERS),
             max_message_size: a.max_message_size.unwrap_or(defaults::MAX_MESSAGE_SIZE),
+            ws_deflate: crate::transport::ws::Deflate {
+                enabled: a.ws_deflate.unwrap_or(defaults::WS_DEFLATE),
+                threshold: match a.ws_deflate_threshold {
+                    // Kept per connection as a u16 (herald_ws::deflate::Agreement).
+                    Some(t) if t > usize::from(u16::MAX) => {
+                        return Err(ConfigError::Invalid(format!(
+                            "ws_deflate_threshold {t} is above 65535 bytes"
+                        )))
+                    }
+                    t => t.unwrap_or(defaults::WS_DEFLATE_THRESHOLD),
+                },
+                shootout: a
+                    .ws_deflate_shootout
+                    .unwrap_or(defaults::WS_DEFLATE_SHOOTOUT),
+            },
             max_connections: a.max_connections.unwrap_or(defaults::MAX_CONNECTIONS),
             pong_timeout: Duration::from_secs(u64::from(
                 a.pong_timeout.unwrap_or(defaults::PONG_TIMEOUT),

@@ -466,12 +466,14 @@ async fn route<S: Stream>(
         }
     };
     let Accepted {
-        endpoint, encoding, ..
+        endpoint,
+        encoding,
+        deflate,
+        ..
     } = *accepted;
     crate::transport::ws::upgrade::start(
         stream,
-        endpoint,
-        encoding,
+        (endpoint, encoding, deflate),
         &buf[head_len..],
         slot,
         &http.upgrades,

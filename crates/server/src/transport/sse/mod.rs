@@ -552,7 +552,9 @@ impl SseStream {
             | Frame::Pong(_)
             | Frame::Close(_)
             | Frame::Tracked(_)
-            | Frame::Spliced(_) => {}
+            | Frame::Spliced(_)
+            | Frame::DeflatedText(_)
+            | Frame::DeflatedBinary(_) => {}
         }
     }
 }

@@ -1,27 +1,66 @@
 //! WebSocket transport: Herald's protocol on `/ws`, the shootout protocol on
 //! `/shootout` and, for conformance tests only, an echo on `/echo`, all over
 //! the shared connection driver with WebSocket framing.
+//!
+//! permessage-deflate (RFC 7692): when the handshake accepted it
+//! ([`Deflate`], `upgrade.rs`), the [`WsWire`] inflates compressed messages
+//! before the handler sees them (in `herald_ws`'s decoder, bounded by the
+//! message limit). Outgoing, publication pushes to `/ws` clients come
+//! compressed from the hub, once per publication and encoding for all of
+//! them (`herald_core::Deflater`: without context takeover the bytes are the
+//! same for everyone); everything else of at least the threshold (replies,
+//! Pusher's rendered events, echoes, and pushes to the rare client that
+//! limited the server's window) is compressed by this connection's writer as
+//! it reaches it ([`Wire::prepare`], under the outbox's lock, once per frame).
 
 pub mod echo;
 pub mod shootout;
 pub mod upgrade;
 
 use crate::conn::{Incoming, Wire};
+use bytes::Bytes;
 use herald_core::outbox::{Closing, Frame};
+use herald_ws::deflate::Agreement;
 use herald_ws::{Decoder, Message, OpCode, Role};
+
+/// The permessage-deflate settings (`--ws-deflate`, `--ws-deflate-threshold`,
+/// `--ws-deflate-shootout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deflate {
+    /// Accept a client's permessage-deflate offer on `/ws`, `/app/{key}`
+    /// and `/echo` (default true: browsers all offer it).
+    pub enabled: bool,
+    /// Outgoing messages shorter than this many bytes go uncompressed
+    /// (default 256: below it the bytes saved do not pay for the CPU).
+    pub threshold: usize,
+    /// Accept it on `/shootout` too (default false: the shootout's
+    /// reference servers compress nothing, and its numbers compare with theirs).
+    pub shootout: bool,
+}
 
 /// RFC 6455 framing (server role) for the connection driver.
 #[derive(Debug)]
 pub struct WsWire {
+    /// Also holds the permessage-deflate terms, threshold included, in its
+    /// padding ([`Decoder::deflate`]): a parked connection stays 96 bytes.
     decoder: Decoder,
 }
 
 impl WsWire {
-    /// Server-side framing accepting messages up to `max_message` bytes.
+    /// Server-side framing accepting messages up to `max_message` bytes,
+    /// without compression.
     pub fn new(max_message: usize) -> WsWire {
-        WsWire {
-            decoder: Decoder::new(Role::Server, max_message),
-        }
+        WsWire::with_deflate(max_message, None)
+    }
+
+    /// Server-side framing with permessage-deflate when `deflate` is
+    /// `Some((agreement, threshold))`: compressed messages are inflated on
+    /// the way in, and outgoing ones of at least `threshold` bytes that the
+    /// agreement lets us compress are sent compressed.
+    pub fn with_deflate(max_message: usize, deflate: Option<(Agreement, usize)>) -> WsWire {
+        let mut decoder = Decoder::new(Role::Server, max_message);
+        decoder.set_deflate(deflate.map(|(a, threshold)| a.compressing_from(threshold)));
+        WsWire { decoder }
     }
 }
 
@@ -71,8 +110,37 @@ impl Wire for WsWire {
             Frame::Ping => OpCode::Ping,
             Frame::Pong(_) => OpCode::Pong,
             Frame::Close(_) => OpCode::Close,
+            Frame::DeflatedText(_) => OpCode::Text,
+            Frame::DeflatedBinary(_) => OpCode::Binary,
         };
-        herald_ws::write_header(out, true, opcode, payload_len as u64, None)
+        let n = herald_ws::write_header(out, true, opcode, payload_len as u64, None);
+        if matches!(frame, Frame::DeflatedText(_) | Frame::DeflatedBinary(_)) {
+            out[0] |= herald_ws::RSV1;
+        }
+        n
+    }
+
+    fn prepare(&self, frame: &Frame) -> Option<Frame> {
+        let agreement = self.decoder.deflate()?;
+        let binary = match frame {
+            Frame::Text(_) | Frame::Spliced(_) => false,
+            Frame::Binary(_) => true,
+            // Tracked frames stay as they are (their drop is a signal, and
+            // only `/shootout` queues them); the rest are control frames,
+            // already compressed, or never reach a WebSocket.
+            _ => return None,
+        };
+        if !agreement.compresses(frame.payload_len()) {
+            return None;
+        }
+        let mut out = Vec::new();
+        herald_ws::deflate::compress_pieces(&frame.pieces(), &mut out);
+        let out = Bytes::from(out);
+        Some(if binary {
+            Frame::DeflatedBinary(out)
+        } else {
+            Frame::DeflatedText(out)
+        })
     }
 
     fn close_payload(&self, c: &Closing, out: &mut [u8; 125]) -> usize {

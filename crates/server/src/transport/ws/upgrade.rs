@@ -37,6 +37,8 @@ pub struct Upgrades {
     pub shootout_enabled: bool,
     /// `/echo` is served (`--test-echo-route`).
     pub echo_enabled: bool,
+    /// permessage-deflate settings.
+    pub deflate: super::Deflate,
 }
 
 /// Which endpoint an upgrade is for.
@@ -73,6 +75,8 @@ pub struct Accepted {
     pub encoding: Encoding,
     /// The 101 answer.
     pub response: Vec<u8>,
+    /// permessage-deflate was accepted, on these terms.
+    pub deflate: Option<herald_ws::deflate::Agreement>,
 }
 
 /// Checks the upgrade request `req` for `route` (a WebSocket route).
@@ -156,31 +160,53 @@ pub fn accept(
     } else {
         Encoding::Json
     };
-    let mut response = Vec::with_capacity(160);
-    herald_ws::write_accept(&mut response, &herald_ws::accept_key(upgrade.key), protocol);
+    let deflate_here = match endpoint {
+        Endpoint::Shootout => up.deflate.shootout,
+        Endpoint::Herald | Endpoint::Echo | Endpoint::Pusher(_) => true,
+    };
+    let deflate = upgrade
+        .deflate
+        .filter(|_| up.deflate.enabled && deflate_here);
+    let mut response = Vec::with_capacity(240);
+    herald_ws::write_accept_extensions(
+        &mut response,
+        &herald_ws::accept_key(upgrade.key),
+        protocol,
+        deflate
+            .as_ref()
+            .map(herald_ws::deflate::Agreement::response),
+    );
     Some(Ok(Accepted {
         endpoint,
         encoding,
         response,
+        deflate,
     }))
 }
 
 /// Runs the endpoint's driver on `stream`, whose 101 answer was written;
-/// `leftover` is what the client sent after its request head.
+/// `leftover` is what the client sent after its request head; `deflate` is
+/// [`Accepted::deflate`].
 pub fn start<S: Stream>(
     stream: S,
-    endpoint: Endpoint,
-    encoding: Encoding,
+    accepted: (Endpoint, Encoding, Option<herald_ws::deflate::Agreement>),
     leftover: &[u8],
     slot: Option<Box<IpSlot>>,
     up: &Upgrades,
 ) {
+    let (endpoint, encoding, deflate) = accepted;
     let drivers = &up.drivers;
     let node = &drivers.node;
-    let wire = WsWire::new(drivers.max_message_size);
+    let wire = WsWire::with_deflate(
+        drivers.max_message_size,
+        deflate.map(|a| (a, up.deflate.threshold)),
+    );
     match endpoint {
         Endpoint::Herald => {
-            let client = node.new_client(encoding);
+            // With a full window the hub compresses each push once for all
+            // such clients; a limited window (rare) leaves it to the writer.
+            let shared = deflate.is_some_and(|a| a.server_window_bits() == 15);
+            let client = node.new_client_deflating(encoding, shared);
             drivers.expect_connect(&client);
             let session = Session::new(node.clone(), client).with_transport(Transport::WebSocket);
             let conn = Connection::new(stream.into_io(), session, wire, leftover).holding(slot);
