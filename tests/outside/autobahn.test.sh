@@ -29,7 +29,17 @@ HERALD_BIN="${HERALD_BIN:-$("$REPO/scripts/target-dir")/debug/herald}"
 OUT="${HERALD_ARTIFACTS:-$REPO/target/outside}/autobahn"
 REQS="$HERE/autobahn-requirements.txt"
 CASES='["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"]'
-SERVER_CASES='["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*", "12.*", "13.*"]'
+# Sections 12 and 13 in full send 216 x 1000 messages of up to 128 KiB,
+# which the Python 2 client frames slowly (about 27 minutes here): the test
+# command runs every group's first five sizes (16 B to 4 KiB) and the two
+# 64 KiB cases that once caught a truncated flush (12.2.9, 12.2.14);
+# HERALD_AUTOBAHN_DEFLATE=all runs all of both sections.
+if [ "${HERALD_AUTOBAHN_DEFLATE:-}" = all ]; then
+  DEFLATE_CASES='"12.*", "13.*"'
+else
+  DEFLATE_CASES="$(python3 -c 'print(", ".join(["\"12.%d.%d\"" % (g, c) for g in range(1, 6) for c in range(1, 6)] + ["\"13.%d.%d\"" % (g, c) for g in range(1, 8) for c in range(1, 6)] + ["\"12.2.9\"", "\"12.2.14\""]))')"
+fi
+SERVER_CASES="[\"1.*\", \"2.*\", \"3.*\", \"4.*\", \"5.*\", \"6.*\", \"7.*\", \"9.*\", \"10.*\", $DEFLATE_CASES]"
 SERVER_EXCLUDE='[]'
 EXCLUDE='["12.*", "13.*"]'
 
