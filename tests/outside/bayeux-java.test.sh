@@ -11,24 +11,17 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${HERALD_BIN:?HERALD_BIN must name the herald binary}"
 
-missing() {
-  if [ "${CI:-}" = "true" ]; then echo "bayeux-java: $1 missing" >&2; exit 1; fi
-  echo "bayeux-java: SKIPPED ($1 missing)"; exit 0
-}
-if ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null 2>&1; } || true
-  fi
-  command -v javac >/dev/null && command -v mvn >/dev/null || missing "java/maven"
-fi
-
-WORK="$(mktemp -d)"
-PID=""
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+. "$HERE/lib.sh"
+need javac openjdk-17-jdk-headless
+need mvn maven
+work_dir bayeux-java
 
 timeout 300 mvn -q -B -f "$HERE/bayeux-java/pom.xml" dependency:build-classpath \
-  -Dmdep.outputFile="$WORK/cp.txt" >"$WORK/mvn.log" 2>&1 || { tail -20 "$WORK/mvn.log" >&2; missing "CometD's Java client jars (Maven)"; }
+  -Dmdep.outputFile="$WORK/cp.txt" >"$WORK/mvn.log" 2>&1 || {
+  tail -20 "$WORK/mvn.log" >&2
+  [ "${CI:-}" = true ] && fail "Maven could not resolve CometD's Java client"
+  echo "SKIP: Maven could not resolve CometD's Java client"; exit 0
+}
 CP="$(cat "$WORK/cp.txt")"
 javac -cp "$CP" -d "$WORK/classes" "$HERE/bayeux-java/src/BayeuxJavaClient.java"
 
@@ -43,7 +36,7 @@ name = "locked"
 publish = "none"
 TOML
 RUST_LOG=warn "$HERALD_BIN" serve --config "$WORK/herald.toml" >"$WORK/herald.log" 2>&1 &
-PID=$!
+PIDS+=("$!")
 for _ in $(seq 200); do
   (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
   sleep 0.05

@@ -12,20 +12,16 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 : "${HERALD_BIN:?HERALD_BIN must name the herald binary}"
 
-missing() {
-  if [ "${CI:-}" = "true" ]; then echo "bayeux: $1 missing and not installable" >&2; exit 1; fi
-  echo "bayeux: SKIPPED ($1 missing)"; exit 0
-}
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get install -y -qq nodejs npm >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq nodejs npm >/dev/null 2>&1; } || true
-  fi
-  command -v node >/dev/null && command -v npm >/dev/null || missing "node/npm"
-fi
+. "$HERE/lib.sh"
+need node nodejs
+need npm npm
 
 cd "$HERE/bayeux"
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules ]; then
-  timeout 300 npm ci --no-audit --no-fund --loglevel=error >/dev/null || missing "npm packages (npm ci failed)"
+  timeout 300 npm ci --no-audit --no-fund --loglevel=error >/dev/null || {
+    [ "${CI:-}" = true ] && fail "npm ci failed in tests/outside/bayeux"
+    echo "SKIP: npm ci failed in tests/outside/bayeux"; exit 0
+  }
 fi
 # Each test waits at most 5 s for any one thing; the whole run is bounded.
 timeout 150 node --test --test-force-exit --test-concurrency=1 --test-timeout=30000 --test-reporter=spec bayeux.test.mjs

@@ -747,10 +747,7 @@ impl Engine {
             return Err(PlayError::Disabled);
         }
         if let Some(spec) = ask.kind.spec() {
-            self.check_new_table(spec).map_err(|e| match e {
-                EngineError::UnknownGame(g) => PlayError::UnknownGame(g),
-                e => PlayError::Bad(e.to_string()),
-            })?;
+            self.check_new_table(spec).map_err(play_error)?;
         }
         Ok(ask)
     }
@@ -796,10 +793,7 @@ impl Engine {
             }
             crate::play::recode(&mut spec);
         }
-        let table = self.create_table(&spec).map_err(|e| match e {
-            EngineError::UnknownGame(g) => PlayError::UnknownGame(g),
-            e => PlayError::Bad(e.to_string()),
-        })?;
+        let table = self.create_table(&spec).map_err(play_error)?;
         pools.add(table, &spec, now);
         Ok(Reserved {
             table,
@@ -1036,6 +1030,15 @@ async fn flush_lobby(shared: Weak<Shared>) {
         };
         let n = shared.lobby.flush();
         shared.metrics.lobby_updates.add(n as u64);
+    }
+}
+
+/// Why a `play` could not make its table: the engine's refusal as the
+/// player sees it (120 for an unknown game, else 103 with the reason).
+fn play_error(e: EngineError) -> PlayError {
+    match e {
+        EngineError::UnknownGame(g) => PlayError::UnknownGame(g),
+        e => PlayError::Bad(e.to_string()),
     }
 }
 
