@@ -101,6 +101,9 @@ pub struct ServerConfig {
     pub pusher: crate::pusher::PusherConfig,
     /// The Bayeux endpoint's settings (`[bayeux]`).
     pub bayeux: crate::bayeux::BayeuxConfig,
+    /// What gives memory back while the node is quiet: set by the binary,
+    /// which knows its allocator (none from flags or files).
+    pub reclaim: Option<crate::reclaim::Reclaim>,
 }
 
 /// What a node does in a cluster (`--role`, decision 0009).

@@ -199,6 +199,7 @@ impl ServerConfig {
             role,
             pusher,
             bayeux,
+            reclaim: None,
         })
     }
 }
