@@ -73,7 +73,9 @@
 //!   `broker/nodes.rs`: heartbeats, the node list, dead nodes, and the
 //!   control, node and lobby topics.
 //! - `config.rs`: [`RedisConfig`] and its defaults.
-//! - [`conn`]: the pipelined command link; `pubsub.rs`: the subscriber
+//! - [`conn`]: the pipelined command link and [`conn::Target`], where
+//!   Redis is; [`sentinel`]: finding the master through Redis Sentinel and
+//!   following its fail-overs (decision 0020); `pubsub.rs`: the subscriber
 //!   link; [`resp`]: the wire format; [`lua`]: the scripts; `member.rs`:
 //!   presence members and channel-topic messages as stored and published.
 //! - [`tables`] and [`registry`]: game tables' leases and saves, and which
@@ -90,10 +92,11 @@ pub mod play;
 pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
+pub mod sentinel;
 pub mod tables;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
-pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, StatsFn};
+pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, RedisStatus, StatsFn};
 pub use config::RedisConfig;
 pub use conn::UrlError;

@@ -141,10 +141,11 @@ impl TableStore {
             .call(&[
                 "EVALSHA",
                 lua::TABLE_CLAIM.sha(),
-                "3",
+                "4",
                 &k_lease,
                 &k_fence,
                 &k_state,
+                crate::sentinel::EPOCH_KEY,
                 &self.node,
                 &ms,
                 &floor,
