@@ -167,3 +167,76 @@ async fn an_unknown_master_name_and_all_sentinels_down() {
     blocking(|| s.restart_sentinels());
     set_until_ok(&link, "k", "3").await;
 }
+
+/// Runs publish.lua on `channel` (as the broker does) and returns
+/// (epoch, offset).
+async fn publish(link: &Link, channel: &str, data: &str) -> (String, i64) {
+    let m = format!("herald:{{{channel}}}:m");
+    let s = format!("herald:{{{channel}}}:s");
+    let epoch = format!("fresh-{data}");
+    let v = link
+        .call(&[
+            "EVAL",
+            lua::PUBLISH.text,
+            "3",
+            &m,
+            &s,
+            herald_redis::sentinel::EPOCH_KEY,
+            data,
+            &epoch,
+            "100",
+            "0",
+            "herald:c:x",
+        ])
+        .await
+        .unwrap();
+    let items = v.items();
+    (
+        String::from_utf8_lossy(items[0].bytes().unwrap()).into_owned(),
+        items[1].int().unwrap(),
+    )
+}
+
+/// Channel `x` as a replica that missed everything after offset 1 has it.
+async fn lose_tail(link: &Link) {
+    link.call(&["HSET", "herald:{x}:m", "o", "1"])
+        .await
+        .unwrap();
+    link.call(&["DEL", "herald:{x}:s"]).await.unwrap();
+    link.call(&["XADD", "herald:{x}:s", "1-0", "t", "0", "d", "1"])
+        .await
+        .unwrap();
+}
+
+/// What a fail-over can leave behind, made by hand on one Redis: the new
+/// master lacks the channel's last publications (its meta says offset 1
+/// where the old master had reached 3), and nodes connecting to it raised
+/// the fail-over epoch. The next publication must not reuse an offset of
+/// the old epoch: it starts a new epoch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_epoch_ends_the_channel_epochs_made_before_it() {
+    let Some(redis) = testing::RedisServer::start() else {
+        return;
+    };
+    let link = link(&redis.url());
+    up(&link, Duration::from_secs(10)).await;
+    let (e0, _) = publish(&link, "x", "1").await;
+    publish(&link, "x", "2").await;
+    assert_eq!(publish(&link, "x", "3").await, (e0.clone(), 3));
+    // Without a fail-over epoch nothing changes.
+    lose_tail(&link).await;
+    link.call(&["SET", herald_redis::sentinel::EPOCH_KEY, "0"])
+        .await
+        .unwrap();
+    assert_eq!(publish(&link, "x", "4").await, (e0.clone(), 2));
+    // After one, offset 3 of e0 is never issued again.
+    lose_tail(&link).await;
+    link.call(&["SET", herald_redis::sentinel::EPOCH_KEY, "1"])
+        .await
+        .unwrap();
+    let (e1, o) = publish(&link, "x", "5").await;
+    assert_ne!(e1, e0, "the epoch survived a fail-over");
+    assert_eq!((e1.as_str(), o), ("fresh-5", 2));
+    // Once: the new epoch is kept by later publications.
+    assert_eq!(publish(&link, "x", "6").await, (e1, 3));
+}
