@@ -174,7 +174,7 @@ async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
     let (mut refused, mut killed_at) = (0u32, None);
     let started = Instant::now();
     let mut n: i64 = 0;
-    while killed_at.map_or(true, |k| acked.len() < k + 40) {
+    while killed_at.is_none_or(|k| acked.len() < k + 40) {
         assert!(
             started.elapsed() < Duration::from_secs(45),
             "publishing never resumed"
