@@ -364,14 +364,15 @@ async fn run(
         drop(l);
         let inflight: Inflight = Arc::default();
         let (read, write) = stream.into_split();
-        let reader = tokio::spawn(read_replies(read, inflight.clone()));
+        let mut reader = tokio::spawn(read_replies(read, inflight.clone()));
         let stopped = tokio::select! {
-            s = write_requests(write, &mut rx, &inflight, reader) => s,
+            s = write_requests(write, &mut rx, &inflight, &mut reader) => s,
             _ = moved_from(&mut switches, &target, &addr) => {
                 tracing::warn!(from = %addr, "the redis master moved; reconnecting");
                 false
             }
         };
+        reader.abort();
         if let Some(l) = link.upgrade() {
             l.up.store(false, Ordering::Release);
         }
@@ -499,7 +500,7 @@ async fn write_requests(
     mut write: tokio::net::tcp::OwnedWriteHalf,
     rx: &mut mpsc::Receiver<Request>,
     inflight: &Inflight,
-    mut reader: tokio::task::JoinHandle<()>,
+    reader: &mut tokio::task::JoinHandle<()>,
 ) -> bool {
     let mut batch = Vec::with_capacity(256);
     let mut out = BytesMut::with_capacity(64 * 1024);
@@ -526,7 +527,7 @@ async fn write_requests(
                     out = BytesMut::with_capacity(64 * 1024);
                 }
             }
-            _ = &mut reader => return false,
+            _ = &mut *reader => return false,
         }
     }
 }

@@ -6,13 +6,18 @@
 //! recovery that says `recovered: false`), and no two subscribers may see
 //! two different messages under one (epoch, offset). `/readyz`,
 //! `/api/nodes` and `/metrics` then name the new master and one fail-over.
+//! And a game table mid-hand through a promotion: exactly one owner after
+//! it, every chip conserved, play resumes.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
+#[path = "common/game.rs"]
+mod game_common;
 
-use common::{assert_metrics_documented, http, json_client, recv_json, send_json, Ws};
+use common::{assert_metrics_documented, http, json_client, recv_json, send_json, user_token, Ws};
 use futures_util::StreamExt;
+use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::testing::Sentinels;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
@@ -294,4 +299,112 @@ async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
     assert_metrics_documented(&metrics, true);
     common::promtool_check(&metrics);
     drop((a, b));
+}
+
+const SECRET: &str = "sentinel-game-secret-sentinel-game!";
+
+/// The tables `n` owns (`/api/tables` entries with an `owner`).
+async fn owned(n: &NodeHandle) -> Vec<Value> {
+    let (status, body) = get(n.addr, "/api/tables").await;
+    if status != 200 {
+        return Vec::new();
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let all = v["tables"].as_array().cloned().unwrap_or_default();
+    all.into_iter().filter(|t| t["owner"].is_object()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
+    let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
+        return;
+    };
+    let url = s.url();
+    let game_node = || {
+        NodeHandle::start(ServeArgs {
+            table_lease: Some(500),
+            ..cluster_args(&url, "all", SECRET, 1, seeded(15_000))
+        })
+    };
+    let nodes = [game_node(), game_node()];
+    let first = owner(&[&nodes[0], &nodes[1]]).await;
+    let before_token = owned(&nodes[first]).await[0]["owner"]["token"]
+        .as_u64()
+        .unwrap();
+
+    // Three players; a hand starts; two actions acknowledged.
+    let users = ["ann", "bob", "cat"];
+    let mut players = Vec::new();
+    for u in users {
+        let mut p = Player::connect(nodes[first].addr, &user_token(SECRET, u)).await;
+        let r = p.sit(5).await;
+        assert!(r["sit"].is_object(), "{r}");
+        players.push(p);
+    }
+    let mut turn = players[0].game_event("turn").await;
+    for id in 10..12 {
+        let seat = turn["seat"].as_u64().unwrap() as usize;
+        players[seat].act(id, json!({"a": "call"})).await;
+        turn = players[0].game_event("turn").await;
+    }
+    let (_, body) = get(nodes[first].addr, "/api/tables/1").await;
+    let before: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
+    let total = chips(&before);
+
+    let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+    tokio::task::block_in_place(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    drop(players);
+
+    // Exactly one owner once things settle (the lease is 500 ms: either the
+    // owner renewed it on the new master, or it lapsed and one node claimed
+    // the table again, with a token above every earlier one).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (at, listed) = loop {
+        let a = owned(&nodes[0]).await;
+        let b = owned(&nodes[1]).await;
+        assert!(a.is_empty() || b.is_empty(), "two owners: {a:?} {b:?}");
+        if !a.is_empty() || !b.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let (a2, b2) = (owned(&nodes[0]).await, owned(&nodes[1]).await);
+            assert!(a2.is_empty() || b2.is_empty(), "two owners: {a2:?} {b2:?}");
+            if a2.len() + b2.len() == 1 {
+                break if a2.is_empty() { (1, b2) } else { (0, a2) };
+            }
+        }
+        assert!(Instant::now() < deadline, "no owner after the fail-over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let token = listed[0]["owner"]["token"].as_u64().unwrap();
+    assert!(
+        token == before_token || token > u64::from(u32::MAX),
+        "token {token} after a fail-over (was {before_token})"
+    );
+    eprintln!("owner after the fail-over: node {at} (was {first}), token {token}");
+
+    // The players come back to the owner: their seats, every chip.
+    let mut players = Vec::new();
+    let mut snap = Value::Null;
+    for (seat, u) in users.iter().enumerate() {
+        let mut p = Player::connect(nodes[at].addr, &user_token(SECRET, u)).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let r = loop {
+            let r = p.sit(5).await;
+            if r["sit"].is_object() || Instant::now() > deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        snap = r["sit"]["data"].clone();
+        assert_eq!(chips(&snap), total, "chips conserved: {snap}");
+        players.push(p);
+    }
+    // Play resumes: the player to act acts.
+    let seat = snap["turn"].as_u64().expect("a turn") as usize;
+    players[seat].act(20, json!({"a": "call"})).await;
+    let ev = players[(seat + 1) % 3].game_event("action").await;
+    assert_eq!(ev["seat"].as_u64(), Some(seat as u64));
+    let (_, body) = get(nodes[at].addr, "/api/tables/1").await;
+    let after: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
 }
