@@ -240,3 +240,37 @@ async fn a_failover_epoch_ends_the_channel_epochs_made_before_it() {
     // Once: the new epoch is kept by later publications.
     assert_eq!(publish(&link, "x", "6").await, (e1, 3));
 }
+
+/// A graceful fail-over (`SENTINEL FAILOVER`): the old master lives on as a
+/// replica, so nothing closes the links' connections; they move on the
+/// `+switch-master` notice (or on the `-READONLY` a write gets there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_failover_moves_the_links_off_the_demoted_master() {
+    let Some(s) = blocking(Sentinels::start) else {
+        return;
+    };
+    let old = s.redis[0].port;
+    let link = link(&s.url());
+    up(&link, Duration::from_secs(10)).await;
+    let port = s.sentinel_ports()[0];
+    let ok = testing::command(port, &["SENTINEL", "FAILOVER", testing::MASTER_NAME]);
+    assert!(
+        matches!(ok, Some(herald_redis::resp::Value::Simple(_))),
+        "{ok:?}"
+    );
+    let new = blocking(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let wrote = link.call(&["SET", "k", &n.to_string()]).await.is_ok();
+        if wrote && link.target().master() == Some(format!("127.0.0.1:{new}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the link stayed on {old}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = testing::command(new, &["GET", "k"]).and_then(|v| v.int());
+    assert_eq!(got, Some(n));
+    assert_eq!(link.target().sentinel().unwrap().failovers(), 1);
+}

@@ -408,3 +408,61 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     let after: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
     assert_eq!(chips(&after), total, "{after}");
 }
+
+async fn presence_clients(ws: &mut Ws, id: u32) -> Option<usize> {
+    let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
+    r["presence"]["clients"].as_array().map(Vec::len)
+}
+
+/// A node that dies with the master leaves no phantom members on the new
+/// master beyond the usual dead-node timeout, and the survivors' members
+/// are registered again there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
+    let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
+        return;
+    };
+    let url = s.url();
+    let (a, b, mut c) = (node(&url), node(&url), node(&url));
+    let mut on_a = json_client(a.addr).await;
+    let r = request(
+        &mut on_a,
+        json!({"id": 2, "subscribe": {"channel": "room"}}),
+    )
+    .await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    let mut on_c = json_client(c.addr).await;
+    let r = request(
+        &mut on_c,
+        json!({"id": 2, "subscribe": {"channel": "room"}}),
+    )
+    .await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    let mut asker = json_client(b.addr).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 3;
+    while presence_clients(&mut asker, id).await != Some(2) {
+        assert!(Instant::now() < deadline, "never two members");
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The master and node C die together.
+    let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+    c.kill();
+    tokio::task::block_in_place(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    // Within the dead-node time (5 s) and a few heartbeats: A's member only.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        id += 1;
+        if presence_clients(&mut asker, id).await == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "phantom member still listed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And it stays so (A's member is not lost by the repair).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    id += 1;
+    assert_eq!(presence_clients(&mut asker, id).await, Some(1));
+    drop((on_a, on_c));
+}
