@@ -146,6 +146,15 @@ impl RedisServer {
         }
     }
 
+    /// Without persistence: the directory it runs in (removed on drop).
+    fn scratch_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "herald-redis-{}-{}-scratch",
+            std::process::id(),
+            self.port
+        ))
+    }
+
     /// Starts it (again) on the same port, empty, and waits until it answers.
     pub fn restart(&mut self) {
         self.kill();
@@ -158,9 +167,17 @@ impl RedisServer {
             Some(d) => cmd
                 .args(["--appendonly", "yes", "--appendfsync", "always"])
                 .args(["--dir", &d.to_string_lossy()]),
-            None => cmd
-                .args(["--appendonly", "no"])
-                .args(["--dir", &std::env::temp_dir().to_string_lossy()]),
+            None => {
+                // A directory of its own, emptied on every start: a replica
+                // writes the master's data there (dump.rdb) on a full sync,
+                // and any Redis started in a directory holding one would load
+                // it, so a shared directory would leak data between tests.
+                let d = self.scratch_dir();
+                let _ = std::fs::remove_dir_all(&d);
+                let _ = std::fs::create_dir_all(&d);
+                cmd.args(["--appendonly", "no"])
+                    .args(["--dir", &d.to_string_lossy()])
+            }
         };
         let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         let Ok(child) = child else {
@@ -185,6 +202,7 @@ impl Drop for RedisServer {
         if let Some(d) = &self.aof_dir {
             let _ = std::fs::remove_dir_all(d);
         }
+        let _ = std::fs::remove_dir_all(self.scratch_dir());
     }
 }
 

@@ -331,7 +331,7 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     let before_token = owned(&nodes[first]).await[0]["owner"]["token"]
         .as_u64()
         .unwrap();
-
+    assert_eq!(before_token, 1, "a fresh Redis issues token 1 first");
     // Three players; a hand starts; two actions acknowledged.
     let users = ["ann", "bob", "cat"];
     let mut players = Vec::new();
@@ -409,14 +409,38 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     assert_eq!(chips(&after), total, "{after}");
 }
 
-async fn presence_clients(ws: &mut Ws, id: u32) -> Option<usize> {
+/// The client ids `presence` lists for channel `room` (`None`: an error).
+async fn presence_clients(ws: &mut Ws, id: u32) -> Option<Vec<String>> {
     let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
-    r["presence"]["clients"].as_array().map(Vec::len)
+    let list = r["presence"]["clients"].as_array()?;
+    let mut ids: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["client"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    Some(ids)
 }
 
-/// A node that dies with the master leaves no phantom members on the new
-/// master beyond the usual dead-node timeout, and the survivors' members
-/// are registered again there.
+/// A JSON client on `addr` subscribed to `room`, and its client id.
+async fn member(addr: SocketAddr) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = request(&mut ws, json!({"id": 2, "subscribe": {"channel": "room"}})).await;
+        if r["subscribe"].is_object() {
+            return (ws, id);
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A node that dies with the master leaves no phantom member on the new
+/// master beyond the usual dead-node timeout; a member on a surviving node
+/// is closed with 3004 (the channel's epoch ended), comes back, and is
+/// listed alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
@@ -424,25 +448,15 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     };
     let url = s.url();
     let (a, b, mut c) = (node(&url), node(&url), node(&url));
-    let mut on_a = json_client(a.addr).await;
-    let r = request(
-        &mut on_a,
-        json!({"id": 2, "subscribe": {"channel": "room"}}),
-    )
-    .await;
-    assert!(r["subscribe"].is_object(), "{r}");
-    let mut on_c = json_client(c.addr).await;
-    let r = request(
-        &mut on_c,
-        json!({"id": 2, "subscribe": {"channel": "room"}}),
-    )
-    .await;
-    assert!(r["subscribe"].is_object(), "{r}");
+    let (mut on_a, a1) = member(a.addr).await;
+    let (on_c, c1) = member(c.addr).await;
     let mut asker = json_client(b.addr).await;
+    let mut want = vec![a1, c1.clone()];
+    want.sort();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut id = 3;
-    while presence_clients(&mut asker, id).await != Some(2) {
-        assert!(Instant::now() < deadline, "never two members");
+    while presence_clients(&mut asker, id).await.as_ref() != Some(&want) {
+        assert!(Instant::now() < deadline, "never both members");
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -450,19 +464,27 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
     c.kill();
     tokio::task::block_in_place(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    assert_eq!(common::close_code(&mut on_a).await, 3004);
+    // As a real client does: the connection ends with the close.
+    drop(on_a);
+    let (_on_a, a2) = member(a.addr).await;
     // Within the dead-node time (5 s) and a few heartbeats: A's member only.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         id += 1;
-        if presence_clients(&mut asker, id).await == Some(1) {
+        let got = presence_clients(&mut asker, id).await;
+        if got.as_ref() == Some(&vec![a2.clone()]) {
             break;
         }
-        assert!(Instant::now() < deadline, "phantom member still listed");
+        assert!(
+            Instant::now() < deadline,
+            "presence after the fail-over: {got:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // And it stays so (A's member is not lost by the repair).
+    // And it stays so.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     id += 1;
-    assert_eq!(presence_clients(&mut asker, id).await, Some(1));
-    drop((on_a, on_c));
+    assert_eq!(presence_clients(&mut asker, id).await, Some(vec![a2]));
+    drop(on_c);
 }
