@@ -488,3 +488,31 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     assert_eq!(presence_clients(&mut asker, id).await, Some(vec![a2]));
     drop(on_c);
 }
+
+/// Sentinels that do not answer (a wrong address): the node serves, every
+/// publish answers 114, `/readyz` says 503 and that no master is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_sentinel_address_is_error_114_and_not_ready() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = node(&format!("redis-sentinel://127.0.0.1:{port}/herald"));
+    let mut ws = json_client(n.addr).await;
+    let r = request(
+        &mut ws,
+        json!({"id": 2, "publish": {"channel": "feed", "data": 1}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], 114, "{r}");
+    let (status, body) = get(n.addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("redis sentinel master unknown (0 fail-overs seen)"),
+        "{body}"
+    );
+    let (_, nodes) = get(n.addr, "/api/nodes").await;
+    let nodes: Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes["redis"]["master"], Value::Null, "{nodes}");
+}
