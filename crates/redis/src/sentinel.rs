@@ -2,7 +2,7 @@
 //!
 //! A `redis-sentinel://` target names sentinels and a master *name*, not an
 //! address. Before each connection the links ([`crate::conn`],
-//! `pubsub.rs`) ask [`Sentinel::resolve`] where the master is: each
+//! `pubsub.rs`) ask `Sentinel::resolve` where the master is: each
 //! sentinel in turn (starting with the last one that answered) is asked
 //! `SENTINEL get-master-addr-by-name` and, in the same round trip,
 //! `SENTINEL MASTER` for the master's *config epoch*. The link then checks
@@ -12,7 +12,7 @@
 //!
 //! Following a promotion promptly: one task per target stays subscribed to
 //! a sentinel's `+switch-master` and, when our master moves, bumps
-//! [`Sentinel::switches`]; a link connected elsewhere drops its connection
+//! `Sentinel::switches`; a link connected elsewhere drops its connection
 //! and reconnects at once (skipping its backoff). Without that notice the
 //! links still get there: a dead master closes their connections, and a
 //! demoted one answers writes with `-READONLY` (or `-LOADING` while it
@@ -26,7 +26,7 @@
 //!
 //! This module knows the Sentinel protocol and nothing of the broker; its
 //! seam with the rest is [`crate::conn::Target`] (which holds one) and
-//! [`Sentinel::resolve`].
+//! `Sentinel::resolve`.
 
 use crate::resp::{self, Value};
 use bytes::BytesMut;
