@@ -331,10 +331,11 @@ impl TableStore {
         self.link.fire(&[
             "EVALSHA".as_bytes(),
             lua::TABLE_LOBBY.sha().as_bytes(),
-            b"3",
+            b"4",
             k_lease.as_bytes(),
             seq.as_bytes(),
             hash.as_bytes(),
+            crate::sentinel::EPOCH_KEY.as_bytes(),
             holder.as_bytes(),
             table.as_bytes(),
             entry,
