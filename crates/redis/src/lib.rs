@@ -52,7 +52,12 @@
 //! (error 114 to clients); clients stay connected; when Redis returns, the
 //! node resubscribes every channel, fills gaps from the streams,
 //! re-registers its presence members, and closes with 3004 the subscribers
-//! of channels whose stream did not survive.
+//! of channels whose stream did not survive. With Redis Sentinel
+//! (`redis-sentinel://`, decision 0020) the links find the master through
+//! the sentinels and follow a fail-over; since the new master may lack the
+//! last writes, a fail-over epoch (key `herald:sentinel:epoch`, the
+//! sentinels' config epoch) ends every channel's epoch and floors table
+//! tokens and lobby numbers, so nothing is handed out twice.
 //!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
