@@ -101,6 +101,8 @@ pub struct ServerConfig {
     pub pusher: crate::pusher::PusherConfig,
     /// The Bayeux endpoint's settings (`[bayeux]`).
     pub bayeux: crate::bayeux::BayeuxConfig,
+    /// The admin dashboard (`[admin]`); `None`: off.
+    pub admin: Option<crate::admin::config::AdminConfig>,
 }
 
 /// What a node does in a cluster (`--role`, decision 0009).
