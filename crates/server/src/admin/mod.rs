@@ -219,19 +219,26 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The host a request was sent to: its `Host` header (HTTP/1.1), else the
+/// URI's authority (HTTP/2's `:authority`).
+fn host<B>(req: &Request<B>) -> String {
+    req.headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.as_str().to_string()))
+        .unwrap_or_default()
+}
+
 /// Whether a state-changing request comes from the dashboard's own
 /// origin: no `Sec-Fetch-Site` other than `same-origin`, and no `Origin`
-/// other than this host's, and a JSON body.
-fn same_origin(headers: &HeaderMap, tls: bool) -> bool {
+/// other than this host's (`host`, see [`host`]), and a JSON body.
+fn same_origin(headers: &HeaderMap, host: &str, tls: bool) -> bool {
     let site = headers.get("sec-fetch-site").map(HeaderValue::as_bytes);
     if site.is_some_and(|s| s != b"same-origin") {
         return false;
     }
     if let Some(origin) = headers.get(http::header::ORIGIN) {
-        let host = headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
         let scheme = if tls { "https" } else { "http" };
         if origin.as_bytes() != format!("{scheme}://{host}").as_bytes() {
             return false;
@@ -278,7 +285,7 @@ async fn route(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> R
                     .get("x-csrf-token")
                     .map_or(&b""[..], HeaderValue::as_bytes);
                 if !session::same(csrf, session.csrf.as_bytes())
-                    || !same_origin(req.headers(), admin.tls)
+                    || !same_origin(req.headers(), &host(&req), admin.tls)
                 {
                     admin.did(Action::CsrfRefused, &session.user, p);
                     return fail(
@@ -305,7 +312,7 @@ struct Login {
 
 /// `POST /admin/login`.
 async fn login(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> Response<Body> {
-    if !same_origin(req.headers(), admin.tls) {
+    if !same_origin(req.headers(), &host(&req), admin.tls) {
         admin.did(Action::CsrfRefused, "", "/admin/login");
         return fail(
             StatusCode::FORBIDDEN,
@@ -590,28 +597,39 @@ mod tests {
             http::header::HOST,
             HeaderValue::from_static("127.0.0.1:8080"),
         );
-        assert!(!same_origin(&h, false), "no JSON content type");
+        assert!(!same_origin(&h, HOST, false), "no JSON content type");
         h.insert(
             http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json; charset=utf-8"),
         );
-        assert!(same_origin(&h, false));
+        assert!(same_origin(&h, HOST, false));
         h.insert(
             http::header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
-        assert!(same_origin(&h, false));
-        assert!(!same_origin(&h, true), "https expected under TLS");
+        assert!(same_origin(&h, HOST, false));
+        assert!(!same_origin(&h, HOST, true), "https expected under TLS");
         h.insert(
             http::header::ORIGIN,
             HeaderValue::from_static("http://evil.example"),
         );
-        assert!(!same_origin(&h, false));
+        assert!(!same_origin(&h, HOST, false));
         h.remove(http::header::ORIGIN);
         h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(!same_origin(&h, false));
+        assert!(!same_origin(&h, HOST, false));
         h.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
-        assert!(same_origin(&h, false));
+        assert!(same_origin(&h, HOST, false));
+        let h2 = Request::builder()
+            .uri("https://example.org:8443/admin/login")
+            .body(())
+            .unwrap();
+        assert_eq!(host(&h2), "example.org:8443", "HTTP/2: the authority");
+        let h1 = Request::builder()
+            .uri("/admin/login")
+            .header("host", "a.example")
+            .body(())
+            .unwrap();
+        assert_eq!(host(&h1), "a.example");
     }
 
     #[test]
