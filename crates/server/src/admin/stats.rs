@@ -73,7 +73,12 @@ impl StatsSource {
             "publications": m.publications.get(),
             "uptime_s": n.now(),
             "version": n.config.version,
-            "tables": self.games.table_count(),
+            // In a cluster, the tables this node owns (holds the lease of).
+            "tables": if self.clustered {
+                self.games.leases().len()
+            } else {
+                self.games.table_count()
+            },
             "role": self.role,
             "transports": transports,
             "delivered": m.messages_out.get(),
