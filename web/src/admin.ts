@@ -336,7 +336,7 @@ async function loadTables(): Promise<void> {
       $("table-state").textContent = r.status < 300 ? `table ${t.table} closed` : `refused: ${r.body?.error?.message ?? r.body?.error ?? r.status}`;
       void loadTables();
     });
-    tbody.append(row([show, t.game ?? "", `${t.players ?? 0}/${t.seats ?? "?"}`, t.owner?.node ?? "–", t.owner?.token ?? "–", close]));
+    tbody.append(row([show, t.attrs?.game ?? t.path ?? "", `${t.players ?? 0}/${t.seats ?? "?"}`, t.owner?.node ?? "–", t.owner?.token ?? "–", close]));
   }
 }
 

@@ -107,13 +107,14 @@ test("a wrong password is refused, the right one accepted; the cookie is HttpOnl
   await login(page, PASSWORD);
   await page.waitForSelector("#tabs", { state: "visible" });
   const cookies = await browser.context.cookies();
-  const c = cookies.find((k) => k.name === "herald_admin");
+  const c = cookies.find((k) => k.name === `herald_admin_${new URL(server.url).port}`);
   assert.ok(c, JSON.stringify(cookies));
   assert.equal(c.httpOnly, true);
   assert.equal(c.sameSite, "Strict");
   assert.equal(c.path, "/admin");
   assert.equal(c.secure, false, "plain HTTP: the cookie cannot be Secure");
   assert.equal(await page.evaluate(() => document.cookie.includes("herald_admin")), false);
+  assert.equal(cookies.length, 1, JSON.stringify(cookies));
 });
 
 test("the Nodes page moves while a bench runs", async () => {
@@ -279,9 +280,12 @@ test(
     const redis = await redisServer();
     const hash = adminHash(PASSWORD);
     const broker = `broker = "redis://127.0.0.1:${redis.port}"`;
-    const a = new Server(["--config", config("a.toml", hash, [broker])]);
+    const tables = ["[[tables]]", 'game = "holdem"', "count = 2", "seats = 2", ""];
+    const a = new Server(["--config", config("a.toml", hash, [broker, ...tables])]);
     const b = new Server(["--config", config("b.toml", hash, [broker])]);
     const p = await browser.context.newPage();
+    const q = await browser.context.newPage();
+    for (const page of [p, q]) page.on("dialog", (d) => d.accept());
     try {
       await a.start();
       await b.start();
@@ -306,7 +310,44 @@ test(
         client.ws.close();
       }
       await p.screenshot({ path: join(ARTIFACTS, "admin-cluster.png") });
+
+      // Tables: each node's page shows the owner node and fencing token of
+      // the tables it holds; together, both tables, each with a token.
+      await q.goto(`${b.url}/admin`);
+      await login(q, PASSWORD);
+      await q.waitForSelector("#tabs", { state: "visible" });
+      const owned = async (page) => {
+        await page.click('#tabs button[data-tab="tables"]');
+        await page.click("#tables-refresh");
+        await sleep(200);
+        return page.$$eval("#table-list tbody tr", (trs) =>
+          trs.map((t) => [...t.querySelectorAll("td")].map((td) => td.textContent)).filter((c) => c[3] !== "–"),
+        );
+      };
+      let both = [];
+      await waitFor(async () => {
+        both = [...(await owned(p)), ...(await owned(q))];
+        return both.length === 2;
+      }, "both tables owned, seen from the two pages");
+      for (const r of both) {
+        assert.match(r[4], /^[1-9][0-9]*$/, `a fencing token: ${r}`);
+        assert.equal(r[1], "holdem");
+      }
+      assert.notEqual(both[0][0], both[1][0]);
+      // Close one from node A's page: the lobby (every node's) loses it.
+      await p.click('#tabs button[data-tab="tables"]');
+      await p.click("#tables-refresh");
+      await p.waitForSelector("#table-list tbody tr");
+      await p.click("#table-list tbody tr td button");
+      await waitFor(async () => (await p.textContent("#table-state")).includes("closed"), "the close");
+      await waitFor(async () => {
+        await p.click("#tables-refresh");
+        await sleep(200);
+        return (await p.$$("#table-list tbody tr")).length === 1;
+      }, "the closed table gone from the lobby");
+      await p.screenshot({ path: join(ARTIFACTS, "admin-tables.png") });
     } finally {
+      await q.close();
       await p.close();
       await a.stop();
       await b.stop();

@@ -143,7 +143,8 @@ async fn login_refused_then_accepted_with_a_strict_cookie() {
     let (status, headers, body) = login(srv.addr, "admin", PASSWORD).await;
     assert_eq!(status, 200, "{body}");
     let set = headers["set-cookie"].to_str().unwrap();
-    assert!(set.starts_with("herald_admin="), "{set}");
+    let name = format!("herald_admin_{}=", srv.addr.port());
+    assert!(set.starts_with(&name), "{set}");
     for flag in ["HttpOnly", "SameSite=Strict", "Path=/admin"] {
         assert!(set.split("; ").any(|f| f == flag), "{flag} missing: {set}");
     }
@@ -153,7 +154,14 @@ async fn login_refused_then_accepted_with_a_strict_cookie() {
     let (status, v) = get(srv.addr, "/admin/api/session", cookie).await;
     assert_eq!((status, v["user"].as_str()), (200, Some("admin")));
     assert_eq!(v["csrf"].as_str().map(str::len), Some(64));
-    for bad in ["", "herald_admin=", "herald_admin=0000", "other=1"] {
+    let other_node = cookie.replace(&format!("_{}=", srv.addr.port()), "_1=");
+    for bad in [
+        "",
+        "herald_admin=",
+        "herald_admin=0000",
+        "other=1",
+        &other_node,
+    ] {
         let (status, _) = get(srv.addr, "/admin/api/session", bad).await;
         assert_eq!(status, 401, "{bad:?}");
     }
@@ -504,4 +512,151 @@ async fn no_secret_in_any_answer_and_the_live_stream_moves() {
     // A stream without a session is refused.
     let (status, _, _) = http(srv.addr, "GET", "/admin/api/live", &[], "").await;
     assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn tables_are_listed_shown_and_closed() {
+    use herald_server::config::TableConfig;
+    let srv = start(ServeArgs {
+        admin: Some(admin(None)),
+        tables: vec![TableConfig {
+            game: "holdem".into(),
+            count: 2,
+            seats: 2,
+            timing: "normal".into(),
+            path: None,
+            params: Default::default(),
+        }],
+        ..ServeArgs::default()
+    })
+    .await;
+    let (cookie, csrf) = session(srv.addr).await;
+    let (status, v) = get(srv.addr, "/admin/api/tables", &cookie).await;
+    assert_eq!(status, 200);
+    let ids: Vec<u64> = v["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{v}");
+    let (status, state) = get(
+        srv.addr,
+        &format!("/admin/api/table?id={}", ids[0]),
+        &cookie,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(state["table"]["table"], ids[0], "{state}");
+    assert_eq!(state["state"]["street"], "idle", "{state}");
+    let (status, r) = post(
+        srv.addr,
+        "/admin/api/close-table",
+        &cookie,
+        &csrf,
+        json!({"id": ids[0]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let (status, _) = post(
+        srv.addr,
+        "/admin/api/close-table",
+        &cookie,
+        &csrf,
+        json!({"id": ids[0]}),
+    )
+    .await;
+    assert_eq!(status, 404, "closed already");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, v) = get(srv.addr, "/admin/api/tables", &cookie).await;
+        if v["tables"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the closed table stays in the lobby: {v}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (_, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
+    assert_eq!(
+        metric(&text, "close_table"),
+        1.0,
+        "a refused close is not counted"
+    );
+}
+
+#[tokio::test]
+async fn pusher_apps_show_their_connections_and_channels() {
+    let srv = start(ServeArgs {
+        admin: Some(admin(None)),
+        pusher: Some(PusherArgs {
+            apps: vec![
+                app("1", pusher_common::KEY, pusher_common::SECRET),
+                app("2", "other-key", "other-secret"),
+            ],
+            ..Default::default()
+        }),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (mut a, _) = pusher_common::pusher_client(srv.addr, pusher_common::KEY).await;
+    let (mut b, _) = pusher_common::pusher_client(srv.addr, pusher_common::KEY).await;
+    let m = pusher_common::subscribe(&mut a, "orders", None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    let m = pusher_common::subscribe(&mut b, "orders", None, None).await;
+    assert_eq!(m["event"], "pusher_internal:subscription_succeeded", "{m}");
+    let (cookie, _) = session(srv.addr).await;
+    let (status, v) = get(srv.addr, "/admin/api/pusher", &cookie).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["apps"][0]["id"], "1", "{v}");
+    assert_eq!(v["apps"][0]["connections"], 2, "{v}");
+    assert_eq!(
+        v["apps"][0]["channels"],
+        json!([{"channel": "orders", "subscribers": 2}])
+    );
+    assert_eq!(v["apps"][1]["connections"], 0, "{v}");
+    assert_eq!(v["apps"][1]["channels"], json!([]));
+    let body = v.to_string();
+    assert!(!body.contains(pusher_common::SECRET) && !body.contains("other-secret"));
+}
+
+#[tokio::test]
+async fn the_live_stream_ends_with_its_session() {
+    let srv = server(None).await;
+    let (cookie, csrf) = session(srv.addr).await;
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let req =
+        format!("GET /admin/api/live HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    assert_eq!(
+        post(srv.addr, "/admin/logout", &cookie, &csrf, json!({}))
+            .await
+            .0,
+        200
+    );
+    // The stream ends (its last chunk) within a tick or two.
+    let mut tail = Vec::new();
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => {
+                    tail.extend_from_slice(&buf[..n]);
+                    if tail.ends_with(b"0\r\n\r\n") {
+                        return true;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended, Ok(true), "the stream outlived its session");
 }

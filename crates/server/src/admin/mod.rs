@@ -8,7 +8,7 @@
 //! - Login (`POST /admin/login`, JSON `{"user", "password"}`) checks the
 //!   password against the PBKDF2 hash ([`password`]) on a blocking thread,
 //!   or against the API key when `api_key = true`; attempts are limited per
-//!   minute ([`session`]). It sets the `herald_admin` cookie: `HttpOnly`,
+//!   minute ([`session`]). It sets the `herald_admin_{port}` cookie: `HttpOnly`,
 //!   `SameSite=Strict`, `Path=/admin`, and `Secure` when the listener
 //!   serves TLS.
 //! - Every action is a POST carrying JSON (`Content-Type:
@@ -50,7 +50,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The session cookie's name.
+/// The session cookie's name before the port: `herald_admin_{port}`.
+/// Browsers keep cookies per host, not per port: two nodes on one host
+/// (a local cluster) would otherwise overwrite each other's session.
 pub const COOKIE: &str = "herald_admin";
 
 const ADMIN_HTML: &[u8] = include_bytes!("../../../../web/src/admin.html");
@@ -84,6 +86,8 @@ pub struct Admin {
     pub sessions: Arc<Sessions>,
     /// Actions by kind, for `/metrics`.
     pub actions: Arc<Actions>,
+    /// The session cookie's name (`herald_admin_{port}`).
+    pub cookie: String,
 }
 
 impl Admin {
@@ -105,7 +109,9 @@ impl Admin {
             Some(c) => Sessions::new(c.session, c.login_attempts_per_minute),
             None => Sessions::new(Duration::ZERO, 1),
         });
+        let cookie = format!("{COOKIE}_{}", source.listen.port());
         Admin {
+            cookie,
             config,
             source,
             cluster,
@@ -274,7 +280,7 @@ async fn route(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> R
         "/admin/admin.css" if get => asset(ADMIN_CSS, "text/css; charset=utf-8"),
         "/admin/login" if post => login(req, admin, config).await,
         p if p.starts_with("/admin/api/") || p == "/admin/logout" => {
-            let token = cookie(req.headers(), COOKIE).map(str::to_string);
+            let token = cookie(req.headers(), &admin.cookie).map(str::to_string);
             let session = token.as_deref().and_then(|t| admin.sessions.get(t));
             let (Some(token), Some(session)) = (token, session) else {
                 return fail(StatusCode::UNAUTHORIZED, "log in first");
@@ -366,7 +372,8 @@ async fn login(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> R
     let secure = if admin.tls { "; Secure" } else { "" };
     let max_age = config.session.as_secs();
     let set = format!(
-        "{COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+        "{}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        admin.cookie
     );
     if let Ok(v) = HeaderValue::from_str(&set) {
         r.headers_mut().insert(http::header::SET_COOKIE, v);
@@ -483,8 +490,10 @@ async fn act(
             admin.did(Action::Logout, who, "logged out");
             let mut r = ok(j!({"ok": true}));
             let secure = if admin.tls { "; Secure" } else { "" };
-            let clear =
-                format!("{COOKIE}=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0{secure}");
+            let clear = format!(
+                "{}=; Path=/admin; HttpOnly; SameSite=Strict; Max-Age=0{secure}",
+                admin.cookie
+            );
             if let Ok(v) = HeaderValue::from_str(&clear) {
                 r.headers_mut().insert(http::header::SET_COOKIE, v);
             }
