@@ -330,6 +330,14 @@ async fn bad_input_is_refused() {
         .0,
         404
     );
+    // Data over max_message_size: 413, nothing published.
+    let big = json!({"channel": "x", "data": "a".repeat(70_000)});
+    assert_eq!(
+        post(srv.addr, "/admin/api/publish", &cookie, &csrf, big)
+            .await
+            .0,
+        413
+    );
     // Not JSON, or too large.
     let h = [JSON];
     assert_eq!(
