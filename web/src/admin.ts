@@ -60,6 +60,7 @@ function showLogin(): void {
   live?.close();
   live = null;
   csrf = "";
+  shownChannel = null;
   $("login").hidden = false;
   $("tabs").hidden = true;
   $("logout").hidden = true;
@@ -256,7 +257,11 @@ async function searchChannels(ev?: Event): Promise<void> {
   if (body.truncated) tbody.append(row([`… ${body.total - body.channels.length} more`, ""]));
 }
 
-async function showChannel(name: string): Promise<void> {
+/** The channel whose detail is shown (refreshed every 2 s while visible). */
+let shownChannel: string | null = null;
+
+async function showChannel(name: string, fill = true): Promise<void> {
+  shownChannel = name;
   const { body } = await getJson(`/admin/api/channel?name=${encodeURIComponent(name)}`);
   const d = $("channel-detail");
   d.replaceChildren(el("h2", name), el("p", `${body.subscribers} subscriber(s) on this node`));
@@ -269,7 +274,7 @@ async function showChannel(name: string): Promise<void> {
   t.append(row(["offset", "data"]));
   for (const h of items) t.append(row([h.offset, h.data]));
   d.append(items.length ? t : el("p", body.history?.error ?? "none kept"));
-  $<HTMLInputElement>("publish-channel").value = name;
+  if (fill) $<HTMLInputElement>("publish-channel").value = name;
 }
 
 async function publish(ev: Event): Promise<void> {
@@ -373,6 +378,10 @@ async function start(): Promise<void> {
   $("conn-search").addEventListener("submit", (e) => void findConnections(e));
   $("tables-refresh").addEventListener("click", () => void loadTables());
   $("pusher-refresh").addEventListener("click", () => void loadPusher());
+  // The open channel's subscribers, presence and history, kept fresh.
+  setInterval(() => {
+    if (csrf && shownChannel && !$("channels").hidden) void showChannel(shownChannel, false).catch(() => {});
+  }, 2000);
   const r = await fetch("/admin/api/session", { credentials: "same-origin" });
   if (r.status === 200) {
     const s = await r.json();
