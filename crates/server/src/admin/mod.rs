@@ -149,7 +149,7 @@ fn harden(mut r: Response<Body>) -> Response<Body> {
         ("referrer-policy", "no-referrer"),
         (
             "content-security-policy",
-            "default-src 'self'; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+            "default-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
         ),
     ] {
         h.insert(name, HeaderValue::from_static(value));

@@ -17,6 +17,9 @@ use std::sync::Arc;
 pub const MAX_ROWS: usize = 200;
 /// Most channels scanned for one connection's subscriptions.
 pub const MAX_SCAN: usize = 10_000;
+/// Most connections of one search whose subscriptions are listed (each
+/// costs a look at up to [`MAX_SCAN`] channels).
+pub const MAX_DETAILED: usize = 20;
 /// Most history items shown for a channel (the latest).
 pub const HISTORY: usize = 20;
 /// Most bytes of a publication shown.
@@ -151,14 +154,12 @@ fn kind(c: &herald_core::Client) -> &'static str {
 
 /// The channels `id` is subscribed to on this node (at most [`MAX_SCAN`]
 /// channels looked at), and whether the scan was cut short.
-fn subscriptions(node: &Node, id: u64) -> (Vec<String>, bool) {
-    let wire = format!("{id:x}");
-    let channels = node.hub.channels();
+fn subscriptions(node: &Node, channels: &[Arc<str>], id: u64) -> (Vec<String>, bool) {
     let cut = channels.len() > MAX_SCAN;
     let mut out: Vec<String> = channels
         .iter()
         .take(MAX_SCAN)
-        .filter(|c| node.hub.presence(c).iter().any(|m| m.client == wire))
+        .filter(|c| node.hub.is_subscribed(c, id))
         .map(|c| c.to_string())
         .collect();
     out.sort();
@@ -183,10 +184,16 @@ pub fn connections(node: &Node, user: Option<&str>, client: Option<u64>) -> Valu
         }
     });
     let now = node.now();
+    let channels = node.hub.channels();
     let rows: Vec<Value> = found
         .iter()
-        .map(|c| {
-            let (subs, cut) = subscriptions(node, c.id);
+        .enumerate()
+        .map(|(i, c)| {
+            let (subs, cut) = if i < MAX_DETAILED {
+                subscriptions(node, &channels, c.id)
+            } else {
+                (Vec::new(), true)
+            };
             json!({
                 "client": c.wire_id(),
                 "user": c.user(),
