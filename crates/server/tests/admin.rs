@@ -668,3 +668,32 @@ async fn the_live_stream_ends_with_its_session() {
     .await;
     assert_eq!(ended, Ok(true), "the stream outlived its session");
 }
+
+/// An open live stream does not hold shutdown up: it ends within a tick
+/// once shutdown starts (the drain would otherwise wait its full minute).
+#[tokio::test]
+async fn an_open_live_stream_ends_at_shutdown() {
+    let srv = start(ServeArgs {
+        admin: Some(admin(None)),
+        shutdown_timeout: Some(60),
+        ..ServeArgs::default()
+    })
+    .await;
+    let (cookie, _) = session(srv.addr).await;
+    let (_, _) = first_live_event(srv.addr, &cookie).await;
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let req =
+        format!("GET /admin/api/live HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    srv.shutdown.cancel();
+    tokio::time::timeout(WAIT, srv.handle)
+        .await
+        .expect("shutdown waited on the live stream")
+        .unwrap();
+}
