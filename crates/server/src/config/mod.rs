@@ -103,6 +103,9 @@ pub struct ServerConfig {
     pub bayeux: crate::bayeux::BayeuxConfig,
     /// The admin dashboard (`[admin]`); `None`: off.
     pub admin: Option<crate::admin::config::AdminConfig>,
+    /// What gives memory back while the node is quiet: set by the binary,
+    /// which knows its allocator (none from flags or files).
+    pub reclaim: Option<crate::reclaim::Reclaim>,
 }
 
 /// What a node does in a cluster (`--role`, decision 0009).

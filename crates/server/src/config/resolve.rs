@@ -201,6 +201,7 @@ impl ServerConfig {
             pusher,
             bayeux,
             admin,
+            reclaim: None,
         })
     }
 }
