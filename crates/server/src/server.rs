@@ -125,15 +125,16 @@ pub fn build(
     let parker = parker(&config, &tracker);
     let stopping = CancellationToken::new();
     let admin_actions = Arc::new(crate::admin::actions::Actions::default());
+    let stats = Arc::new(crate::admin::stats::StatsSource {
+        node: node.clone(),
+        games: games.clone(),
+        listen: config.listen,
+        role: config.role.name(),
+        clustered: cluster.is_some(),
+    });
     let admin = crate::admin::Admin::new(
         config.admin.clone(),
-        Arc::new(crate::admin::stats::StatsSource {
-            node: node.clone(),
-            games: games.clone(),
-            listen: config.listen,
-            role: config.role.name(),
-            clustered: cluster.is_some(),
-        }),
+        stats.clone(),
         cluster.clone(),
         TablesApi {
             games: games.clone(),
@@ -201,6 +202,7 @@ pub fn build(
             max_message_size: config.max_message_size,
             request_body_timeout: config.request_body_timeout,
             stopping,
+            stats,
         },
         metrics: Scrape {
             node: node.clone(),
