@@ -2,7 +2,7 @@
 // embeds them, so building the server needs no Node): demo.ts → demo.js for
 // the demo at `/`, table.ts → table.js for the poker table at `/table.html`,
 // games.ts (with its renderers/) → games.js for the game modules' page at
-// `/games.html`.
+// `/games.html`, admin.ts → admin.js for the admin dashboard at `/admin`.
 // The HTML and demo.css need no build and are embedded straight from
 // web/src/. Each page is bundled on its own (no shared chunks), so each is
 // one file. Deterministic: the same sources give the same bytes, which the
@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 const here = fileURLToPath(new URL(".", import.meta.url));
 mkdirSync(`${here}dist`, { recursive: true });
 await build({
-  entryPoints: [`${here}src/demo.ts`, `${here}src/table.ts`, `${here}src/games.ts`],
+  entryPoints: [`${here}src/demo.ts`, `${here}src/table.ts`, `${here}src/games.ts`, `${here}src/admin.ts`],
   outdir: `${here}dist`,
   bundle: true,
   format: "esm",

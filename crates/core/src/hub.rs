@@ -509,6 +509,13 @@ impl Hub {
         self.subscribers(channel).map_or(0, |s| lock(&s).subs.len())
     }
 
+    /// Whether client `id` is subscribed to `channel` exactly: O(1) (the
+    /// admin dashboard's view of one connection's subscriptions).
+    pub fn is_subscribed(&self, channel: &str, id: u64) -> bool {
+        self.subscribers(channel)
+            .is_some_and(|s| lock(&s).subs.contains_key(&id))
+    }
+
     /// Who is subscribed to `channel` exactly (pattern subscribers are not
     /// listed).
     pub fn presence(&self, channel: &str) -> Vec<ClientInfo> {
@@ -879,6 +886,22 @@ mod tests {
 
     fn client(id: u64, enc: Encoding) -> Arc<Client> {
         Arc::new(Client::new(id, enc, 1 << 20, 0))
+    }
+
+    #[test]
+    fn is_subscribed_is_exact_membership() {
+        let hub = Hub::new();
+        let (a, b) = (client(1, Encoding::Json), client(2, Encoding::Json));
+        hub.subscribe("x", &a);
+        hub.subscribe_pattern("x*", &b);
+        assert!(hub.is_subscribed("x", 1));
+        assert!(
+            !hub.is_subscribed("x", 2),
+            "a pattern is not an exact subscription"
+        );
+        assert!(!hub.is_subscribed("y", 1));
+        hub.unsubscribe("x", 1);
+        assert!(!hub.is_subscribed("x", 1));
     }
 
     #[test]

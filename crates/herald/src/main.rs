@@ -38,6 +38,17 @@ enum Command {
     /// bots (docs/games.md).
     #[command(subcommand)]
     Game(GameCommand),
+    /// Hash a password for the admin dashboard (`[admin] password_hash`):
+    /// reads the password from the first line of standard input, prints
+    /// `$pbkdf2-sha256$i=N$SALT$HASH`.
+    AdminHash(AdminHashArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AdminHashArgs {
+    /// PBKDF2-HMAC-SHA256 iterations (1000 to 10000000).
+    #[arg(long, default_value_t = herald_server::admin::password::DEFAULT_ITERATIONS)]
+    iterations: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -80,7 +91,25 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Game(GameCommand::Test(args)) => game_test(&args),
+        Command::AdminHash(args) => admin_hash(&args),
     }
+}
+
+/// `herald admin-hash`: the password from stdin's first line, hashed.
+fn admin_hash(a: &AdminHashArgs) -> anyhow::Result<()> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("cannot read the password from standard input")?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    anyhow::ensure!(
+        !password.is_empty(),
+        "empty password (give it on standard input)"
+    );
+    let hash = herald_server::admin::password::PasswordHash::new(password, a.iterations)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!("{hash}");
+    Ok(())
 }
 
 fn game_test(a: &GameTestArgs) -> anyhow::Result<()> {

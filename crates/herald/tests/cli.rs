@@ -132,3 +132,49 @@ fn serve_says_whether_anonymous_clients_are_allowed() {
     let insecure = start_up_lines(&["--listen", "0.0.0.0:0", "--insecure"]);
     assert!(insecure.contains("anonymous clients ALLOWED"), "{insecure}");
 }
+
+/// `herald admin-hash` with `input` on standard input and `args`.
+fn admin_hash(args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = herald()
+        .arg("admin-hash")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn admin_hash_prints_a_hash_of_stdins_first_line() {
+    use herald_server::admin::password::PasswordHash;
+    let out = admin_hash(&["--iterations", "1000"], "s3cret pass\nignored\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("$pbkdf2-sha256$i=1000$"), "{line}");
+    let hash = PasswordHash::parse(line.trim()).unwrap();
+    assert!(hash.verify("s3cret pass"));
+    assert!(!hash.verify("s3cret pass\n"));
+    for (args, input) in [
+        (&["--iterations", "1000"][..], "\n"),
+        (&["--iterations", "1000"][..], ""),
+        (&["--iterations", "10"][..], "pw\n"),
+        (&["--iterations", "x"][..], "pw\n"),
+    ] {
+        let out = admin_hash(args, input);
+        assert!(!out.status.success(), "{args:?} {input:?}");
+        assert!(out.stdout.is_empty());
+    }
+}

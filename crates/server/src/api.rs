@@ -12,7 +12,9 @@
 //! `Authorization: apikey KEY` (else 401, code 101).
 //!
 //! `GET /api/nodes` lists the cluster's nodes with their stats (clients,
-//! channels, publications, uptime) as of the last heartbeat.
+//! by transport too, channels, publications, deliveries, uptime, memory,
+//! the Redis link, fan-out buckets: [`crate::admin::stats`]) as of the
+//! last heartbeat.
 //!
 //! `GET /healthz` answers 200 while the process runs; `GET /readyz` answers 200
 //! when the node can serve (broker healthy, not shutting down) and 503
@@ -52,6 +54,8 @@ pub struct Api {
     pub request_body_timeout: Duration,
     /// Cancelled when shutdown starts (`/readyz` answers 503 from then on).
     pub stopping: CancellationToken,
+    /// This node's stats, as a cluster node's heartbeat reports them.
+    pub stats: Arc<crate::admin::stats::StatsSource>,
 }
 
 /// `GET /healthz`: 200 while the process runs.
@@ -88,7 +92,6 @@ pub fn ready(api: &Api) -> Response<Body> {
 /// `GET /api/nodes`: the nodes of the cluster as of this node's last
 /// heartbeat, each with its stats; in memory mode, this node alone.
 pub fn nodes(api: &Api) -> Response<Body> {
-    let node = &api.node;
     let body = match &api.cluster {
         Some(c) => {
             let nodes: Vec<serde_json::Value> = c
@@ -123,14 +126,7 @@ pub fn nodes(api: &Api) -> Response<Body> {
                 "id": "",
                 "self": true,
                 "last_seen_ms": 0,
-                "stats": {
-                    "listen": api.listen.to_string(),
-                    "clients": node.client_count(),
-                    "channels": node.hub.channel_count(),
-                    "publications": node.metrics.publications.get(),
-                    "uptime_s": node.now(),
-                    "version": node.config.version,
-                },
+                "stats": api.stats.stats(),
             }],
         }),
     };

@@ -14,6 +14,8 @@
 //! - [`routes`]: the one route table both HTTP paths consult.
 //! - [`transport`]: one folder per transport — WebSocket, raw TCP, SSE,
 //!   long-polling — each with its own state.
+//! - [`admin`]: the admin dashboard at `/admin` (off unless `[admin]`
+//!   configures a credential).
 //! - [`api`]: `/healthz`, `/readyz`, `/api/publish`, `/api/nodes`.
 //! - [`tables`]: `/api/tables` (list, open and close game tables; in a
 //!   cluster through `herald_game_cluster`'s `TableDirectory`).
@@ -28,6 +30,7 @@
 //! - [`tls`]: loading certificates for HTTPS/WSS.
 //! - [`rewind`]: replaying bytes already read to hyper.
 
+pub mod admin;
 pub(crate) mod api;
 pub mod auth;
 pub mod bayeux;

@@ -28,6 +28,7 @@
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
 //! | `herald_game_action_duration_seconds` | histogram | — (an action reaching its table to its reply queued) |
+//! | `herald_admin_actions_total` | counter | `action` (login, login_refused, login_limited, logout, publish, disconnect, close_table, csrf_refused): the admin dashboard's actions ([`crate::admin`]) |
 //! | `herald_script_faults_total` | counter | `game`, `kind` (exception, timeout, memory, output): game module faults, each closing its table |
 
 use crate::hibernate::Parker;
@@ -69,6 +70,8 @@ pub struct Scrape {
     pub games: Arc<herald_game::Engine>,
     /// The game modules (their faults).
     pub scripts: Arc<crate::scripts::Scripts>,
+    /// The admin dashboard's actions.
+    pub admin: Arc<crate::admin::actions::Actions>,
 }
 
 /// `GET /metrics`: every metric, as Prometheus's text format.
@@ -93,7 +96,22 @@ pub fn render(scrape: &Scrape) -> String {
     }
     games(&mut out, scrape);
     scripts(&mut out, scrape);
+    admin(&mut out, &scrape.admin);
     out
+}
+
+/// The admin dashboard's actions, by action.
+fn admin(out: &mut String, actions: &crate::admin::actions::Actions) {
+    let name = "herald_admin_actions_total";
+    head(
+        out,
+        name,
+        "counter",
+        "Admin dashboard actions (logins, refusals, publications, disconnects, closed tables), by action.",
+    );
+    for a in crate::admin::actions::Action::ALL {
+        let _ = writeln!(out, "{name}{{action=\"{}\"}} {}", a.label(), actions.get(a));
+    }
 }
 
 /// Game modules' faults, by game and kind (each closed its table).

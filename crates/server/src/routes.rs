@@ -42,6 +42,9 @@ pub enum Route {
     /// `/cometd` (`[bayeux] path`): Bayeux, long-polling (POST) and
     /// WebSocket.
     Bayeux,
+    /// `/admin`, `/admin/...`: the admin dashboard (404 unless `[admin]`
+    /// configures a credential).
+    Admin,
     /// Anything else: a page of the demo (`/`, `/demo.js`, ...) or 404.
     Page,
 }
@@ -62,6 +65,8 @@ impl Route {
             "/api/nodes" => Route::Nodes,
             "/api/tables" => Route::Tables,
             "/api/games" => Route::Games,
+            "/admin" => Route::Admin,
+            p if p.starts_with("/admin/") => Route::Admin,
             p if p.starts_with("/poll/") => Route::Poll,
             p if p.starts_with("/api/tables/") => Route::Tables,
             p if p.starts_with("/api/games/") => Route::Games,
@@ -135,6 +140,9 @@ mod tests {
             ("/apps/1/events", Route::PusherApi),
             ("/", Route::Page),
             ("/demo.js", Route::Page),
+            ("/admin", Route::Admin),
+            ("/admin/api/nodes", Route::Admin),
+            ("/administrator", Route::Page),
         ];
         for (path, route) in cases {
             assert_eq!(Route::of(path), route, "{path}");

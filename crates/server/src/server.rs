@@ -124,6 +124,30 @@ pub fn build(
     let tracker = TaskTracker::new();
     let parker = parker(&config, &tracker);
     let stopping = CancellationToken::new();
+    let admin_actions = Arc::new(crate::admin::actions::Actions::default());
+    let stats = Arc::new(crate::admin::stats::StatsSource {
+        node: node.clone(),
+        games: games.clone(),
+        listen: config.listen,
+        role: config.role.name(),
+        clustered: cluster.is_some(),
+    });
+    let admin = crate::admin::Admin::new(
+        config.admin.clone(),
+        stats.clone(),
+        cluster.clone(),
+        TablesApi {
+            games: games.clone(),
+            cluster: table_directory.clone(),
+            request_body_timeout: config.request_body_timeout,
+        },
+        pusher.clone(),
+        tls.is_some(),
+        config.max_message_size,
+        config.request_body_timeout,
+        stopping.clone(),
+        admin_actions.clone(),
+    );
     let drivers = Arc::new(Drivers {
         node: node.clone(),
         tracker: tracker.clone(),
@@ -178,6 +202,7 @@ pub fn build(
             max_message_size: config.max_message_size,
             request_body_timeout: config.request_body_timeout,
             stopping,
+            stats,
         },
         metrics: Scrape {
             node: node.clone(),
@@ -185,6 +210,7 @@ pub fn build(
             cluster: cluster.clone(),
             games: games.clone(),
             scripts: scripts.clone(),
+            admin: admin_actions,
         },
         scripts,
         tables: TablesApi {
@@ -198,6 +224,7 @@ pub fn build(
             cluster: cluster.clone(),
         },
         bayeux: bayeux.clone(),
+        admin,
     });
     Ok(Arc::new(Server {
         http,
@@ -275,22 +302,22 @@ fn engine(
     let mut table_directory = None;
     match cluster {
         Some(broker) => {
+            // The stats the admin dashboard shows (crate::admin::stats),
+            // through weak handles: the broker holds this closure.
             let weak = Arc::downgrade(node);
             let engine = Arc::downgrade(&games);
-            let listen = config.listen.to_string();
+            let listen = config.listen;
             let role = config.role.name();
-            broker.set_stats(Box::new(move || match weak.upgrade() {
-                Some(n) => serde_json::json!({
-                    "listen": listen,
-                    "clients": n.client_count(),
-                    "channels": n.hub.channel_count(),
-                    "publications": n.metrics.publications.get(),
-                    "uptime_s": n.now(),
-                    "version": n.config.version,
-                    "tables": engine.upgrade().map_or(0, |e| e.leases().len()),
-                    "role": role,
-                }),
-                None => serde_json::Value::Null,
+            broker.set_stats(Box::new(move || match (weak.upgrade(), engine.upgrade()) {
+                (Some(node), Some(games)) => crate::admin::stats::StatsSource {
+                    node,
+                    games,
+                    listen,
+                    role,
+                    clustered: true,
+                }
+                .stats(),
+                _ => serde_json::Value::Null,
             }));
             // Tables owned by one node at a time, routes to their owners
             // from every node, one lobby (decision 0009).

@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 /// What `/api/tables` takes: the engine, and in a cluster the cluster's
 /// tables.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct TablesApi {
     /// The game engine: this node's tables and the lobby.
     pub games: Arc<herald_game::Engine>,
@@ -62,47 +62,20 @@ const MAX_COUNT: u32 = 10_000;
 pub async fn handle(req: Request<Incoming>, tables: &TablesApi) -> Response<Body> {
     let rest = req.uri().path()["/api/tables".len()..].to_string();
     match (req.method().clone(), rest.as_str()) {
-        (Method::GET, "" | "/") => {
-            let leases = tables.games.leases();
-            let node = tables.games.node_id();
-            let tables: Vec<Value> = tables
-                .games
-                .tables()
-                .iter()
-                .map(|e| {
-                    let mut v = entry_json(e);
-                    if let (Some(node), Some(l)) = (node, leases.get(&e.table)) {
-                        v["owner"] = json!({"node": node, "token": l.token});
-                    }
-                    v
-                })
-                .collect();
-            ok(json!({ "tables": tables }))
-        }
+        (Method::GET, "" | "/") => ok(json!({ "tables": list(tables) })),
         (Method::POST, "" | "/") => create(req, tables).await,
         (method, id) if id.len() > 1 => {
             let Ok(id) = id[1..].parse::<u64>() else {
                 return not_found();
             };
-            if method == Method::DELETE {
-                if let Some(cluster) = &tables.cluster {
-                    return delete_in_cluster(id, cluster.as_ref()).await;
-                }
-            }
-            let result = match method {
-                Method::GET => tables.games.table(id).await,
-                Method::DELETE => tables.games.close_table(id).await,
-                _ => {
-                    return error(
-                        StatusCode::METHOD_NOT_ALLOWED,
-                        ErrorCode::BadRequest,
-                        "use GET or DELETE",
-                    )
-                }
-            };
-            match result {
-                Ok(info) => ok(info_json(&info)),
-                Err(_) => not_found(),
+            match method {
+                Method::GET => show(id, tables).await,
+                Method::DELETE => close(id, tables).await,
+                _ => error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    ErrorCode::BadRequest,
+                    "use GET or DELETE",
+                ),
             }
         }
         _ => error(
@@ -110,6 +83,45 @@ pub async fn handle(req: Request<Incoming>, tables: &TablesApi) -> Response<Body
             ErrorCode::BadRequest,
             "use GET or POST",
         ),
+    }
+}
+
+/// The lobby's tables, each with its owner node and fencing token where
+/// this node holds the lease (`GET /api/tables`, the admin dashboard).
+pub fn list(tables: &TablesApi) -> Vec<Value> {
+    let leases = tables.games.leases();
+    let node = tables.games.node_id();
+    tables
+        .games
+        .tables()
+        .iter()
+        .map(|e| {
+            let mut v = entry_json(e);
+            if let (Some(node), Some(l)) = (node, leases.get(&e.table)) {
+                v["owner"] = json!({"node": node, "token": l.token});
+            }
+            v
+        })
+        .collect()
+}
+
+/// `GET /api/tables/{id}`: the table's public state (404 if unknown).
+pub async fn show(id: u64, tables: &TablesApi) -> Response<Body> {
+    match tables.games.table(id).await {
+        Ok(info) => ok(info_json(&info)),
+        Err(_) => not_found(),
+    }
+}
+
+/// `DELETE /api/tables/{id}`: closes the table (in a cluster through the
+/// directory, wherever it runs).
+pub async fn close(id: u64, tables: &TablesApi) -> Response<Body> {
+    if let Some(cluster) = &tables.cluster {
+        return delete_in_cluster(id, cluster.as_ref()).await;
+    }
+    match tables.games.close_table(id).await {
+        Ok(info) => ok(info_json(&info)),
+        Err(_) => not_found(),
     }
 }
 

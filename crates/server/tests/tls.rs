@@ -24,6 +24,11 @@ struct TlsServer {
 }
 
 async fn start_tls() -> TlsServer {
+    start_tls_with(ServeArgs::default()).await
+}
+
+/// A TLS server with `args` (its certificate and key added).
+async fn start_tls_with(args: ServeArgs) -> TlsServer {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("cert");
     let dir: PathBuf = std::env::temp_dir().join(format!(
         "herald-tls-{}-{}",
@@ -38,7 +43,7 @@ async fn start_tls() -> TlsServer {
     let config = herald_server::ServerConfig::resolve(ServeArgs {
         tls_cert: Some(cert),
         tls_key: Some(key),
-        ..Default::default()
+        ..args
     })
     .expect("config");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -201,4 +206,47 @@ async fn http2_over_tls_publish_and_long_poll() {
             .any(|m| m["pub"]["data"]["over"] == "h2+tls"),
         "{got}"
     );
+}
+
+/// The admin dashboard under TLS, over HTTP/2: its session cookie is
+/// `Secure`, and the Origin check expects `https://` and the request's
+/// `:authority` (there is no Host header).
+#[tokio::test]
+async fn admin_cookie_is_secure_under_tls_and_origin_checked_over_h2() {
+    use herald_server::admin::config::AdminArgs;
+    use herald_server::admin::password::PasswordHash;
+    let srv = start_tls_with(ServeArgs {
+        admin: Some(AdminArgs {
+            password_hash: Some(PasswordHash::new("pw", 1000).expect("hash").to_string()),
+            ..AdminArgs::default()
+        }),
+        ..ServeArgs::default()
+    })
+    .await;
+    let s = tls_connect(&srv, b"h2").await;
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(s))
+            .await
+            .expect("h2");
+    tokio::spawn(conn);
+    let mut login = |origin: &str| {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri("https://localhost/admin/login")
+            .header("content-type", "application/json")
+            .header("origin", origin)
+            .body(Full::new(Bytes::from(
+                r#"{"user":"admin","password":"pw"}"#,
+            )))
+            .expect("request");
+        send.send_request(req)
+    };
+    let r = login("http://localhost").await.expect("login");
+    assert_eq!(r.status(), 403, "an http:// origin under TLS is foreign");
+    let r = login("https://localhost").await.expect("login");
+    assert_eq!(r.status(), 200);
+    let set = r.headers()["set-cookie"].to_str().expect("ascii");
+    assert!(set.split("; ").any(|f| f == "Secure"), "{set}");
+    assert!(set.split("; ").any(|f| f == "HttpOnly"), "{set}");
+    assert!(set.split("; ").any(|f| f == "SameSite=Strict"), "{set}");
 }

@@ -324,6 +324,13 @@ pub struct ServeArgs {
     #[arg(skip)]
     #[serde(default)]
     pub bayeux: Option<crate::bayeux::BayeuxArgs>,
+    /// The admin dashboard at `/admin`; TOML only (`[admin]` with
+    /// `password_hash` from `herald admin-hash`, and/or `api_key = true` to
+    /// accept the API key as the password; `user`,
+    /// `login_attempts_per_minute`, `session_hours`) [default: off].
+    #[arg(skip)]
+    #[serde(default)]
+    pub admin: Option<crate::admin::config::AdminArgs>,
 }
 
 impl ServeArgs {
@@ -394,6 +401,7 @@ impl ServeArgs {
             test_echo_route: self.test_echo_route.or(other.test_echo_route),
             pusher: self.pusher.or(other.pusher),
             bayeux: self.bayeux.or(other.bayeux),
+            admin: self.admin.or(other.admin),
         }
     }
 }

@@ -101,6 +101,8 @@ pub struct ServerConfig {
     pub pusher: crate::pusher::PusherConfig,
     /// The Bayeux endpoint's settings (`[bayeux]`).
     pub bayeux: crate::bayeux::BayeuxConfig,
+    /// The admin dashboard (`[admin]`); `None`: off.
+    pub admin: Option<crate::admin::config::AdminConfig>,
     /// What gives memory back while the node is quiet: set by the binary,
     /// which knows its allocator (none from flags or files).
     pub reclaim: Option<crate::reclaim::Reclaim>,

@@ -128,6 +128,7 @@ impl ServerConfig {
         let listen = a.listen.unwrap_or(defaults::LISTEN);
         let api_key = a.api_key.clone().filter(|k| !k.is_empty()).map(Secret);
         exposure(&a, listen, &policy, api_key.is_some())?;
+        let admin = crate::admin::config::AdminConfig::resolve(a.admin.as_ref(), api_key.as_ref())?;
         let shootout = policy.allows_anonymous();
         let auth_summary = format!(
             "{}; HTTP API {}",
@@ -199,6 +200,7 @@ impl ServerConfig {
             role,
             pusher,
             bayeux,
+            admin,
             reclaim: None,
         })
     }

@@ -90,6 +90,8 @@ pub struct Http {
     pub pusher: PusherApi,
     /// The Bayeux endpoint (`/cometd`): its long-polling requests.
     pub bayeux: Arc<crate::bayeux::Bayeux>,
+    /// The admin dashboard (`/admin`).
+    pub admin: crate::admin::Admin,
 }
 
 /// Largest request head accepted.

@@ -145,6 +145,7 @@ pub async fn handle(req: Request<Incoming>, http: Arc<Http>) -> Result<Response<
         Route::Poll => crate::transport::poll::handle(req, &http.polls).await,
         Route::PusherApi => crate::pusher::api::handle(req, &http.pusher).await,
         Route::Bayeux => crate::bayeux::http::handle(req, &http.bayeux).await,
+        Route::Admin => crate::admin::handle(req, &http.admin).await,
         Route::Ws | Route::Shootout => {
             let mut r = text(
                 StatusCode::UPGRADE_REQUIRED,

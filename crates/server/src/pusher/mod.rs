@@ -472,6 +472,11 @@ impl Apps {
         self.apps.iter().find(|a| a.config.key == key)
     }
 
+    /// Every configured app.
+    pub fn all(&self) -> &[Arc<App>] {
+        &self.apps
+    }
+
     /// The app with id `id`.
     pub fn by_id(&self, id: &str) -> Option<&Arc<App>> {
         self.apps.iter().find(|a| a.config.id == id)
