@@ -859,6 +859,41 @@ impl Bench {
     }
 }
 
+/// The idle mode's figures from the run's RSS readings; printed.
+fn idle_result(args: &CometdArgs, b: &Bench, baseline: Option<u64>) -> CometdIdle {
+    let top = match (b.settled_rss, b.end_rss) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    let per = match (top, baseline) {
+        (Some(t), Some(base)) => Some((t as f64 - base as f64) / args.clients as f64),
+        _ => None,
+    };
+    let i = CometdIdle {
+        clients: args.clients,
+        setup_s: b.setup_s,
+        baseline_rss_kib: baseline,
+        settled_rss_kib: b.settled_rss,
+        end_rss_kib: b.end_rss,
+        kib_per_client: per,
+        clients_per_gib: per.filter(|k| *k > 0.0).map(|k| 1024.0 * 1024.0 / k),
+        connect_cycles: b.connect_cycles,
+    };
+    let f = |v: Option<f64>, d: usize| v.map_or("-".to_owned(), |x| format!("{x:.d$}"));
+    println!(
+        "{} idle: clients: {}    setup: {:.1}s    server RSS: {} -> {} KiB    per client: {} KiB    clients per GiB: {}    connect cycles in hold: {}",
+        args.transport.as_str(),
+        i.clients,
+        i.setup_s,
+        i.baseline_rss_kib.map_or("-".into(), |v| v.to_string()),
+        i.end_rss_kib.map_or("-".into(), |v| v.to_string()),
+        f(i.kib_per_client, 2),
+        f(i.clients_per_gib, 0),
+        i.connect_cycles
+    );
+    i
+}
+
 /// Checks the arguments against the bounds.
 fn check(args: &CometdArgs) -> Result<(), BenchError> {
     let bad = |s: &str| Err(BenchError::Args(s.to_owned()));
@@ -974,40 +1009,7 @@ pub fn run(args: &CometdArgs) -> Result<CometdSummary, BenchError> {
         .filter(|&s| b.steps[s].ended.is_some())
         .map(|s| b.step_result(s))
         .collect();
-    let idle = args.idle.then(|| {
-        let top = match (b.settled_rss, b.end_rss) {
-            (Some(x), Some(y)) => Some(x.max(y)),
-            (x, y) => x.or(y),
-        };
-        let per = match (top, baseline) {
-            (Some(t), Some(base)) => Some((t as f64 - base as f64) / args.clients as f64),
-            _ => None,
-        };
-        CometdIdle {
-            clients: args.clients,
-            setup_s: b.setup_s,
-            baseline_rss_kib: baseline,
-            settled_rss_kib: b.settled_rss,
-            end_rss_kib: b.end_rss,
-            kib_per_client: per,
-            clients_per_gib: per.filter(|k| *k > 0.0).map(|k| 1024.0 * 1024.0 / k),
-            connect_cycles: b.connect_cycles,
-        }
-    });
-    if let Some(i) = &idle {
-        let f = |v: Option<f64>, d: usize| v.map_or("-".to_owned(), |x| format!("{x:.d$}"));
-        println!(
-            "{} idle: clients: {}    setup: {:.1}s    server RSS: {} -> {} KiB    per client: {} KiB    clients per GiB: {}    connect cycles in hold: {}",
-            args.transport.as_str(),
-            i.clients,
-            i.setup_s,
-            i.baseline_rss_kib.map_or("-".into(), |v| v.to_string()),
-            i.end_rss_kib.map_or("-".into(), |v| v.to_string()),
-            f(i.kib_per_client, 2),
-            f(i.clients_per_gib, 0),
-            i.connect_cycles
-        );
-    }
+    let idle = args.idle.then(|| idle_result(args, &b, baseline));
     let label = args.common.label.clone().unwrap_or_else(|| {
         format!(
             "cometd {}{} {}",
