@@ -22,7 +22,8 @@ import org.eclipse.jetty.websocket.server.WebSocketUpgradeHandler;
  *
  * <p>Everything is CometD's default except what a benchmark needs to say:
  * the transports offered, the held /meta/connect's timeout (30 s, CometD's
- * default, written out), {@code maxSessionsPerBrowser = -1} and
+ * default, written out), the websocket idle timeout above it (60 s; Jetty's
+ * default, 30 s, races the held connect), {@code maxSessionsPerBrowser = -1} and
  * {@code trustClientSession = true}, because the bench's long-polling clients
  * send no cookies (CometD ties a session to its BAYEUX_BROWSER cookie unless
  * told to trust the clientId alone). No extension,
@@ -59,6 +60,12 @@ public final class CometDPeer {
                 "org.cometd.server.http.JSONHttpTransport")));
         bayeux.setOption("cometdURLMapping", "/cometd/*");
         bayeux.setOption("timeout", "30000");
+        // Jetty's websocket idle timeout defaults to 30 s, the same as the
+        // held connect: left so, it races the connect's answer and closes
+        // idle clients with 1001 "Connection Idle Timeout". CometD's docs
+        // ask for an idle timeout above timeout + interval; 60 s, as the
+        // connector's.
+        bayeux.setOption("ws.idleTimeout", "60000");
         bayeux.setOption("maxSessionsPerBrowser", "-1");
         // The bench's long-polling client sends no cookies; CometD would
         // otherwise tie each session to its BAYEUX_BROWSER cookie and answer
