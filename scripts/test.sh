@@ -24,7 +24,9 @@ fi
 
 # redis-server (Debian's package) for the cluster tests (crates/server/tests/
 # cluster.rs, crates/bench/tests/cluster.rs): each test starts its own on a
-# free port. Under CI a missing redis-server fails those tests instead of
+# free port. The Sentinel tests (crates/redis/tests/sentinel.rs,
+# crates/server/tests/cluster_sentinel.rs) run `redis-server --sentinel`
+# from the same package. Under CI a missing redis-server fails those tests instead of
 # skipping them.
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -115,6 +115,43 @@ test("the demo over WebSocket: stream, chart, chat with a Python client, presenc
   }
 });
 
+test("Chromium negotiates permessage-deflate and a 4 kB push comes through compressed", async () => {
+  const page = await context.newPage();
+  try {
+    await page.goto(`${server.url}/`);
+    const got = await page.evaluate(async (url) => {
+      const ws = new WebSocket(url, "herald.json");
+      const big = "x".repeat(4000);
+      const inbox = [];
+      await new Promise((resolve, reject) => {
+        ws.onopen = resolve;
+        ws.onerror = () => reject(new Error("websocket failed"));
+      });
+      ws.onmessage = (e) => inbox.push(JSON.parse(e.data));
+      const until = async (pred) => {
+        for (let i = 0; i < 400 && !inbox.some(pred); i++) await new Promise((r) => setTimeout(r, 25));
+        return inbox.find(pred);
+      };
+      ws.send(JSON.stringify({ id: 1, connect: {} }));
+      await until((m) => m.id === 1);
+      ws.send(JSON.stringify({ id: 2, subscribe: { channel: "deflate.check" } }));
+      await until((m) => m.id === 2);
+      ws.send(JSON.stringify({ id: 3, publish: { channel: "deflate.check", data: { big } } }));
+      const push = await until((m) => m.pub?.channel === "deflate.check");
+      ws.close();
+      return { extensions: ws.extensions, intact: push?.pub?.data?.big === big };
+    }, server.wsUrl);
+    // Chromium offers the extension on its own; the server answers it
+    // without context takeover (docs/protocol.md §1), and compresses every
+    // message over 256 bytes (crates/server/tests/deflate.rs shows the bit).
+    assert.match(got.extensions, /^permessage-deflate/);
+    assert.match(got.extensions, /server_no_context_takeover/);
+    assert.equal(got.intact, true);
+  } finally {
+    await page.close();
+  }
+});
+
 test("WebSocket blocked: the page falls back to SSE by itself and still works", async () => {
   const page = await context.newPage();
   let blocked = 0;

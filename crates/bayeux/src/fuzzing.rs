@@ -1,12 +1,15 @@
 //! The body of the `bayeux` fuzz target in `fuzz/` (cargo-fuzz, nightly),
 //! kept here so that the stable corpus test (`tests/fuzz_corpus.rs`) runs
 //! the same checks on every `cargo test`. Every byte a Bayeux client sends
-//! goes through [`crate::decode_batch`] and the channel mapping: neither may
-//! panic on any input, and a channel that maps to Herald must map back.
+//! goes through [`crate::decode_batch`] and the channel mapping, and every
+//! cookie value through [`crate::resume::decode`]: none may panic on any
+//! input, a channel that maps to Herald must map back, and cookie entries
+//! read back as written.
 
 use crate::channel::{self, Channel};
 use crate::message::{self, decode_batch};
 use crate::reply::{self, Reply};
+use crate::resume;
 use crate::BayeuxError;
 
 /// Every parser of client-controlled bytes.
@@ -29,10 +32,16 @@ pub fn batch(data: &[u8]) {
                 let delivered = reply::delivery("/a", d.get(), None);
                 assert!(reply::is_delivery(&delivered));
                 assert!(serde_json::from_slice::<serde_json::Value>(&delivered).is_ok());
+                let at = reply::delivery_at("/a", d.get(), None, None, Some(7));
+                assert_eq!(reply::offset_of(&at), Some(("/a".to_string(), 7)));
             }
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {
+        let entries = resume::decode(text);
+        let again = resume::encode(&entries);
+        let back = resume::decode(&again);
+        assert_eq!(back[..], entries[..back.len()], "{text:?}");
         names(text);
         if let Some(b) = channel::from_herald(text) {
             assert_eq!(channel::to_herald(&b).as_deref(), Ok(text), "{text:?}");

@@ -15,6 +15,8 @@
 //!   the one mapping between Bayeux channels (and wildcards) and Herald
 //!   channels (and patterns) (docs/decisions/0016-bayeux.md);
 //! - [`reply`]: rendering replies, advice and deliveries;
+//! - [`resume`]: the `BAYEUX_ACKED` cookie, where a browser's `ack`
+//!   sessions are, so that one lost with its node resumes on another;
 //! - [`error`]: the `code:args:message` error strings Bayeux replies carry;
 //! - [`time`]: the `timestamp` extension's date format.
 
@@ -23,6 +25,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod message;
 pub mod reply;
+pub mod resume;
 pub mod time;
 
 pub use channel::{Channel, Meta};

@@ -149,16 +149,19 @@ impl<'a> Reply<'a> {
 /// A delivery: `{"channel":CHANNEL,"data":DATA}` (with `"id"` when given),
 /// `data` being JSON text already. Rendered once per publication.
 pub fn delivery(channel: &str, data: &str, id: Option<&str>) -> Vec<u8> {
-    delivery_at(channel, data, id, None)
+    delivery_at(channel, data, id, None, None)
 }
 
 /// [`delivery`] with the `timestamp` extension's field when `timestamp`
-/// is given.
+/// is given, and the publication's Herald offset as
+/// `"ext":{"herald":{"offset":N}}` when `offset` is given (what `ack`
+/// sessions are sent: see [`crate::resume`] and [`offset_of`]).
 pub fn delivery_at(
     channel: &str,
     data: &str,
     id: Option<&str>,
     timestamp: Option<&str>,
+    offset: Option<u64>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(channel.len() + data.len() + 32);
     out.extend_from_slice(b"{\"channel\":");
@@ -173,6 +176,9 @@ pub fn delivery_at(
     if let Some(t) = timestamp {
         out.extend_from_slice(b",\"timestamp\":");
         out.extend_from_slice(&string(t));
+    }
+    if let Some(o) = offset {
+        out.extend_from_slice(format!(",\"ext\":{{\"herald\":{{\"offset\":{o}}}}}").as_bytes());
     }
     out.extend_from_slice(b",\"data\":");
     out.extend_from_slice(data.as_bytes());
@@ -204,6 +210,26 @@ pub fn is_delivery(frame: &[u8]) -> bool {
     frame.starts_with(b"{\"channel\":\"/")
 }
 
+/// The Bayeux channel and Herald offset of a delivery rendered by
+/// [`delivery_at`] with an offset; `None` for anything else.
+pub fn offset_of(frame: &[u8]) -> Option<(String, u64)> {
+    #[derive(serde::Deserialize)]
+    struct Herald {
+        offset: u64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Ext {
+        herald: Herald,
+    }
+    #[derive(serde::Deserialize)]
+    struct Delivery {
+        channel: String,
+        ext: Option<Ext>,
+    }
+    let d: Delivery = serde_json::from_slice(frame).ok()?;
+    Some((d.channel, d.ext?.herald.offset))
+}
+
 /// Joins JSON objects into one JSON array (a response body or a frame).
 pub fn batch<'a>(messages: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
@@ -222,6 +248,22 @@ pub fn batch<'a>(messages: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::BayeuxError;
+
+    #[test]
+    fn a_delivery_with_its_offset_gives_it_back() {
+        let d = delivery_at("/a/b", "{\"x\":1}", None, Some("T"), Some(42));
+        let v: serde_json::Value = serde_json::from_slice(&d).expect("json");
+        assert_eq!(v["ext"]["herald"]["offset"], 42);
+        assert_eq!(v["data"]["x"], 1);
+        assert_eq!(offset_of(&d), Some(("/a/b".to_string(), 42)));
+        assert!(is_delivery(&d));
+        assert_eq!(offset_of(&delivery("/a/b", "1", None)), None);
+        assert_eq!(
+            offset_of(b"{\"channel\":\"/a\",\"ext\":{\"herald\":{}}}"),
+            None
+        );
+        assert_eq!(offset_of(b"not json"), None);
+    }
 
     #[test]
     fn replies_render_as_bayeux_objects() {
@@ -266,7 +308,7 @@ mod tests {
         assert!(!is_delivery(br#"{"pub":{"channel":"/x"}}"#));
         let with_id = delivery("/a", "1", Some("7"));
         assert_eq!(with_id, br#"{"channel":"/a","id":"7","data":1}"#);
-        let stamped = delivery_at("/a", "1", None, Some("Thu, 01 Jan 1970 00:00:00 GMT"));
+        let stamped = delivery_at("/a", "1", None, Some("Thu, 01 Jan 1970 00:00:00 GMT"), None);
         assert_eq!(
             stamped,
             br#"{"channel":"/a","timestamp":"Thu, 01 Jan 1970 00:00:00 GMT","data":1}"#

@@ -467,6 +467,7 @@ impl Hub {
         if members.subs.is_empty() {
             // No one left to tell.
             shard.remove(channel);
+            crate::shard::shrink_sparse(&mut shard);
             self.observe(channel, ChannelEvent::Vacated);
             return true;
         }

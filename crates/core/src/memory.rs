@@ -408,7 +408,8 @@ impl MemoryBroker {
     /// Trims every channel of shard `i` whose lock is free and drops the idle
     /// ones.
     fn sweep_shard(&self, i: usize, now: u64) {
-        lock(&self.shards[i]).retain(|_, state| {
+        let mut shard = lock(&self.shards[i]);
+        shard.retain(|_, state| {
             let Some(mut st) = try_lock(state) else {
                 return true;
             };
@@ -419,6 +420,7 @@ impl MemoryBroker {
             }
             true
         });
+        crate::shard::shrink_sparse(&mut shard);
     }
 
     /// Sweeps every shard now (tests, and callers that want memory back at

@@ -13,6 +13,18 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Gives back a map's table when it is at most a quarter full and larger
+/// than a small one: a map that held a burst (thousands of one-off
+/// channels, connections) otherwise keeps its peak table for the life of
+/// the process (issue 30, part 5). Called where entries are removed; the
+/// quarter keeps a map that shrinks from growing again at once.
+pub fn shrink_sparse<K: Hash + Eq, V, S: BuildHasher>(m: &mut HashMap<K, V, S>) {
+    const SMALL: usize = 64;
+    if m.capacity() > SMALL && m.len() * 4 < m.capacity() {
+        m.shrink_to(m.len() * 2);
+    }
+}
+
 /// `N` shards of `HashMap<K, V>`, each behind its own mutex.
 pub struct Sharded<K, V> {
     hasher: RandomState,
@@ -62,10 +74,13 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
     /// a time). Removed values are dropped after their shard is unlocked.
     pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) {
         for s in self.shards.iter() {
-            let removed: Vec<V> = lock(s)
+            let mut shard = lock(s);
+            let removed: Vec<V> = shard
                 .extract_if(|k, v| !keep(k, v))
                 .map(|(_, v)| v)
                 .collect();
+            shrink_sparse(&mut shard);
+            drop(shard);
             drop(removed);
         }
     }
@@ -76,7 +91,10 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.lock(key).remove(key)
+        let mut shard = self.lock(key);
+        let v = shard.remove(key);
+        shrink_sparse(&mut shard);
+        v
     }
 
     /// Calls `f` on every key, one shard at a time, with that shard locked:
@@ -97,5 +115,38 @@ impl<K: Hash + Eq, V> Sharded<K, V> {
                 f(v);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_map_emptied_after_a_burst_gives_its_table_back() {
+        let m: Sharded<u32, u32> = Sharded::new(1);
+        for i in 0..10_000 {
+            m.lock(&i).insert(i, i);
+        }
+        let peak = m.lock(&0).capacity();
+        assert!(peak >= 10_000);
+        for i in 0..9_990 {
+            m.remove(&i);
+        }
+        let after = m.lock(&0).capacity();
+        assert!(after < peak / 8, "{after} of {peak}");
+        assert_eq!(m.len(), 10);
+        m.retain(|_, _| false);
+        assert!(m.lock(&0).capacity() <= 64);
+        // A small map keeps its table.
+        let mut small: HashMap<u32, u32> = (0..40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|i| (i, i))
+            .collect();
+        let cap = small.capacity();
+        small.retain(|k, _| *k < 2);
+        shrink_sparse(&mut small);
+        assert_eq!(small.capacity(), cap);
     }
 }

@@ -10,6 +10,9 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 #[cfg(not(target_env = "msvc"))]
+mod reclaim;
+
+#[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -142,11 +145,19 @@ fn games() -> Vec<Arc<dyn herald_game::GameFactory>> {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = ServerConfig::load(args)?;
+    #[allow(unused_mut)]
+    let mut config = ServerConfig::load(args)?;
     init_logs(&config.log_format);
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if config.workers > 0 {
         rt.worker_threads(config.workers);
+    }
+    // Memory freed by a burst of traffic goes back to the OS once the node
+    // is quiet (src/reclaim.rs).
+    #[cfg(not(target_env = "msvc"))]
+    {
+        rt.on_thread_park(reclaim::on_park);
+        config.reclaim = Some(herald_server::reclaim::Reclaim(Arc::new(reclaim::request)));
     }
     let rt = rt
         .enable_all()

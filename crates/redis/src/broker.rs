@@ -27,7 +27,7 @@ mod presence;
 use crate::conn::{Link, Target};
 use crate::pubsub::{PubSub, Sink};
 use crate::resp::Value;
-use crate::{lua, registry, tables, RedisConfig, UrlError};
+use crate::{lua, registry, sentinel, tables, RedisConfig, UrlError};
 use bytes::Bytes;
 use herald_core::broker::{Attach, History};
 use herald_core::memory::Retention;
@@ -76,6 +76,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn unavailable(why: impl Into<String>) -> BrokerError {
     BrokerError::Unavailable(why.into())
+}
+
+/// Which Redis a node uses ([`RedisBroker::redis_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisStatus {
+    /// `direct` (`redis://`) or `sentinel` (`redis-sentinel://`).
+    pub mode: &'static str,
+    /// The master's `host:port` as last learned (`None`: no sentinel has
+    /// answered yet).
+    pub master: Option<String>,
+    /// Fail-overs seen (config epoch rises) since the node started.
+    pub failovers: u64,
+    /// The master's Sentinel config epoch as last learned (0 direct).
+    pub epoch: u64,
 }
 
 /// The Redis broker (and cluster presence). Create with [`RedisBroker::start`].
@@ -203,6 +217,23 @@ impl RedisBroker {
         )
     }
 
+    /// Which Redis this node uses and, through Sentinel, what it has seen
+    /// of fail-overs (`/readyz`, `/api/nodes`, `/metrics`).
+    pub fn redis_status(&self) -> RedisStatus {
+        let target = self.inner.link.target();
+        let sentinel = target.sentinel();
+        RedisStatus {
+            mode: if sentinel.is_some() {
+                "sentinel"
+            } else {
+                "direct"
+            },
+            master: target.master(),
+            failovers: sentinel.map_or(0, |s| s.failovers()),
+            epoch: sentinel.map_or(0, |s| s.epoch()),
+        }
+    }
+
     /// Channels whose local subscribers had to be closed with 3004, and gaps
     /// filled from a stream, since start.
     pub fn repairs(&self) -> (u64, u64) {
@@ -286,9 +317,10 @@ impl Inner {
             .call(&[
                 b"EVALSHA".as_slice(),
                 lua::READ.sha().as_bytes(),
-                b"2",
+                b"3",
                 self.key(channel, "m").as_bytes(),
                 self.key(channel, "s").as_bytes(),
+                sentinel::EPOCH_KEY.as_bytes(),
                 if create { b"1" } else { b"0" },
                 random_id(16).as_bytes(),
                 if entries { b"1" } else { b"0" },
@@ -444,9 +476,10 @@ impl Broker for RedisBroker {
         let call = inner.link.call_later(&[
             b"EVALSHA".as_slice(),
             lua::PUBLISH.sha().as_bytes(),
-            b"2",
+            b"3",
             inner.key(channel, "m").as_bytes(),
             inner.key(channel, "s").as_bytes(),
+            sentinel::EPOCH_KEY.as_bytes(),
             &data,
             random_id(16).as_bytes(),
             r.size.to_string().as_bytes(),

@@ -10,7 +10,9 @@ use std::time::Duration;
 /// Cluster settings.
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
-    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`.
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, or
+    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`
+    /// (decision 0020).
     pub url: String,
     /// Prefix of every key and topic (default `herald`): several clusters can
     /// share one Redis.

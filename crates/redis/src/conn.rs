@@ -15,6 +15,7 @@
 //! itself up again. While it is down, [`Link::call`] fails immediately.
 
 use crate::resp::{self, Value};
+use crate::sentinel::{self, Sentinel};
 use bytes::BytesMut;
 use herald_core::BrokerError;
 use std::collections::VecDeque;
@@ -33,48 +34,74 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait between two connection attempts.
 pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// Where to find Redis.
+/// Where to find Redis: one address (`redis://`), or a master found
+/// through Sentinel (`redis-sentinel://`, [`crate::sentinel`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
-    /// `host:port`.
+    /// `host:port`; with Sentinel, the master's name (for the logs).
     pub(crate) addr: String,
     /// Database number (`SELECT`), 0 by default.
     pub(crate) db: u32,
     /// Password (`AUTH`), if any.
     pub(crate) password: Option<String>,
+    /// The sentinels to ask for the master, if the target is one.
+    pub(crate) sentinel: Option<Arc<Sentinel>>,
 }
 
-/// A `redis://` URL could not be understood.
+/// A `redis://` or `redis-sentinel://` URL could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB])")]
+#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB] or redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])")]
 pub struct UrlError {
     url: String,
     why: &'static str,
 }
 
+/// Splits `[:PASSWORD@]REST` into the password and the rest.
+fn auth(rest: &str) -> (Option<String>, &str) {
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    };
+    let password = auth
+        .map(|a| a.strip_prefix(':').unwrap_or(a).to_string())
+        .filter(|p| !p.is_empty());
+    (password, rest)
+}
+
 impl Target {
-    /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default).
+    /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default)
+    /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
+    /// (sentinels on port 26379 by default; the password is the master's,
+    /// the sentinels are asked without one).
     pub fn parse(url: &str) -> Result<Target, UrlError> {
         let err = |why| UrlError {
             url: url.to_string(),
             why,
         };
+        let db = |d: Option<&str>| match d {
+            None | Some("") => Ok(0),
+            Some(d) => d.parse().map_err(|_| err("the database is not a number")),
+        };
+        if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+            let (password, rest) = auth(rest);
+            let mut parts = rest.splitn(3, '/');
+            let hosts = parts.next().unwrap_or_default();
+            let name = parts.next().ok_or_else(|| err("no master name"))?;
+            let db = db(parts.next())?;
+            let sentinel = Sentinel::parse(hosts, name).map_err(err)?;
+            return Ok(Target {
+                addr: format!("sentinel master {name}"),
+                db,
+                password,
+                sentinel: Some(Arc::new(sentinel)),
+            });
+        }
         let rest = url
             .strip_prefix("redis://")
-            .ok_or_else(|| err("not a redis:// URL"))?;
-        let (auth, rest) = match rest.rsplit_once('@') {
-            Some((a, r)) => (Some(a), r),
-            None => (None, rest),
-        };
-        let password = auth
-            .map(|a| a.strip_prefix(':').unwrap_or(a).to_string())
-            .filter(|p| !p.is_empty());
+            .ok_or_else(|| err("not a redis:// or redis-sentinel:// URL"))?;
+        let (password, rest) = auth(rest);
         let (hostport, db) = match rest.split_once('/') {
-            Some((h, "")) => (h, 0),
-            Some((h, d)) => (
-                h,
-                d.parse().map_err(|_| err("the database is not a number"))?,
-            ),
+            Some((h, d)) => (h, db(Some(d))?),
             None => (rest, 0),
         };
         if hostport.is_empty() {
@@ -90,8 +117,60 @@ impl Target {
         } else {
             format!("{hostport}:6379")
         };
-        Ok(Target { addr, db, password })
+        Ok(Target {
+            addr,
+            db,
+            password,
+            sentinel: None,
+        })
     }
+
+    /// The sentinels, if the target is found through them.
+    pub fn sentinel(&self) -> Option<&Arc<Sentinel>> {
+        self.sentinel.as_ref()
+    }
+
+    /// The address last connected or learned: the fixed one, or the
+    /// master's as Sentinel last said (`None` before it answered).
+    pub fn master(&self) -> Option<String> {
+        match &self.sentinel {
+            None => Some(self.addr.clone()),
+            Some(s) => s.master(),
+        }
+    }
+
+    /// Changes when the master may have moved (never for a fixed address).
+    pub(crate) fn switches(&self) -> Option<watch::Receiver<u64>> {
+        self.sentinel.as_ref().map(|s| s.switches())
+    }
+}
+
+/// Completes when `switches` says the master moved away from `addr` (never
+/// without Sentinel).
+pub(crate) async fn moved_from(
+    switches: &mut Option<watch::Receiver<u64>>,
+    target: &Target,
+    addr: &str,
+) {
+    let Some(rx) = switches else {
+        return std::future::pending().await;
+    };
+    loop {
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if target.master().as_deref() != Some(addr) {
+            return;
+        }
+    }
+}
+
+/// Whether an error reply means this Redis cannot serve as the master now
+/// (`-READONLY`: a replica, demoted; `-LOADING`: loading its data): the
+/// link reconnects, through Sentinel if it has one, instead of failing
+/// every command against it.
+pub(crate) fn not_master(e: &[u8]) -> bool {
+    e.starts_with(b"READONLY") || e.starts_with(b"LOADING") || e.starts_with(b"MASTERDOWN")
 }
 
 /// One queued command.
@@ -115,6 +194,7 @@ pub struct Link {
     generation: watch::Sender<u64>,
     /// Connection attempts that failed, for the logs and metrics.
     pub(crate) failures: AtomicU64,
+    target: Target,
 }
 
 impl std::fmt::Debug for Link {
@@ -149,6 +229,7 @@ impl Link {
             up: AtomicBool::new(false),
             generation: watch::channel(0).0,
             failures: AtomicU64::new(0),
+            target: target.clone(),
         });
         tokio::spawn(run(Arc::downgrade(&link), target, setup, rx));
         link
@@ -157,6 +238,12 @@ impl Link {
     /// Whether the connection is up.
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::Acquire)
+    }
+
+    /// Where the link connects (with Sentinel: the master as last learned,
+    /// and the fail-overs seen).
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// How many times the link has connected (0: not yet): a change means
@@ -237,8 +324,9 @@ async fn run(
 ) {
     let mut backoff = Duration::from_millis(50);
     let mut generation = 0u64;
+    let mut switches = target.switches();
     loop {
-        let stream = match connect(&target, &setup).await {
+        let (stream, addr) = match connect(&target, &setup).await {
             Ok(s) => s,
             Err(e) => {
                 let Some(l) = link.upgrade() else { return };
@@ -246,12 +334,17 @@ async fn run(
                     tracing::warn!(addr = %target.addr, error = %e, "cannot reach redis; retrying");
                 }
                 drop(l);
-                // Fail whatever queued meanwhile instead of letting it wait.
+                // Fail whatever queued meanwhile instead of letting it wait;
+                // a master that moved (Sentinel) is tried at once.
                 let sleep = tokio::time::sleep(backoff);
                 tokio::pin!(sleep);
                 loop {
                     tokio::select! {
                         _ = &mut sleep => break,
+                        _ = moved_from(&mut switches, &target, "") => {
+                            backoff = Duration::from_millis(25);
+                            break;
+                        }
                         r = rx.recv() => match r {
                             Some(req) => fail(req, "not connected"),
                             None => return,
@@ -264,15 +357,22 @@ async fn run(
         };
         backoff = Duration::from_millis(50);
         let Some(l) = link.upgrade() else { return };
-        tracing::info!(addr = %target.addr, "connected to redis");
+        tracing::info!(addr = %addr, "connected to redis");
         l.up.store(true, Ordering::Release);
         generation += 1;
         l.generation.send_replace(generation);
         drop(l);
         let inflight: Inflight = Arc::default();
         let (read, write) = stream.into_split();
-        let reader = tokio::spawn(read_replies(read, inflight.clone()));
-        let stopped = write_requests(write, &mut rx, &inflight, reader).await;
+        let mut reader = tokio::spawn(read_replies(read, inflight.clone()));
+        let stopped = tokio::select! {
+            s = write_requests(write, &mut rx, &inflight, &mut reader) => s,
+            _ = moved_from(&mut switches, &target, &addr) => {
+                tracing::warn!(from = %addr, "the redis master moved; reconnecting");
+                false
+            }
+        };
+        reader.abort();
         if let Some(l) = link.upgrade() {
             l.up.store(false, Ordering::Release);
         }
@@ -285,7 +385,7 @@ async fn run(
         if stopped {
             return;
         }
-        tracing::warn!(addr = %target.addr, "lost the connection to redis; reconnecting");
+        tracing::warn!(addr = %addr, "lost the connection to redis; reconnecting");
     }
 }
 
@@ -295,22 +395,61 @@ fn fail(req: Request, why: &str) {
     }
 }
 
-/// Opens a connection and runs `setup` on it.
+/// Opens a connection and runs `setup` on it; returns it with the address
+/// it reached. Through Sentinel: asks the sentinels where the master is,
+/// checks with `ROLE` that it is one, and raises [`sentinel::EPOCH_KEY`] to
+/// the master's config epoch before `setup` (so nothing this connection
+/// runs can see an older epoch).
 pub(crate) async fn connect(
     target: &Target,
     setup: &[Vec<Vec<u8>>],
+) -> Result<(TcpStream, String), BrokerError> {
+    let (addr, epoch) = match &target.sentinel {
+        None => (target.addr.clone(), None),
+        Some(s) => {
+            let r = s.resolve().await?;
+            (r.addr, Some(r.epoch))
+        }
+    };
+    let result = open(target, &addr, epoch, setup).await;
+    if result.is_err() {
+        if let Some(s) = &target.sentinel {
+            s.distrust();
+        }
+    }
+    result.map(|s| (s, addr))
+}
+
+async fn open(
+    target: &Target,
+    addr: &str,
+    epoch: Option<u64>,
+    setup: &[Vec<Vec<u8>>],
 ) -> Result<TcpStream, BrokerError> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&target.addr))
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
-        .map_err(|_| unavailable("connect timed out"))?
-        .map_err(unavailable)?;
+        .map_err(|_| unavailable(format!("connect to {addr} timed out")))?
+        .map_err(|e| unavailable(format!("{addr}: {e}")))?;
     let _ = stream.set_nodelay(true);
     let mut commands: Vec<Vec<Vec<u8>>> = Vec::new();
     if let Some(p) = &target.password {
         commands.push(vec![b"AUTH".to_vec(), p.as_bytes().to_vec()]);
     }
+    let role_at = commands.len();
+    if epoch.is_some() {
+        commands.push(vec![b"ROLE".to_vec()]);
+    }
     if target.db != 0 {
         commands.push(vec![b"SELECT".to_vec(), target.db.to_string().into_bytes()]);
+    }
+    if let Some(e) = epoch {
+        commands.push(vec![
+            b"EVAL".to_vec(),
+            sentinel::RAISE_EPOCH.as_bytes().to_vec(),
+            b"1".to_vec(),
+            sentinel::EPOCH_KEY.as_bytes().to_vec(),
+            e.to_string().into_bytes(),
+        ]);
     }
     commands.extend(setup.iter().cloned());
     let mut out = BytesMut::new();
@@ -325,11 +464,22 @@ pub(crate) async fn connect(
             match resp::decode(&mut buf).map_err(unavailable)? {
                 Some(Value::Error(e)) => {
                     return Err(unavailable(format!(
-                        "setup command refused: {}",
+                        "{addr}: setup command refused: {}",
                         String::from_utf8_lossy(&e)
                     )))
                 }
-                Some(_) => answered += 1,
+                Some(v) => {
+                    if epoch.is_some() && answered == role_at {
+                        let role = v.items().first().and_then(Value::bytes).cloned();
+                        if role.as_deref() != Some(b"master".as_slice()) {
+                            return Err(unavailable(format!(
+                                "{addr} is not a master (ROLE: {})",
+                                String::from_utf8_lossy(role.as_deref().unwrap_or(b"?"))
+                            )));
+                        }
+                    }
+                    answered += 1;
+                }
                 None => {
                     if stream.read_buf(&mut buf).await.map_err(unavailable)? == 0 {
                         return Err(unavailable("closed during setup"));
@@ -350,7 +500,7 @@ async fn write_requests(
     mut write: tokio::net::tcp::OwnedWriteHalf,
     rx: &mut mpsc::Receiver<Request>,
     inflight: &Inflight,
-    mut reader: tokio::task::JoinHandle<()>,
+    reader: &mut tokio::task::JoinHandle<()>,
 ) -> bool {
     let mut batch = Vec::with_capacity(256);
     let mut out = BytesMut::with_capacity(64 * 1024);
@@ -377,7 +527,7 @@ async fn write_requests(
                     out = BytesMut::with_capacity(64 * 1024);
                 }
             }
-            _ = &mut reader => return false,
+            _ = &mut *reader => return false,
         }
     }
 }
@@ -393,8 +543,13 @@ async fn read_replies(mut read: tokio::net::tcp::OwnedReadHalf, inflight: Inflig
                         tracing::warn!("redis sent a reply nobody asked for; reconnecting");
                         return;
                     };
+                    let demoted = matches!(&v, Value::Error(e) if not_master(e));
                     if let Some(tx) = slot {
                         let _ = tx.send(Ok(v));
+                    }
+                    if demoted {
+                        tracing::warn!("redis is not (or no longer) a master; reconnecting");
+                        return;
                     }
                 }
                 Ok(None) => break,
@@ -428,6 +583,22 @@ mod tests {
             ("localhost:6379", 2, Some("s3cret"))
         );
         for bad in ["http://x", "redis://", "redis://h:port", "redis://h:1/x"] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+        let t = Target::parse("redis-sentinel://:pw@s1:26379,s2/mymaster/3").expect("url");
+        let s = t.sentinel().expect("sentinel");
+        assert_eq!(s.sentinels(), ["s1:26379", "s2:26379"]);
+        assert_eq!(
+            (s.name(), t.db, t.password.as_deref()),
+            ("mymaster", 3, Some("pw"))
+        );
+        for bad in [
+            "redis-sentinel://s1:26379",
+            "redis-sentinel://s1:26379/",
+            "redis-sentinel:///m",
+            "redis-sentinel://s1:x/m",
+            "redis-sentinel://s1/m/x",
+        ] {
             assert!(Target::parse(bad).is_err(), "{bad}");
         }
     }

@@ -52,7 +52,12 @@
 //! (error 114 to clients); clients stay connected; when Redis returns, the
 //! node resubscribes every channel, fills gaps from the streams,
 //! re-registers its presence members, and closes with 3004 the subscribers
-//! of channels whose stream did not survive.
+//! of channels whose stream did not survive. With Redis Sentinel
+//! (`redis-sentinel://`, decision 0020) the links find the master through
+//! the sentinels and follow a fail-over; since the new master may lack the
+//! last writes, a fail-over epoch (key `herald:sentinel:epoch`, the
+//! sentinels' config epoch) ends every channel's epoch and floors table
+//! tokens and lobby numbers, so nothing is handed out twice.
 //!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
@@ -73,7 +78,9 @@
 //!   `broker/nodes.rs`: heartbeats, the node list, dead nodes, and the
 //!   control, node and lobby topics.
 //! - `config.rs`: [`RedisConfig`] and its defaults.
-//! - [`conn`]: the pipelined command link; `pubsub.rs`: the subscriber
+//! - [`conn`]: the pipelined command link and [`conn::Target`], where
+//!   Redis is; [`sentinel`]: finding the master through Redis Sentinel and
+//!   following its fail-overs (decision 0020); `pubsub.rs`: the subscriber
 //!   link; [`resp`]: the wire format; [`lua`]: the scripts; `member.rs`:
 //!   presence members and channel-topic messages as stored and published.
 //! - [`tables`] and [`registry`]: game tables' leases and saves, and which
@@ -90,10 +97,11 @@ pub mod play;
 pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
+pub mod sentinel;
 pub mod tables;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
-pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, StatsFn};
+pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, RedisStatus, StatsFn};
 pub use config::RedisConfig;
 pub use conn::UrlError;

@@ -16,7 +16,7 @@
 //! gap from the streams. Pending confirmations of the old connection are
 //! dropped, which their waiters see as an error.
 
-use crate::conn::{connect, Target, CONNECT_TIMEOUT, MAX_BACKOFF};
+use crate::conn::{connect, moved_from, Target, CONNECT_TIMEOUT, MAX_BACKOFF};
 use crate::resp::{self, Value};
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -134,12 +134,19 @@ async fn run(
     mut rx: mpsc::Receiver<Cmd>,
 ) {
     let mut backoff = Duration::from_millis(50);
+    let mut switches = target.switches();
     loop {
-        let stream = match connect(&target, &[]).await {
+        let (stream, addr) = match connect(&target, &[]).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(error = %e, "redis subscriber link: cannot connect");
-                tokio::time::sleep(backoff.min(CONNECT_TIMEOUT)).await;
+                // A master that moved (Sentinel) is tried at once.
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.min(CONNECT_TIMEOUT)) => {}
+                    _ = moved_from(&mut switches, &target, "") => {
+                        backoff = Duration::from_millis(25);
+                    }
+                }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 if link.strong_count() == 0 {
                     return;
@@ -156,7 +163,10 @@ async fn run(
         if let Some(s) = sink.upgrade() {
             s.reconnected();
         }
-        let stop = serve(stream, &mut rx, &sink).await;
+        let stop = tokio::select! {
+            s = serve(stream, &mut rx, &sink) => s,
+            _ = moved_from(&mut switches, &target, &addr) => false,
+        };
         if let Some(l) = link.upgrade() {
             l.up.store(false, Ordering::Release);
         }
@@ -166,7 +176,7 @@ async fn run(
         if stop {
             return;
         }
-        tracing::warn!(addr = %target.addr, "lost the redis subscriber link; reconnecting");
+        tracing::warn!(addr = %addr, "lost the redis subscriber link; reconnecting");
     }
 }
 

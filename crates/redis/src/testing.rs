@@ -6,6 +6,9 @@
 //! so a developer without it sees the cluster tests skip with a message;
 //! under CI (`CI` set) it panics instead, because `scripts/test.sh` installs
 //! it there and a skip would hide a broken install.
+//!
+//! [`Sentinels`] starts a master, a replica and three `redis-server
+//! --sentinel` (same package) for the fail-over tests (decision 0020).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,6 +22,31 @@ pub struct RedisServer {
     /// With persistence: its append-only file's directory (kept across
     /// restarts, removed on drop).
     aof_dir: Option<std::path::PathBuf>,
+    /// More arguments (`--replicaof`).
+    extra: Vec<String>,
+}
+
+/// Runs one command on 127.0.0.1:`port` and returns its reply (`None` if
+/// nothing answered, or not readably, within 2 s).
+pub fn command(port: u16, args: &[&str]) -> Option<crate::resp::Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut out = bytes::BytesMut::new();
+    crate::resp::encode(args, &mut out);
+    s.write_all(&out).ok()?;
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(v) = crate::resp::decode(&mut buf).ok()? {
+            return Some(v);
+        }
+        let n = s.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
 }
 
 fn free_port() -> u16 {
@@ -40,7 +68,19 @@ impl RedisServer {
         RedisServer::start_with(true)
     }
 
+    /// Starts a replica of the Redis on 127.0.0.1:`master`.
+    pub fn start_replica_of(master: u16) -> Option<RedisServer> {
+        RedisServer::start_full(
+            false,
+            vec!["--replicaof".into(), "127.0.0.1".into(), master.to_string()],
+        )
+    }
+
     fn start_with(persistent: bool) -> Option<RedisServer> {
+        RedisServer::start_full(persistent, Vec::new())
+    }
+
+    fn start_full(persistent: bool, extra: Vec<String>) -> Option<RedisServer> {
         let installed = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -65,6 +105,7 @@ impl RedisServer {
             child: None,
             port,
             aof_dir,
+            extra,
         };
         s.restart();
         Some(s)
@@ -88,23 +129,7 @@ impl RedisServer {
     /// Runs one command and returns its reply (`None` if Redis could not be
     /// reached or answered nothing readable).
     pub fn command(&self, args: &[&str]) -> Option<crate::resp::Value> {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        let mut out = bytes::BytesMut::new();
-        crate::resp::encode(args, &mut out);
-        s.write_all(&out).ok()?;
-        let mut buf = bytes::BytesMut::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            if let Some(v) = crate::resp::decode(&mut buf).ok()? {
-                return Some(v);
-            }
-            let n = s.read(&mut chunk).ok()?;
-            if n == 0 {
-                return None;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
+        command(self.port, args)
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -121,20 +146,38 @@ impl RedisServer {
         }
     }
 
+    /// Without persistence: the directory it runs in (removed on drop).
+    fn scratch_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "herald-redis-{}-{}-scratch",
+            std::process::id(),
+            self.port
+        ))
+    }
+
     /// Starts it (again) on the same port, empty, and waits until it answers.
     pub fn restart(&mut self) {
         self.kill();
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", ""])
-            .args(["--enable-debug-command", "local"]);
+            .args(["--enable-debug-command", "local"])
+            .args(&self.extra);
         match &self.aof_dir {
             Some(d) => cmd
                 .args(["--appendonly", "yes", "--appendfsync", "always"])
                 .args(["--dir", &d.to_string_lossy()]),
-            None => cmd
-                .args(["--appendonly", "no"])
-                .args(["--dir", &std::env::temp_dir().to_string_lossy()]),
+            None => {
+                // A directory of its own, emptied on every start: a replica
+                // writes the master's data there (dump.rdb) on a full sync,
+                // and any Redis started in a directory holding one would load
+                // it, so a shared directory would leak data between tests.
+                let d = self.scratch_dir();
+                let _ = std::fs::remove_dir_all(&d);
+                let _ = std::fs::create_dir_all(&d);
+                cmd.args(["--appendonly", "no"])
+                    .args(["--dir", &d.to_string_lossy()])
+            }
         };
         let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn();
         let Ok(child) = child else {
@@ -159,5 +202,219 @@ impl Drop for RedisServer {
         if let Some(d) = &self.aof_dir {
             let _ = std::fs::remove_dir_all(d);
         }
+        let _ = std::fs::remove_dir_all(self.scratch_dir());
+    }
+}
+
+/// A Sentinel deployment for tests: a master, one replica and three
+/// sentinels (quorum 2) watching master `herald`, with a short
+/// `down-after-milliseconds` (1 s) and `failover-timeout` (3 s), all on free
+/// 127.0.0.1 ports and killed when dropped. The two Redis swap roles in a
+/// fail-over: [`Sentinels::master_port`] says which is master now.
+#[derive(Debug)]
+pub struct Sentinels {
+    /// The two Redis: index 0 starts as master, 1 as its replica.
+    pub redis: Vec<RedisServer>,
+    sentinels: Vec<(u16, Option<Child>)>,
+    dir: std::path::PathBuf,
+}
+
+/// The master name the sentinels watch.
+pub const MASTER_NAME: &str = "herald";
+
+impl Sentinels {
+    /// Starts them and waits until the sentinels know the replica and each
+    /// other (so a fail-over can be agreed); `None` (outside CI) when
+    /// `redis-server` is missing.
+    pub fn start() -> Option<Sentinels> {
+        let master = RedisServer::start()?;
+        let replica = RedisServer::start_replica_of(master.port)?;
+        let dir = std::env::temp_dir().join(format!(
+            "herald-sentinel-{}-{}",
+            std::process::id(),
+            master.port
+        ));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut s = Sentinels {
+            sentinels: (0..3).map(|_| (free_port(), None)).collect(),
+            redis: vec![master, replica],
+            dir,
+        };
+        for i in 0..3 {
+            s.start_sentinel(i);
+        }
+        s.wait_settled();
+        Some(s)
+    }
+
+    fn start_sentinel(&mut self, i: usize) {
+        let master = self.redis[0].port;
+        let Some((port, child)) = self.sentinels.get_mut(i) else {
+            return;
+        };
+        let conf = self.dir.join(format!("sentinel-{port}.conf"));
+        // A sentinel rewrites its file; a restarted one keeps what it learned.
+        if !conf.exists() {
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                 sentinel failover-timeout {MASTER_NAME} 3000\n\
+                 sentinel parallel-syncs {MASTER_NAME} 1\n",
+                dir = self.dir.display()
+            );
+            if std::fs::write(&conf, text).is_err() {
+                panic!("cannot write {}", conf.display());
+            }
+        }
+        let spawned = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(c) = spawned else {
+            panic!("cannot start redis-server --sentinel");
+        };
+        *child = Some(c);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "sentinel did not start on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (at most 20 s) until every running sentinel sees one replica
+    /// and the two other sentinels.
+    pub fn wait_settled(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let settled = self
+                .sentinels
+                .iter()
+                .filter(|s| s.1.is_some())
+                .all(|(p, _)| {
+                    let v = command(*p, &["SENTINEL", "MASTER", MASTER_NAME]);
+                    let fields: Vec<String> = v
+                        .as_ref()
+                        .map(|v| {
+                            v.items()
+                                .iter()
+                                .map(|i| {
+                                    i.bytes()
+                                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                                        .unwrap_or_default()
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let get = |k: &str| {
+                        fields
+                            .chunks(2)
+                            .find(|kv| kv.first().map(String::as_str) == Some(k))
+                            .and_then(|kv| kv.get(1).cloned())
+                    };
+                    get("num-slaves").as_deref() == Some("1")
+                        && get("num-other-sentinels").as_deref() == Some("2")
+                        && get("flags").as_deref() == Some("master")
+                });
+            if settled {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the sentinels never settled");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The sentinels' ports.
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.0).collect()
+    }
+
+    /// `redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/herald`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|(p, _)| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis-sentinel://{}/{MASTER_NAME}", hosts.join(","))
+    }
+
+    /// The port of the master as the first sentinel that answers says.
+    pub fn master_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|(p, _)| {
+            let v = command(*p, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME])?;
+            v.items().get(1)?.int().and_then(|p| u16::try_from(p).ok())
+        })
+    }
+
+    /// The port of the Redis that says (`ROLE`) it is master, asking the
+    /// Redis themselves rather than the sentinels (0 if none does).
+    pub fn master_port_direct(&self) -> u16 {
+        self.redis
+            .iter()
+            .find(|r| {
+                r.command(&["ROLE"])
+                    .and_then(|v| v.items().first().and_then(|x| x.bytes().cloned()))
+                    .is_some_and(|b| &b[..] == b"master")
+            })
+            .map_or(0, |r| r.port)
+    }
+
+    /// SIGKILLs the Redis that is master now; returns its port.
+    pub fn kill_master(&mut self) -> Option<u16> {
+        let port = self.master_port()?;
+        let r = self.redis.iter_mut().find(|r| r.port == port)?;
+        r.kill();
+        Some(port)
+    }
+
+    /// Waits (at most `within`) until the sentinels name a master other
+    /// than `old` and it says it is one; returns its port.
+    pub fn wait_failover(&self, old: u16, within: Duration) -> Option<u16> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(p) = self.master_port().filter(|p| *p != old) {
+                let role = command(p, &["ROLE"]);
+                let is_master = role
+                    .as_ref()
+                    .and_then(|r| r.items().first().and_then(|v| v.bytes().cloned()));
+                if is_master.as_deref() == Some(b"master".as_slice()) {
+                    return Some(p);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// SIGKILLs every sentinel.
+    pub fn kill_sentinels(&mut self) {
+        for (_, c) in &mut self.sentinels {
+            if let Some(mut c) = c.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// Starts the sentinels again (same ports, same files).
+    pub fn restart_sentinels(&mut self) {
+        for i in 0..self.sentinels.len() {
+            if self.sentinels.get(i).is_some_and(|s| s.1.is_none()) {
+                self.start_sentinel(i);
+            }
+        }
+    }
+}
+
+impl Drop for Sentinels {
+    fn drop(&mut self) {
+        self.kill_sentinels();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! `GET /healthz` answers 200 while the process runs; `GET /readyz` answers 200
 //! when the node can serve (broker healthy, not shutting down) and 503
-//! otherwise.
+//! otherwise. In a cluster both `/readyz` (a second line) and `/api/nodes`
+//! (`"redis"`) also say which Redis master the node uses and how many
+//! Sentinel fail-overs it has seen (decision 0020).
 //!
 //! Routing, the API key and the Origin allowlist are the HTTP layer's
 //! ([`crate::http::service`]); each handler here takes only [`Api`], and
@@ -59,12 +61,27 @@ pub fn health() -> Response<Body> {
 
 /// `GET /readyz`: 200 when the node can serve, else 503.
 pub fn ready(api: &Api) -> Response<Body> {
-    if api.stopping.is_cancelled() {
-        text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    let (status, first) = if api.stopping.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
     } else if !api.node.broker.healthy() {
-        text(StatusCode::SERVICE_UNAVAILABLE, "broker unavailable\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "broker unavailable")
     } else {
-        text(StatusCode::OK, "ready\n")
+        (StatusCode::OK, "ready")
+    };
+    match &api.cluster {
+        None => text(status, format!("{first}\n")),
+        Some(c) => {
+            let r = c.redis_status();
+            text(
+                status,
+                format!(
+                    "{first}\nredis {} master {} ({} fail-overs seen)\n",
+                    r.mode,
+                    r.master.as_deref().unwrap_or("unknown"),
+                    r.failovers
+                ),
+            )
+        }
     }
 }
 
@@ -86,7 +103,18 @@ pub fn nodes(api: &Api) -> Response<Body> {
                     })
                 })
                 .collect();
-            serde_json::json!({"broker": "redis", "node": c.node_id(), "nodes": nodes})
+            let r = c.redis_status();
+            serde_json::json!({
+                "broker": "redis",
+                "node": c.node_id(),
+                "redis": {
+                    "mode": r.mode,
+                    "master": r.master,
+                    "failovers": r.failovers,
+                    "config_epoch": r.epoch,
+                },
+                "nodes": nodes,
+            })
         }
         None => serde_json::json!({
             "broker": "memory",

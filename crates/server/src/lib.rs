@@ -39,6 +39,7 @@ pub mod http;
 pub(crate) mod limits;
 pub(crate) mod metrics;
 pub mod pusher;
+pub mod reclaim;
 pub(crate) mod respond;
 pub(crate) mod rewind;
 pub(crate) mod routes;

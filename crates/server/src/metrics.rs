@@ -19,9 +19,11 @@
 //! | `herald_broker_channels` | gauge | — (in-memory broker only: channels with a kept position or history) |
 //! | `herald_broker_up` | gauge | — |
 //! | `herald_token_expiries_pending` | gauge | — |
-//! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next four) |
+//! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next six) |
 //! | `herald_cluster_node_clients`, `herald_cluster_node_last_seen_seconds` | gauge | `node` |
 //! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
+//! | `herald_cluster_redis_master` | gauge | `mode` (direct, sentinel), `addr` (the master as last learned; empty before a sentinel answered): always 1 |
+//! | `herald_cluster_redis_failovers_total` | counter | — (Sentinel fail-overs seen: rises of the master's config epoch; 0 with `redis://`) |
 //! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
@@ -286,6 +288,13 @@ fn hub(out: &mut String, node: &Node) {
     let _ = writeln!(out, "herald_broker_up {}", u8::from(node.broker.healthy()));
 }
 
+/// `v` escaped for a Prometheus label value.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Cluster mode: the node list and the broker's stream repairs.
 fn cluster(out: &mut String, c: &herald_redis::RedisBroker) {
     {
@@ -340,6 +349,30 @@ fn cluster(out: &mut String, c: &herald_redis::RedisBroker) {
             "Times missed publications were read back from a channel's stream.",
         );
         let _ = writeln!(out, "herald_cluster_gaps_filled_total {filled}");
+        let redis = c.redis_status();
+        head(
+            out,
+            "herald_cluster_redis_master",
+            "gauge",
+            "The Redis master this node uses (always 1; see the labels).",
+        );
+        let _ = writeln!(
+            out,
+            "herald_cluster_redis_master{{mode=\"{}\",addr=\"{}\"}} 1",
+            redis.mode,
+            label(redis.master.as_deref().unwrap_or(""))
+        );
+        head(
+            out,
+            "herald_cluster_redis_failovers_total",
+            "counter",
+            "Redis Sentinel fail-overs this node has seen.",
+        );
+        let _ = writeln!(
+            out,
+            "herald_cluster_redis_failovers_total {}",
+            redis.failovers
+        );
     }
 }
 

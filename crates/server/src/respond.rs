@@ -29,7 +29,7 @@ pub fn full(b: impl Into<Bytes>) -> Body {
 }
 
 /// A plain-text response.
-pub fn text(status: StatusCode, body: &'static str) -> Response<Body> {
+pub fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut().insert(

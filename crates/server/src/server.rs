@@ -39,7 +39,7 @@ use herald_proto::DisconnectCode;
 use herald_redis::RedisBroker;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -580,10 +580,19 @@ async fn deadlines(server: Arc<Server>, shutdown: CancellationToken) {
 async fn housekeeping(server: Arc<Server>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(herald_core::broker::HOUSEKEEPING);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let activity = || crate::reclaim::activity(&server.node.metrics);
+    let mut quiet = crate::reclaim::Quiet::new(activity(), Instant::now());
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tick.tick() => server.node.broker.housekeep(),
+            _ = tick.tick() => {
+                server.node.broker.housekeep();
+                if let Some(r) = &server.config.reclaim {
+                    if quiet.tick(activity(), Instant::now()) {
+                        (r.0)();
+                    }
+                }
+            }
         }
     }
 }

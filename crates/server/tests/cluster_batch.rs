@@ -124,9 +124,10 @@ async fn burst(
             &[
                 "EVAL",
                 herald_redis::lua::PUBLISH.text,
-                "2",
+                "3",
                 "herald:{burst}:m",
                 "herald:{burst}:s",
+                herald_redis::sentinel::EPOCH_KEY,
                 &offset.to_string(),
                 "unused",
                 "100",

@@ -309,6 +309,55 @@ async fn pusher_endpoint_negotiates_it() {
     assert!(c.extensions.is_some());
 }
 
+/// Bayeux's `/cometd` negotiates it: CometD's batches come in compressed,
+/// and a large delivery goes out compressed.
+#[tokio::test]
+async fn bayeux_websocket_negotiates_it() {
+    let srv = start_default().await;
+    let mut c = Client::connect(srv.addr, "/cometd", Some(OFFER)).await;
+    assert!(c.extensions.is_some());
+    c.send_json(
+        json!([{"channel":"/meta/handshake","supportedConnectionTypes":["websocket"],"id":"1"}]),
+        true,
+    )
+    .await;
+    let (_, r) = c.next().await.expect("handshake reply");
+    let id = r[0]["clientId"].as_str().expect("clientId").to_string();
+    c.send_json(
+        json!([{"channel":"/meta/subscribe","clientId":id,"subscription":"/big","id":"2"},
+               {"channel":"/meta/connect","clientId":id,"connectionType":"websocket","id":"3"}]),
+        true,
+    )
+    .await;
+    let mut subscribed = false;
+    while !subscribed {
+        let (_, r) = c.next().await.expect("subscribe reply");
+        subscribed = r
+            .as_array()
+            .expect("a batch")
+            .iter()
+            .any(|m| m["channel"] == "/meta/subscribe" && m["successful"] == true);
+    }
+    let big = "x".repeat(4000);
+    let body = json!({"channel": "big", "data": {"big": big}}).to_string();
+    let (status, _, text) = http(srv.addr, "POST", "/api/publish", &[], &body).await;
+    assert_eq!(status, 200, "{text}");
+    loop {
+        let (compressed, r) = c.next().await.expect("the delivery");
+        let Some(d) = r
+            .as_array()
+            .expect("a batch")
+            .iter()
+            .find(|m| m["channel"] == "/big")
+        else {
+            continue;
+        };
+        assert_eq!(d["data"]["big"], big.as_str());
+        assert!(compressed, "a 4 kB delivery goes compressed");
+        break;
+    }
+}
+
 /// A client that limits the server's window to 2^9 bytes gets it echoed,
 /// and only messages that short compressed: the rest go plain.
 #[tokio::test]

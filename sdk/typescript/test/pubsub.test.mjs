@@ -141,3 +141,36 @@ test("subscribing twice to a channel is refused with 105", async () => {
     a.close();
   }
 });
+
+test("in Node with `ws`, the SDK's WebSocket negotiates permessage-deflate and large pushes arrive intact, both encodings", async () => {
+  for (const encoding of ["json", "binary"]) {
+    const sockets = [];
+    // `ws` offers the extension by default; record what each socket agreed.
+    class Recording extends WebSocket {
+      constructor(...args) {
+        super(...args);
+        sockets.push(this);
+      }
+    }
+    const a = client({ transports: ["websocket"], encoding, WebSocket: Recording });
+    const b = client();
+    try {
+      await a.connect();
+      await b.connect();
+      assert.ok(sockets.length >= 1);
+      assert.match(sockets[0].extensions, /^permessage-deflate/);
+      const channel = `pubsub.deflate.${encoding}`;
+      const got = [];
+      await a.subscribe(channel, { onPublication: (p) => got.push(p) });
+      const big = "row,".repeat(2000);
+      await b.publish(channel, { big });
+      await a.publish(channel, { big, from: "a" }); // compressed by ws on the way in
+      await waitUntil(() => got.length === 2, "two large publications");
+      assert.equal(got[0].json().big, big);
+      assert.equal(got[1].json().from, "a");
+    } finally {
+      a.close();
+      b.close();
+    }
+  }
+});

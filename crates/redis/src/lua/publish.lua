@@ -1,11 +1,16 @@
 -- Publishes one message: next offset, stream entry, live message, atomically.
--- KEYS[1] meta hash {e = epoch, o = last offset}, KEYS[2] stream
--- ARGV[1] data, ARGV[2] epoch to use if the channel has none, ARGV[3] history
+-- KEYS[1] meta hash {e = epoch, o = last offset, f = fail-over epoch the
+-- epoch was made under}, KEYS[2] stream, KEYS[3] the Sentinel fail-over
+-- epoch (decision 0020; absent: 0)
+-- ARGV[1] data, ARGV[2] epoch to use if the channel has none (or a fail-over
+-- since its epoch was made may have lost some of it), ARGV[3] history
 -- size (0: no stream), ARGV[4] ttl ms (0: none), ARGV[5] topic
-local e = redis.call('HGET', KEYS[1], 'e')
-if not e then
+local f = redis.call('GET', KEYS[3]) or '0'
+local m = redis.call('HMGET', KEYS[1], 'e', 'f')
+local e = m[1]
+if not e or tonumber(m[2] or '0') < tonumber(f) then
   e = ARGV[2]
-  redis.call('HSET', KEYS[1], 'e', e)
+  redis.call('HSET', KEYS[1], 'e', e, 'f', f)
 end
 local o = redis.call('HINCRBY', KEYS[1], 'o', 1)
 local size = tonumber(ARGV[3])

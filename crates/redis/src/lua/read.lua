@@ -1,5 +1,7 @@
 -- A channel's position and, optionally, its retained publications after one.
--- KEYS[1] meta hash, KEYS[2] stream
+-- KEYS[1] meta hash, KEYS[2] stream, KEYS[3] the Sentinel fail-over epoch
+-- (as in publish.lua: an epoch made before a fail-over is replaced by
+-- ARGV[2], whatever ARGV[1] says, since the stream may have lost its tail)
 -- ARGV[1] create: '1' gives a channel with no epoch the epoch ARGV[2]
 -- (subscribe: a subscriber's position must name the stream it will see)
 -- ARGV[3] entries: '1' to return publications, ARGV[4] epoch of the asked
@@ -7,14 +9,19 @@
 -- ARGV[7] ttl ms (0: none; also refreshes the meta's expiry on create)
 -- Returns {epoch, top, offset, data, offset, data, ...}, oldest first,
 -- without publications older than the ttl.
-local m = redis.call('HMGET', KEYS[1], 'e', 'o')
+local f = redis.call('GET', KEYS[3]) or '0'
+local m = redis.call('HMGET', KEYS[1], 'e', 'o', 'f')
 local e = m[1]
 local top = tonumber(m[2] or '0')
 local ttl = tonumber(ARGV[7])
+if e and tonumber(m[3] or '0') < tonumber(f) then
+  e = ARGV[2]
+  redis.call('HSET', KEYS[1], 'e', e, 'f', f)
+end
 if not e then
   if ARGV[1] ~= '1' then return {'', 0} end
   e = ARGV[2]
-  redis.call('HSET', KEYS[1], 'e', e, 'o', 0)
+  redis.call('HSET', KEYS[1], 'e', e, 'o', 0, 'f', f)
   top = 0
 end
 if ARGV[1] == '1' and ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end

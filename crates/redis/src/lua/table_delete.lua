@@ -8,7 +8,8 @@
 -- table (its players told) and then turns its lease into the sentinel
 -- (table_retire.lua).
 -- KEYS[1] registry, KEYS[2] deleted set, KEYS[3] lease, KEYS[4] lobby
--- sequence, KEYS[5] lobby hash, KEYS[6] the registry's version
+-- sequence, KEYS[5] lobby hash, KEYS[6] the registry's version, KEYS[7] the
+-- Sentinel fail-over epoch (as in table_lobby.lua)
 -- ARGV[1] table id, ARGV[2] configured tables N, ARGV[3] sentinel,
 -- ARGV[4] lobby topic
 -- Returns {0} for an unknown (or already deleted) table, else {1, holder}
@@ -23,7 +24,12 @@ redis.call('INCR', KEYS[6])
 local holder = redis.call('GET', KEYS[3])
 if not holder then redis.call('SET', KEYS[3], ARGV[3]) end
 local seq = redis.call('INCR', KEYS[4])
-local msg = seq .. ':' .. id .. ':'
+local floor = tonumber(redis.call('GET', KEYS[7]) or '0') * 4294967296
+if seq <= floor then
+  seq = floor + 1
+  redis.call('SET', KEYS[4], string.format('%d', seq))
+end
+local msg = string.format('%d', seq) .. ':' .. id .. ':'
 redis.call('HSET', KEYS[5], id, msg)
 redis.call('PUBLISH', ARGV[4], msg)
 return {1, holder}

@@ -27,6 +27,7 @@ use super::session::{self, Connect};
 use super::Bayeux;
 use crate::respond::{json, read_body, Body};
 use herald_bayeux::reply::{self, Advice, Reply};
+use herald_bayeux::resume;
 use herald_bayeux::{decode_batch, BayeuxError};
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -53,14 +54,21 @@ pub fn refusal(status: StatusCode, e: &BayeuxError) -> Response<Body> {
     json(status, reply::batch([r.to_json().as_slice()]))
 }
 
-fn browser_of(req: &Request<Incoming>) -> Option<String> {
+/// The value of the request's cookie `name`.
+fn cookie_of(req: &Request<Incoming>, name: &str) -> Option<String> {
     req.headers()
         .get_all(http::header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix(BROWSER_COOKIE)?.strip_prefix('='))
+        .find_map(|c| c.trim().strip_prefix(name)?.strip_prefix('='))
         .map(str::to_string)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Serves a request to the endpoint on hyper's path, with CORS headers for
@@ -127,7 +135,8 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
             .insert(http::header::ALLOW, http::HeaderValue::from_static("POST"));
         return r;
     }
-    let browser = browser_of(&req);
+    let browser = cookie_of(&req, BROWSER_COOKIE);
+    let acked = cookie_of(&req, resume::COOKIE);
     let limit = body_limit(b);
     let body = match read_body(req.into_body(), limit, b.request_body_timeout).await {
         Ok(body) => body,
@@ -145,17 +154,26 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
             return refusal(StatusCode::BAD_REQUEST, &BayeuxError::bad(e.to_string()));
         }
     };
-    let mut p = session::process(b, batch, "long-polling");
+    let mut p = session::process(b, batch, "long-polling", acked.as_deref());
     let deadline = Instant::now() + REPLY_WAIT;
     session::collect(&p.waiting, &mut p.replies, deadline).await;
-    let mut set_cookie = None;
+    let mut set_cookie = Vec::new();
     if let Some(c) = p.connect.take() {
         hold(b, &c, browser.as_deref(), &mut p.replies).await;
-    } else if p.opened.is_some() && browser.is_none() {
+        // An `ack` session's acknowledged positions, for a handshake on
+        // another node after this one's loss (herald_bayeux::resume).
+        if let Some(v) = c.session.acked_cookie(acked.as_deref(), unix_now()) {
+            set_cookie.push(format!(
+                "{}={v}; Path=/; HttpOnly; SameSite=Lax",
+                resume::COOKIE
+            ));
+        }
+    }
+    if p.opened.is_some() && browser.is_none() {
         let mut id = [0u8; 12];
         if getrandom::fill(&mut id).is_ok() {
             let v: String = id.iter().map(|x| format!("{x:02x}")).collect();
-            set_cookie = Some(format!(
+            set_cookie.push(format!(
                 "{BROWSER_COOKIE}={v}; Path=/; HttpOnly; SameSite=Lax"
             ));
         }
@@ -165,8 +183,10 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
         StatusCode::OK,
         reply::batch(p.replies.iter().map(Vec::as_slice)),
     );
-    if let Some(v) = set_cookie.and_then(|v| http::HeaderValue::from_str(&v).ok()) {
-        r.headers_mut().insert(http::header::SET_COOKIE, v);
+    for v in set_cookie {
+        if let Ok(v) = http::HeaderValue::from_str(&v) {
+            r.headers_mut().append(http::header::SET_COOKIE, v);
+        }
     }
     r
 }

@@ -140,8 +140,11 @@ pub struct Bayeux {
     pub config: BayeuxConfig,
     /// The node: hub, broker, sessions.
     pub node: Arc<Node>,
-    /// The renderer every Bayeux client shares.
+    /// The renderer every Bayeux client shares...
     render: Arc<BayeuxRender>,
+    /// ...but those of `ack` sessions, whose deliveries carry their Herald
+    /// offsets (herald_bayeux::resume).
+    render_acked: Arc<BayeuxRender>,
     /// Sessions by `clientId`, sharded so that one lock is not every
     /// request's.
     sessions: Sharded<String, Arc<BayeuxSession>>,
@@ -165,6 +168,11 @@ impl Bayeux {
         Bayeux {
             render: Arc::new(BayeuxRender {
                 timestamp: config.timestamp,
+                offsets: false,
+            }),
+            render_acked: Arc::new(BayeuxRender {
+                timestamp: config.timestamp,
+                offsets: true,
             }),
             config,
             node,
@@ -181,10 +189,23 @@ impl Bayeux {
     }
 
     /// Opens a session for an authenticated handshake (`token`: Herald's
-    /// JWT from `ext.herald.token`). `Err`: the token was refused.
-    pub fn open(&self, token: Option<&str>) -> Result<Arc<BayeuxSession>, herald_core::AuthError> {
-        let client = self.node.new_rendered_client(self.render.clone());
+    /// JWT from `ext.herald.token`); with `acks`, an `ack`-extension session
+    /// resuming from the `BAYEUX_ACKED` cookie's `resume` entries. `Err`:
+    /// the token was refused.
+    pub fn open(
+        &self,
+        token: Option<&str>,
+        acks: Option<Vec<herald_bayeux::resume::Entry>>,
+    ) -> Result<Arc<BayeuxSession>, herald_core::AuthError> {
+        let render = match acks {
+            Some(_) => &self.render_acked,
+            None => &self.render,
+        };
+        let client = self.node.new_rendered_client(render.clone());
         let s = BayeuxSession::open(self.node.clone(), client, token)?;
+        if let Some(resume) = acks {
+            s.enable_acks(self.render_acked.clone(), resume);
+        }
         let s = Arc::new(s);
         self.sessions.lock(&s.id).insert(s.id.clone(), s.clone());
         Ok(s)
@@ -298,11 +319,14 @@ pub async fn reaper(bayeux: Arc<Bayeux>, stop: tokio_util::sync::CancellationTok
 pub struct BayeuxRender {
     /// Stamp deliveries.
     timestamp: bool,
+    /// Give deliveries their Herald offset (`ext.herald.offset`).
+    offsets: bool,
 }
 
 impl BayeuxRender {
-    /// The delivery of `data` published on Herald channel `channel`.
-    pub fn render(&self, channel: &str, data: &[u8], json: bool) -> Option<Vec<u8>> {
+    /// The delivery of `data` published on Herald channel `channel` at
+    /// `offset`.
+    pub fn render(&self, channel: &str, data: &[u8], json: bool, offset: u64) -> Option<Vec<u8>> {
         let name = herald_bayeux::channel::from_herald(channel)?;
         let is_json = json || serde_json::from_slice::<serde::de::IgnoredAny>(data).is_ok();
         let text = std::str::from_utf8(data).ok()?;
@@ -319,13 +343,14 @@ impl BayeuxRender {
             data,
             None,
             now.as_deref(),
+            self.offsets.then_some(offset),
         ))
     }
 }
 
 impl Render for BayeuxRender {
     fn publication(&self, p: &Publication) -> Option<Rendered> {
-        let frame = self.render(&p.channel, &p.data, p.json)?;
+        let frame = self.render(&p.channel, &p.data, p.json, p.offset)?;
         Some(Rendered {
             frame: Frame::Text(Bytes::from(frame)),
             except: None,
@@ -372,20 +397,29 @@ mod tests {
 
     #[test]
     fn the_renderer_maps_channels_and_data() {
-        let r = BayeuxRender { timestamp: false };
-        let d = r.render("chat.room1", br#"{"t":1}"#, false).expect("json");
+        let r = BayeuxRender {
+            timestamp: false,
+            offsets: false,
+        };
+        let d = r
+            .render("chat.room1", br#"{"t":1}"#, false, 1)
+            .expect("json");
         assert_eq!(d, br#"{"channel":"/chat/room1","data":{"t":1}}"#);
-        let d = r.render("chat", b"plain text", false).expect("text");
+        let d = r.render("chat", b"plain text", false, 2).expect("text");
         assert_eq!(d, br#"{"channel":"/chat","data":"plain text"}"#);
-        assert!(r.render("chat", &[0xff, 0], false).is_none());
-        assert!(r.render("pusher-1:a/b", b"{}", true).is_none());
-        assert!(r.render("meta.connect", b"{}", true).is_none());
-        let stamped = BayeuxRender { timestamp: true };
-        let d = stamped.render("a", b"1", true).expect("json");
+        assert!(r.render("chat", &[0xff, 0], false, 3).is_none());
+        assert!(r.render("pusher-1:a/b", b"{}", true, 4).is_none());
+        assert!(r.render("meta.connect", b"{}", true, 5).is_none());
+        let stamped = BayeuxRender {
+            timestamp: true,
+            offsets: true,
+        };
+        let d = stamped.render("a", b"1", true, 9).expect("json");
         let v: serde_json::Value = serde_json::from_slice(&d).expect("json");
         assert!(
             v["timestamp"].as_str().is_some_and(|t| t.ends_with(" GMT")),
             "{v}"
         );
+        assert_eq!(v["ext"]["herald"]["offset"], 9, "{v}");
     }
 }

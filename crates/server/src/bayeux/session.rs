@@ -38,6 +38,7 @@ use bytes::BytesMut;
 use herald_bayeux::channel::{self, Channel, Meta};
 use herald_bayeux::message::{self, Invalid, Message};
 use herald_bayeux::reply::{self, Advice, Reconnect, Reply};
+use herald_bayeux::resume;
 use herald_bayeux::BayeuxError;
 use herald_core::metrics::Transport;
 use herald_core::outbox::Frame;
@@ -78,10 +79,13 @@ struct Pending {
     id: Option<Box<RawValue>>,
     /// Subscribe and unsubscribe: the Bayeux channel.
     subscription: Option<String>,
+    /// An `ack` session's subscription to an exact channel: the Herald
+    /// channel, and whether it asked to recover from the cookie's position.
+    tracked: Option<(String, bool)>,
 }
 
 /// The `ack` extension's state of a session (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Acks {
     /// The number of the last batch sent (0: none yet).
     batch: u64,
@@ -91,6 +95,26 @@ struct Acks {
     unacked: std::collections::VecDeque<(u64, Vec<u8>)>,
     /// Bytes in `queued` and `unacked`.
     bytes: usize,
+    /// Renders what a subscription recovers.
+    render: Arc<super::BayeuxRender>,
+    /// Exact channels subscribed (Herald names): their epoch.
+    epochs: HashMap<String, String>,
+    /// What the client acknowledged, by exact channel: the offset of the
+    /// last publication (or, before any, of the channel when subscribed).
+    acked: HashMap<String, u64>,
+    /// The live entries of the `BAYEUX_ACKED` cookie the handshake brought,
+    /// positions to subscribe from (herald_bayeux::resume).
+    resume: Vec<resume::Entry>,
+}
+
+impl Acks {
+    /// Queues `m` to go with the next connect reply; false when that makes
+    /// more than `limit` bytes wait.
+    fn queue(&mut self, m: Vec<u8>, limit: usize) -> bool {
+        self.bytes += m.len();
+        self.queued.push(m);
+        self.bytes <= limit
+    }
 }
 
 #[derive(Debug)]
@@ -248,20 +272,107 @@ impl BayeuxSession {
         }
     }
 
-    /// Turns the `ack` extension on (the handshake asked for it).
-    pub fn enable_acks(&self) {
-        self.state().acks = Some(Acks::default());
+    /// Turns the `ack` extension on (the handshake asked for it):
+    /// deliveries rendered by `render` (with their offsets), exact channels
+    /// subscribed from the positions `resume` gives.
+    pub fn enable_acks(&self, render: Arc<super::BayeuxRender>, resume: Vec<resume::Entry>) {
+        self.state().acks = Some(Acks {
+            batch: 0,
+            queued: Vec::new(),
+            unacked: std::collections::VecDeque::new(),
+            bytes: 0,
+            render,
+            epochs: HashMap::new(),
+            acked: HashMap::new(),
+            resume,
+        });
     }
 
-    /// A connect acknowledged every batch up to `batch`.
+    /// A connect acknowledged every batch up to `batch`: what they carried
+    /// is forgotten, and the acknowledged position of each exact channel
+    /// moves to its last publication among them.
     pub fn acknowledge(&self, batch: u64) {
         if let Some(a) = self.state().acks.as_mut() {
             while a.unacked.front().is_some_and(|(n, _)| *n <= batch) {
                 if let Some((_, m)) = a.unacked.pop_front() {
                     a.bytes = a.bytes.saturating_sub(m.len());
+                    let Some((name, offset)) = reply::offset_of(&m) else {
+                        continue;
+                    };
+                    let Ok(herald) = channel::to_herald(&name) else {
+                        continue;
+                    };
+                    if a.epochs.contains_key(&herald) {
+                        let at = a.acked.entry(herald).or_insert(0);
+                        *at = (*at).max(offset);
+                    }
                 }
             }
         }
+    }
+
+    /// The tag this session's entries carry in the `BAYEUX_ACKED` cookie.
+    fn tag(&self) -> &str {
+        self.id.get(..12).unwrap_or(&self.id)
+    }
+
+    /// With the `ack` extension, the `BAYEUX_ACKED` cookie value a connect
+    /// reply sets at Unix second `now`: this session's acknowledged
+    /// positions, then the live entries of other sessions of the browser
+    /// from the request's `cookie`. `None` without the extension.
+    pub fn acked_cookie(&self, cookie: Option<&str>, now: u64) -> Option<String> {
+        let st = self.state();
+        let a = st.acks.as_ref()?;
+        let tag = self.tag();
+        let mut entries: Vec<resume::Entry> = a
+            .acked
+            .iter()
+            .filter_map(|(channel, &offset)| {
+                Some(resume::Entry {
+                    tag: tag.to_string(),
+                    channel: channel.clone(),
+                    epoch: a.epochs.get(channel)?.clone(),
+                    offset,
+                    written: now,
+                })
+            })
+            .collect();
+        entries.sort_by(|x, y| x.channel.cmp(&y.channel));
+        let others = cookie.map(resume::decode).unwrap_or_default();
+        entries.extend(
+            resume::live(others, Some(now))
+                .into_iter()
+                .filter(|e| e.tag != tag),
+        );
+        Some(resume::encode(&entries))
+    }
+
+    /// With the `ack` extension, the position to subscribe exact Herald
+    /// channel `channel` from: the cookie's, once.
+    fn take_resume(&self, channel: &str) -> Option<herald_proto::Position> {
+        let mut st = self.state();
+        let a = st.acks.as_mut()?;
+        let (epoch, offset) = resume::resume_from(&a.resume, channel)?;
+        let p = herald_proto::Position {
+            epoch: epoch.to_string(),
+            offset,
+        };
+        a.resume.retain(|e| e.channel != channel);
+        Some(p)
+    }
+
+    /// An `ack` session unsubscribed from exact Herald channel `channel`:
+    /// its position is no longer kept.
+    fn untrack(&self, channel: &str) {
+        if let Some(a) = self.state().acks.as_mut() {
+            a.epochs.remove(channel);
+            a.acked.remove(channel);
+        }
+    }
+
+    /// Whether the `ack` extension is on.
+    fn acks(&self) -> bool {
+        self.state().acks.is_some()
     }
 
     /// With the `ack` extension: deliveries wait to be sent or acknowledged,
@@ -315,9 +426,7 @@ impl BayeuxSession {
                 deliveries += 1;
                 match st.acks.as_mut() {
                     Some(a) => {
-                        a.bytes += f.len();
-                        a.queued.push(f);
-                        if a.bytes > limit {
+                        if !a.queue(f, limit) {
                             // A slow consumer, as Herald's queue would say.
                             self.gone.store(true, Ordering::Release);
                         }
@@ -329,8 +438,14 @@ impl BayeuxSession {
             let Ok(msg) = Encoding::Json.decode_server(&f) else {
                 continue;
             };
+            let mut subscribed = None;
             let (id, error) = match msg {
-                ServerMsg::Reply { id, .. } => (id, None),
+                ServerMsg::Reply { id, reply } => {
+                    if let herald_proto::Reply::Subscribe { .. } = reply {
+                        subscribed = Some(reply);
+                    }
+                    (id, None)
+                }
                 ServerMsg::Error { id, code, message } => (id, Some((code, message))),
                 ServerMsg::Push(Push::Disconnect { .. }) => {
                     // Herald ended the session (slow consumer, token
@@ -351,15 +466,65 @@ impl BayeuxSession {
                 Some((code, message)) => Some(BayeuxError::of_herald(code, about, message)),
                 None => None,
             };
+            let mut lost = false;
+            if let (Some((herald, asked)), Some(a), Some(reply)) =
+                (&p.tracked, st.acks.as_mut(), subscribed)
+            {
+                lost = self.subscribed(a, herald, *asked, reply, limit);
+            }
             let mut r = match &error {
                 Some(e) => Reply::failed(&p.channel, p.id.as_deref(), e),
                 None => Reply::ok(&p.channel, p.id.as_deref()),
             };
             r.client_id = Some(&self.id);
             r.subscription = p.subscription.as_deref();
+            let ext = lost
+                .then(|| RawValue::from_string(r#"{"herald":{"recovered":false}}"#.into()).ok())
+                .flatten();
+            r.ext = ext.as_deref();
             out.push(r.to_json());
         }
         deliveries
+    }
+
+    /// An `ack` session's subscription to exact Herald channel `herald`
+    /// succeeded with `reply`: tracks its position and, when it `asked` to
+    /// recover, queues what was recovered. True when recovery was asked and
+    /// impossible (the client is told: `ext.herald.recovered: false`).
+    fn subscribed(
+        &self,
+        a: &mut Acks,
+        herald: &str,
+        asked: bool,
+        reply: herald_proto::Reply,
+        limit: usize,
+    ) -> bool {
+        let herald_proto::Reply::Subscribe {
+            epoch,
+            offset,
+            recovered,
+            publications,
+        } = reply
+        else {
+            return false;
+        };
+        a.epochs.insert(herald.to_string(), epoch);
+        if !(asked && recovered) {
+            a.acked.insert(herald.to_string(), offset);
+            return asked;
+        }
+        let mut from = offset;
+        for item in publications {
+            from = from.min(item.offset.saturating_sub(1));
+            let Some(d) = a.render.render(herald, &item.data, false, item.offset) else {
+                continue;
+            };
+            if !a.queue(d, limit) {
+                self.gone.store(true, Ordering::Release);
+            }
+        }
+        a.acked.insert(herald.to_string(), from);
+        false
     }
 
     /// Waits until something is queued, the session ends, `also` (an
@@ -478,7 +643,15 @@ fn invalid(i: &Invalid) -> Vec<u8> {
 
 /// Serves one decoded batch (see the module docs); `transport` is the
 /// connection type it came on.
-pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str) -> Processed {
+///
+/// `acked` is the request's `BAYEUX_ACKED` cookie (long-polling only): an
+/// `ack` handshake resumes from its positions (herald_bayeux::resume).
+pub fn process(
+    b: &Bayeux,
+    batch: Vec<Result<Message, Invalid>>,
+    transport: &str,
+    acked: Option<&str>,
+) -> Processed {
     let mut out = Processed::default();
     for m in batch {
         let m = match m {
@@ -490,7 +663,7 @@ pub fn process(b: &Bayeux, batch: Vec<Result<Message, Invalid>>, transport: &str
         };
         let kind = Channel::of(&m.channel);
         if kind == Channel::Meta(Meta::Handshake) {
-            out.replies.push(handshake(b, &m, &mut out.opened));
+            out.replies.push(handshake(b, &m, acked, &mut out.opened));
             continue;
         }
         let Some(s) = m.client_id.as_deref().and_then(|c| b.find(c)) else {
@@ -605,10 +778,21 @@ fn subscriptions(
                 continue;
             }
         };
+        let exact = !sub.ends_with("/*") && !sub.ends_with("/**");
+        let tracked = (exact && s.acks()).then(|| herald.clone());
+        let recover = if subscribe {
+            tracked.as_deref().and_then(|h| s.take_resume(h))
+        } else {
+            if let Some(h) = &tracked {
+                s.untrack(h);
+            }
+            None
+        };
+        let asked = recover.is_some();
         let cmd = if subscribe {
             Command::Subscribe {
                 channel: herald,
-                recover: None,
+                recover,
                 join_leave: false,
                 token: token.clone(),
             }
@@ -621,6 +805,7 @@ fn subscriptions(
                 channel: m.channel.clone(),
                 id: m.id.clone(),
                 subscription: Some(sub.clone()),
+                tracked: tracked.filter(|_| subscribe).map(|h| (h, asked)),
             },
         );
         sent = true;
@@ -653,6 +838,7 @@ fn publish(s: &BayeuxSession, m: &Message, replies: &mut Vec<Vec<u8>>) -> bool {
             channel: m.channel.clone(),
             id: m.id.clone(),
             subscription: None,
+            tracked: None,
         },
     );
     true
@@ -664,7 +850,12 @@ fn push_waiting(w: &mut Vec<Arc<BayeuxSession>>, s: &Arc<BayeuxSession>) {
     }
 }
 
-fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -> Vec<u8> {
+fn handshake(
+    b: &Bayeux,
+    m: &Message,
+    acked: Option<&str>,
+    opened: &mut Option<Arc<BayeuxSession>>,
+) -> Vec<u8> {
     let id = m.id.as_deref();
     let offered = m.supported_connection_types.as_deref().unwrap_or(&[]);
     if !offered
@@ -687,11 +878,9 @@ fn handshake(b: &Bayeux, m: &Message, opened: &mut Option<Arc<BayeuxSession>>) -
     let ext = acks
         .then(|| RawValue::from_string(r#"{"ack":{"enabled":true,"batch":0}}"#.into()).ok())
         .flatten();
-    match b.open(token.as_deref()) {
+    let resume = acks.then(|| resume::live(acked.map(resume::decode).unwrap_or_default(), None));
+    match b.open(token.as_deref(), resume) {
         Ok(s) => {
-            if acks {
-                s.enable_acks();
-            }
             let mut r = Reply::ok(&m.channel, id);
             r.ext = ext.as_deref();
             r.client_id = Some(&s.id);

@@ -124,7 +124,7 @@ impl Handler for BayeuxWs {
                 return;
             }
         };
-        let p = session::process(b, batch, "websocket");
+        let p = session::process(b, batch, "websocket", None);
         self.link.send(&p.replies);
         if let Some(s) = &p.opened {
             self.link.set_session(s);

@@ -150,7 +150,10 @@ pub struct ServeArgs {
     /// Where channels, history and presence live: `memory` (this process
     /// only) or `redis://[:PASSWORD@]HOST:PORT[/DB]` (cluster mode: every
     /// node given the same Redis shares channels, history, recovery
-    /// positions and presence); a URL with a password is better given by
+    /// positions and presence), or
+    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`
+    /// (the same, with the master found and followed through Redis
+    /// Sentinel; the password is the master's); a URL with a password is better given by
     /// the environment or the TOML file, since command lines are visible to
     /// other local users [default: memory].
     #[arg(long, env = "HERALD_BROKER", hide_env_values = true)]

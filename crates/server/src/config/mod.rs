@@ -101,6 +101,9 @@ pub struct ServerConfig {
     pub pusher: crate::pusher::PusherConfig,
     /// The Bayeux endpoint's settings (`[bayeux]`).
     pub bayeux: crate::bayeux::BayeuxConfig,
+    /// What gives memory back while the node is quiet: set by the binary,
+    /// which knows its allocator (none from flags or files).
+    pub reclaim: Option<crate::reclaim::Reclaim>,
 }
 
 /// What a node does in a cluster (`--role`, decision 0009).
@@ -322,6 +325,14 @@ mod tests {
         assert_eq!(c.redis.as_deref(), Some("redis://127.0.0.1:6390/2"));
         assert_eq!(c.redis_prefix, "blue");
         assert_eq!(ServerConfig::default().redis, None, "memory by default");
+        let sentinel = "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster";
+        std::fs::write(&path, format!("broker = \"{sentinel}\"\n")).unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(c.redis.as_deref(), Some(sentinel));
         for (bad, why) in [("nats://x:1", "expected `memory`"), ("", "")] {
             std::fs::write(&path, format!("broker = \"{bad}\"\n")).unwrap();
             let r = ServerConfig::load(ServeArgs {

@@ -199,6 +199,7 @@ impl ServerConfig {
             role,
             pusher,
             bayeux,
+            reclaim: None,
         })
     }
 }
@@ -208,10 +209,12 @@ impl ServerConfig {
 fn broker(a: &ServeArgs) -> Result<(Option<String>, String), ConfigError> {
     let redis = match a.broker.as_deref().map(str::trim) {
         None | Some("" | "memory") => None,
-        Some(url) if url.starts_with("redis://") => Some(url.to_string()),
+        Some(url) if url.starts_with("redis://") || url.starts_with("redis-sentinel://") => {
+            Some(url.to_string())
+        }
         Some(other) => {
             return Err(ConfigError::Invalid(format!(
-                "broker = {other:?}: expected `memory` or a redis://HOST:PORT URL"
+                "broker = {other:?}: expected `memory`, a redis://HOST:PORT URL or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER"
             )))
         }
     };

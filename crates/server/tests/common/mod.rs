@@ -42,7 +42,11 @@ pub async fn start_with_tcp(args: ServeArgs) -> TestServer {
 }
 
 async fn start_listeners(args: ServeArgs, with_tcp: bool) -> TestServer {
-    let config = ServerConfig::resolve(args).expect("config");
+    start_config(ServerConfig::resolve(args).expect("config"), with_tcp).await
+}
+
+/// Runs a server with a configuration made by hand (fields no flag sets).
+pub async fn start_config(config: ServerConfig, with_tcp: bool) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let tcp = if with_tcp {

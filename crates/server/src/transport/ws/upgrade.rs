@@ -162,11 +162,9 @@ pub fn accept(
     };
     let deflate_here = match endpoint {
         Endpoint::Shootout => up.deflate.shootout,
-        Endpoint::Herald | Endpoint::Echo | Endpoint::Pusher(_) => true,
-        // Not yet: the Bayeux websocket transport landed beside
-        // permessage-deflate and has no test with a compressing client
-        // (CometD's) yet (issue 28, part 2).
-        Endpoint::Bayeux => false,
+        // Bayeux frames are batches made per socket, so its writer
+        // compresses each one (above the threshold) for that socket alone.
+        Endpoint::Herald | Endpoint::Echo | Endpoint::Pusher(_) | Endpoint::Bayeux => true,
     };
     let deflate = upgrade
         .deflate

@@ -1,0 +1,518 @@
+//! A cluster on Redis Sentinel (decision 0020), with real processes: a
+//! master, a replica and three sentinels (`herald_redis::testing::
+//! Sentinels`), two Herald nodes given `redis-sentinel://…`. The master is
+//! SIGKILLed while a publisher publishes; every subscriber must either get
+//! every publication or be told to resynchronise (close 3004, then a
+//! recovery that says `recovered: false`), and no two subscribers may see
+//! two different messages under one (epoch, offset). `/readyz`,
+//! `/api/nodes` and `/metrics` then name the new master and one fail-over.
+//! And a game table mid-hand through a promotion: exactly one owner after
+//! it, every chip conserved, play resumes.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+#[path = "common/game.rs"]
+mod game_common;
+
+use common::{assert_metrics_documented, http, json_client, recv_json, send_json, user_token, Ws};
+use futures_util::StreamExt;
+use game_common::{chips, cluster_args, owner, seeded, Player};
+use herald_redis::testing::Sentinels;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+
+fn node(url: &str) -> NodeHandle {
+    NodeHandle::start(ServeArgs {
+        broker: Some(url.to_string()),
+        ..ServeArgs::default()
+    })
+}
+
+async fn request(ws: &mut Ws, v: Value) -> Value {
+    let id = v["id"].clone();
+    send_json(ws, v).await;
+    loop {
+        let m = recv_json(ws).await;
+        if m["id"] == id {
+            return m;
+        }
+    }
+}
+
+/// One stretch of a subscriber's life: from a subscribe reply to a 3004
+/// (or the end), in one epoch.
+#[derive(Debug, Clone)]
+struct Segment {
+    epoch: String,
+    /// The subscribe reply's `recovered`.
+    recovered: bool,
+    /// The position the stretch starts after.
+    start: u64,
+    /// What it received, in order: (offset, data).
+    got: Vec<(u64, Value)>,
+}
+
+/// Subscribes (with `recover` after the first time), retrying 114 until
+/// the node can serve again.
+async fn subscribe(addr: SocketAddr, recover: Option<(&str, u64)>) -> (Ws, Segment) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut ws = json_client(addr).await;
+        let mut sub = json!({"channel": "feed"});
+        if let Some((e, o)) = recover {
+            sub["recover"] = json!({"epoch": e, "offset": o});
+        }
+        let r = request(&mut ws, json!({"id": 2, "subscribe": sub})).await;
+        if let Some(s) = r["subscribe"].as_object() {
+            let epoch = s["epoch"].as_str().unwrap().to_string();
+            let recovered = s.get("recovered").and_then(Value::as_bool) == Some(true);
+            let mut seg = Segment {
+                epoch,
+                recovered,
+                start: recover.map_or(s["offset"].as_u64().unwrap(), |r| r.1),
+                got: Vec::new(),
+            };
+            if !recovered {
+                seg.start = s["offset"].as_u64().unwrap();
+            }
+            for p in s
+                .get("publications")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if recovered {
+                    seg.got
+                        .push((p["offset"].as_u64().unwrap(), p["data"].clone()));
+                }
+            }
+            return (ws, seg);
+        }
+        assert!(Instant::now() < deadline, "never subscribed: {r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A subscriber until it has the publisher's last acknowledged position
+/// (`done`) in its current segment; reconnects and recovers after a 3004.
+async fn subscriber(
+    addr: SocketAddr,
+    mut done: watch::Receiver<Option<(String, u64)>>,
+) -> Vec<Segment> {
+    let (mut ws, seg) = subscribe(addr, None).await;
+    let mut segs = vec![seg];
+    loop {
+        let finished = |segs: &Vec<Segment>, target: &Option<(String, u64)>| {
+            let (Some(seg), Some((e, o))) = (segs.last(), target) else {
+                return false;
+            };
+            seg.epoch == *e && seg.got.last().map_or(seg.start, |p| p.0) >= *o
+        };
+        if finished(&segs, &done.borrow()) {
+            return segs;
+        }
+        let msg = tokio::select! {
+            m = ws.next() => m,
+            _ = done.changed() => continue,
+            _ = tokio::time::sleep(Duration::from_secs(40)) => panic!("subscriber stuck: {segs:?}"),
+        };
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                let m: Value = serde_json::from_str(t.as_str()).unwrap();
+                if m["pub"]["channel"] == "feed" {
+                    let seg = segs.last_mut().unwrap();
+                    seg.got.push((
+                        m["pub"]["offset"].as_u64().unwrap(),
+                        m["pub"]["data"].clone(),
+                    ));
+                }
+            }
+            Some(Ok(Message::Close(frame))) => {
+                let code: u16 = frame.map(|f| f.code.into()).unwrap_or(0);
+                assert_eq!(code, 3004, "closed with {code}");
+                let last = segs.last().unwrap();
+                let pos = (
+                    last.epoch.clone(),
+                    last.got.last().map_or(last.start, |p| p.0),
+                );
+                let (w, seg) = subscribe(addr, Some((&pos.0, pos.1))).await;
+                ws = w;
+                segs.push(seg);
+            }
+            Some(Ok(_)) => {}
+            other => panic!("subscriber connection ended: {other:?}"),
+        }
+    }
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = http(addr, "GET", path, &[], "").await;
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
+    let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
+        return;
+    };
+    let url = s.url();
+    let (a, b) = (node(&url), node(&url));
+    let (done_tx, done_rx) = watch::channel(None);
+    let mut subs = Vec::new();
+    for i in 0..6 {
+        let addr = if i % 2 == 0 { a.addr } else { b.addr };
+        subs.push(tokio::spawn(subscriber(addr, done_rx.clone())));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Publish through node B; SIGKILL the master after 30 acknowledged
+    // publications; go on until 40 more were acknowledged after it.
+    let mut publisher = json_client(b.addr).await;
+    let mut acked: Vec<(String, u64, i64)> = Vec::new();
+    let (mut refused, mut killed_at) = (0u32, None);
+    let started = Instant::now();
+    let mut n: i64 = 0;
+    while killed_at.is_none_or(|k| acked.len() < k + 40) {
+        assert!(
+            started.elapsed() < Duration::from_secs(45),
+            "publishing never resumed"
+        );
+        n += 1;
+        let r = request(
+            &mut publisher,
+            json!({"id": 3, "publish": {"channel": "feed", "data": n}}),
+        )
+        .await;
+        match r["publish"].as_object() {
+            Some(p) => acked.push((
+                p["epoch"].as_str().unwrap().to_string(),
+                p["offset"].as_u64().unwrap(),
+                n,
+            )),
+            None => {
+                assert_eq!(r["error"]["code"], 114, "{r}");
+                refused += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        if acked.len() == 30 && killed_at.is_none() {
+            let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+            killed_at = Some(acked.len());
+            eprintln!("killed the master on port {old}");
+        }
+    }
+    assert!(refused > 0, "no publish failed while there was no master");
+    let last = acked.last().unwrap().clone();
+    let _ = done_tx.send(Some((last.0.clone(), last.1)));
+    let mut all = Vec::new();
+    for t in subs {
+        all.push(
+            tokio::time::timeout(Duration::from_secs(40), t)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+
+    // One message per (epoch, offset) across every subscriber and the
+    // publisher's acknowledgements.
+    let mut seen: HashMap<(String, u64), Value> = HashMap::new();
+    for (e, o, d) in &acked {
+        seen.insert((e.clone(), *o), json!(d));
+    }
+    let mut told = 0;
+    for segs in &all {
+        for (i, seg) in segs.iter().enumerate() {
+            // Contiguous from where it started: no untold gap.
+            let offsets: Vec<u64> = seg.got.iter().map(|p| p.0).collect();
+            let want: Vec<u64> = (seg.start + 1..=seg.start + offsets.len() as u64).collect();
+            assert_eq!(offsets, want, "a gap in {seg:?}");
+            for (o, d) in &seg.got {
+                let prev = seen.insert((seg.epoch.clone(), *o), d.clone());
+                assert!(
+                    prev.as_ref().is_none_or(|p| p == d),
+                    "two messages at {}:{o}: {prev:?} and {d}",
+                    seg.epoch
+                );
+            }
+            if i > 0 {
+                // After a 3004: recovered with everything, or told not.
+                let before = &segs[i - 1];
+                if seg.recovered {
+                    assert_eq!(seg.epoch, before.epoch);
+                } else {
+                    told += 1;
+                }
+            }
+        }
+        // The last stretch has every acknowledged publication of its epoch
+        // after its start.
+        let seg = segs.last().unwrap();
+        for (e, o, d) in &acked {
+            if *e == seg.epoch && *o > seg.start {
+                assert!(
+                    seg.got.contains(&(*o, json!(d))),
+                    "acknowledged {e}:{o} = {d} missing from {seg:?}"
+                );
+            }
+        }
+    }
+    eprintln!("{told} resynchronisations told, {refused} publishes refused");
+
+    // The nodes say where the master is now, and that one fail-over happened.
+    let new = tokio::task::block_in_place(|| s.master_port_direct());
+    let master = format!("127.0.0.1:{new}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = get(a.addr, "/readyz").await;
+        if status == 200 && body.contains(&master) {
+            assert!(body.contains("sentinel"), "{body}");
+            assert!(body.contains("1 fail-overs seen"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, nodes) = get(b.addr, "/api/nodes").await;
+    let nodes: Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes["redis"]["mode"], "sentinel", "{nodes}");
+    assert_eq!(nodes["redis"]["master"], master.as_str(), "{nodes}");
+    assert_eq!(nodes["redis"]["failovers"], 1, "{nodes}");
+    let (_, metrics) = get(a.addr, "/metrics").await;
+    assert!(
+        metrics.contains("herald_cluster_redis_failovers_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "herald_cluster_redis_master{{mode=\"sentinel\",addr=\"{master}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert_metrics_documented(&metrics, true);
+    common::promtool_check(&metrics);
+    drop((a, b));
+}
+
+const SECRET: &str = "sentinel-game-secret-sentinel-game!";
+
+/// The tables `n` owns (`/api/tables` entries with an `owner`).
+async fn owned(n: &NodeHandle) -> Vec<Value> {
+    let (status, body) = get(n.addr, "/api/tables").await;
+    if status != 200 {
+        return Vec::new();
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let all = v["tables"].as_array().cloned().unwrap_or_default();
+    all.into_iter().filter(|t| t["owner"].is_object()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
+    let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
+        return;
+    };
+    let url = s.url();
+    let game_node = || {
+        NodeHandle::start(ServeArgs {
+            table_lease: Some(500),
+            ..cluster_args(&url, "all", SECRET, 1, seeded(15_000))
+        })
+    };
+    let nodes = [game_node(), game_node()];
+    let first = owner(&[&nodes[0], &nodes[1]]).await;
+    let before_token = owned(&nodes[first]).await[0]["owner"]["token"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(before_token, 1, "a fresh Redis issues token 1 first");
+    // Three players; a hand starts; two actions acknowledged.
+    let users = ["ann", "bob", "cat"];
+    let mut players = Vec::new();
+    for u in users {
+        let mut p = Player::connect(nodes[first].addr, &user_token(SECRET, u)).await;
+        let r = p.sit(5).await;
+        assert!(r["sit"].is_object(), "{r}");
+        players.push(p);
+    }
+    let mut turn = players[0].game_event("turn").await;
+    for id in 10..12 {
+        let seat = turn["seat"].as_u64().unwrap() as usize;
+        players[seat].act(id, json!({"a": "call"})).await;
+        turn = players[0].game_event("turn").await;
+    }
+    let (_, body) = get(nodes[first].addr, "/api/tables/1").await;
+    let before: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
+    let total = chips(&before);
+
+    let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+    tokio::task::block_in_place(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    drop(players);
+
+    // Exactly one owner once things settle (the lease is 500 ms: either the
+    // owner renewed it on the new master, or it lapsed and one node claimed
+    // the table again, with a token above every earlier one).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (at, listed) = loop {
+        let a = owned(&nodes[0]).await;
+        let b = owned(&nodes[1]).await;
+        assert!(a.is_empty() || b.is_empty(), "two owners: {a:?} {b:?}");
+        if !a.is_empty() || !b.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let (a2, b2) = (owned(&nodes[0]).await, owned(&nodes[1]).await);
+            assert!(a2.is_empty() || b2.is_empty(), "two owners: {a2:?} {b2:?}");
+            if a2.len() + b2.len() == 1 {
+                break if a2.is_empty() { (1, b2) } else { (0, a2) };
+            }
+        }
+        assert!(Instant::now() < deadline, "no owner after the fail-over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let token = listed[0]["owner"]["token"].as_u64().unwrap();
+    assert!(
+        token == before_token || token > u64::from(u32::MAX),
+        "token {token} after a fail-over (was {before_token})"
+    );
+    eprintln!("owner after the fail-over: node {at} (was {first}), token {token}");
+
+    // The players come back to the owner: their seats, every chip.
+    let mut players = Vec::new();
+    let mut snap = Value::Null;
+    for (seat, u) in users.iter().enumerate() {
+        let mut p = Player::connect(nodes[at].addr, &user_token(SECRET, u)).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let r = loop {
+            let r = p.sit(5).await;
+            if r["sit"].is_object() || Instant::now() > deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        snap = r["sit"]["data"].clone();
+        assert_eq!(chips(&snap), total, "chips conserved: {snap}");
+        players.push(p);
+    }
+    // Play resumes: the player to act acts.
+    let seat = snap["turn"].as_u64().expect("a turn") as usize;
+    players[seat].act(20, json!({"a": "call"})).await;
+    let ev = players[(seat + 1) % 3].game_event("action").await;
+    assert_eq!(ev["seat"].as_u64(), Some(seat as u64));
+    let (_, body) = get(nodes[at].addr, "/api/tables/1").await;
+    let after: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
+    assert_eq!(chips(&after), total, "{after}");
+}
+
+/// The client ids `presence` lists for channel `room` (`None`: an error).
+async fn presence_clients(ws: &mut Ws, id: u32) -> Option<Vec<String>> {
+    let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
+    let list = r["presence"]["clients"].as_array()?;
+    let mut ids: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["client"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// A JSON client on `addr` subscribed to `room`, and its client id.
+async fn member(addr: SocketAddr) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = request(&mut ws, json!({"id": 2, "subscribe": {"channel": "room"}})).await;
+        if r["subscribe"].is_object() {
+            return (ws, id);
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A node that dies with the master leaves no phantom member on the new
+/// master beyond the usual dead-node timeout; a member on a surviving node
+/// is closed with 3004 (the channel's epoch ended), comes back, and is
+/// listed alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
+    let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
+        return;
+    };
+    let url = s.url();
+    let (a, b, mut c) = (node(&url), node(&url), node(&url));
+    let (mut on_a, a1) = member(a.addr).await;
+    let (on_c, c1) = member(c.addr).await;
+    let mut asker = json_client(b.addr).await;
+    let mut want = vec![a1, c1.clone()];
+    want.sort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 3;
+    while presence_clients(&mut asker, id).await.as_ref() != Some(&want) {
+        assert!(Instant::now() < deadline, "never both members");
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The master and node C die together.
+    let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+    c.kill();
+    tokio::task::block_in_place(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    assert_eq!(common::close_code(&mut on_a).await, 3004);
+    // As a real client does: the connection ends with the close.
+    drop(on_a);
+    let (_on_a, a2) = member(a.addr).await;
+    // Within the dead-node time (5 s) and a few heartbeats: A's member only.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        id += 1;
+        let got = presence_clients(&mut asker, id).await;
+        if got.as_ref() == Some(&vec![a2.clone()]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "presence after the fail-over: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And it stays so.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    id += 1;
+    assert_eq!(presence_clients(&mut asker, id).await, Some(vec![a2]));
+    drop(on_c);
+}
+
+/// Sentinels that do not answer (a wrong address): the node serves, every
+/// publish answers 114, `/readyz` says 503 and that no master is known.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_sentinel_address_is_error_114_and_not_ready() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = node(&format!("redis-sentinel://127.0.0.1:{port}/herald"));
+    let mut ws = json_client(n.addr).await;
+    let r = request(
+        &mut ws,
+        json!({"id": 2, "publish": {"channel": "feed", "data": 1}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], 114, "{r}");
+    let (status, body) = get(n.addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("redis sentinel master unknown (0 fail-overs seen)"),
+        "{body}"
+    );
+    let (_, nodes) = get(n.addr, "/api/nodes").await;
+    let nodes: Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes["redis"]["master"], Value::Null, "{nodes}");
+}
