@@ -22,6 +22,8 @@
 //! - `stream` ([`stream`]): batches of events to consumers at an interval,
 //!   max events/s as batch size and consumers grow.
 //! - `idle` ([`idle`]): many idle connections; server memory per connection.
+//! - `cometd` ([`cometd`]): seed 001 over Bayeux (long-polling, websocket)
+//!   against Herald's `/cometd` or CometD's own server.
 //! - `report` ([`report`]): result files to one HTML page of SVG charts.
 //! - `__autobahn-client` ([`autobahn`], hidden): the WebSocket client as the
 //!   testee of Autobahn|Testsuite, for `tests/outside/autobahn.test.sh`.
@@ -32,6 +34,7 @@
 pub mod autobahn;
 pub mod bots;
 mod clock;
+pub mod cometd;
 pub mod common;
 pub(crate) mod delivery;
 pub mod duration;
@@ -90,6 +93,11 @@ pub enum Scenario {
     /// Opens N idle connections; reports connect time and the server's
     /// memory per connection.
     Idle(idle::IdleArgs),
+    /// Seed 001 (CometD's benchmark) over Bayeux: clients in rooms, a
+    /// publish rate per step, median and p99 latency, on long-polling or
+    /// websocket; with --idle, server memory per client holding
+    /// /meta/connect.
+    Cometd(cometd::CometdArgs),
     /// Draws result files (--out) as one HTML page of SVG charts.
     Report(report::ReportArgs),
     /// Internal: a worker process holding some of a run's clients.
@@ -163,6 +171,7 @@ pub fn run(args: BenchArgs) -> Result<(), BenchError> {
         },
         Scenario::Stream(a) => stream::run(&a).map(drop),
         Scenario::Idle(a) => idle::run(&a).map(drop),
+        Scenario::Cometd(a) => cometd::run(&a).map(drop),
         Scenario::Report(a) => report::run(&a),
         Scenario::Worker => shootout::workers::run_worker(),
         Scenario::AutobahnClient(a) => autobahn::run(&a),
