@@ -8,7 +8,8 @@
 mod common;
 
 use common::{
-    assert_metrics_documented, close_code, http, json_client, recv_json, send_json, Ws, WAIT,
+    assert_metrics_documented, close_code, http, json_client, recv_json, request, send_json, Ws,
+    WAIT,
 };
 use futures_util::SinkExt;
 use herald_redis::testing::RedisServer;
@@ -28,17 +29,6 @@ impl Node {
             broker: Some(redis.url()),
             ..ServeArgs::default()
         })
-    }
-}
-
-async fn request(ws: &mut Ws, v: Value) -> Value {
-    let id = v["id"].clone();
-    send_json(ws, v).await;
-    loop {
-        let m = recv_json(ws).await;
-        if m["id"] == id {
-            return m;
-        }
     }
 }
 

@@ -10,24 +10,13 @@
 
 mod common;
 
-use common::{http, json_client, recv_json, send_json, Ws, WAIT};
+use common::{http, json_client, recv_json, request, Ws, WAIT};
 use herald_redis::testing::RedisServer;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-async fn request(ws: &mut Ws, v: Value) -> Value {
-    let id = v["id"].clone();
-    send_json(ws, v).await;
-    loop {
-        let m = recv_json(ws).await;
-        if m["id"] == id {
-            return m;
-        }
-    }
-}
 
 /// The next `n` publications of `channel` pushed on `ws`: (offset, data).
 async fn pubs(ws: &mut Ws, channel: &str, n: usize) -> Vec<(u64, Value)> {

@@ -15,7 +15,7 @@ mod common;
 #[path = "common/game.rs"]
 mod game_common;
 
-use common::{assert_metrics_documented, http, json_client, recv_json, send_json, user_token, Ws};
+use common::{assert_metrics_documented, http, json_client, request, user_token, Ws};
 use futures_util::StreamExt;
 use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::testing::Sentinels;
@@ -33,17 +33,6 @@ fn node(url: &str) -> NodeHandle {
         broker: Some(url.to_string()),
         ..ServeArgs::default()
     })
-}
-
-async fn request(ws: &mut Ws, v: Value) -> Value {
-    let id = v["id"].clone();
-    send_json(ws, v).await;
-    loop {
-        let m = recv_json(ws).await;
-        if m["id"] == id {
-            return m;
-        }
-    }
 }
 
 /// One stretch of a subscriber's life: from a subscribe reply to a 3004

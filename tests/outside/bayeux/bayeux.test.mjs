@@ -17,7 +17,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import net from 'node:net';
+import { freePort, sleep, Redis } from '../harness.mjs';
 import { adapt } from 'cometd-nodejs-client';
 import { CometD, AckExtension, TimeStampExtension } from 'cometd';
 import WebSocket from 'ws';
@@ -38,17 +38,6 @@ let dir;
 let main; // {proc, port}: token auth, a locked namespace
 const clients = [];
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 /** Resolves with the first call of `register(cb)`, rejects after WAIT_MS. */
 function once(what, register, ms = WAIT_MS) {
   return new Promise((resolve, reject) => {
@@ -60,7 +49,6 @@ function once(what, register, ms = WAIT_MS) {
   });
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function startHerald(name, port, toml) {
   const config = join(dir, `${name}.toml`);
@@ -276,36 +264,12 @@ for (const transport of ['long-polling', 'websocket']) {
   });
 }
 
-/** A redis-server on `port`, or null when there is none (skips; CI fails). */
-async function startRedis(port) {
-  const bin = ['/usr/bin/redis-server', '/usr/local/bin/redis-server'].find((p) => existsSync(p));
-  if (!bin) {
-    assert.notEqual(process.env.CI, 'true', 'redis-server missing under CI');
-    return null;
-  }
-  const proc = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  for (let i = 0; i < 200; i++) {
-    const ok = await new Promise((resolve) => {
-      const s = net.connect(port, '127.0.0.1', () => {
-        s.end();
-        resolve(true);
-      });
-      s.on('error', () => resolve(false));
-    });
-    if (ok) return proc;
-    await sleep(25);
-  }
-  proc.kill('SIGKILL');
-  throw new Error('redis-server did not start');
-}
-
 test('long-polling with acks: the node dies mid-stream, the client handshakes on its replacement and loses nothing', async (t) => {
-  const redisPort = await freePort();
-  const redis = await startRedis(redisPort);
-  if (!redis) return t.skip('no redis-server');
-  const cluster = `broker = "redis://127.0.0.1:${redisPort}"\n[bayeux]\ntimeout_ms = 500\n`;
+  if (process.env.CI !== 'true' && !['/usr/bin/redis-server', '/usr/local/bin/redis-server'].some((p) => existsSync(p))) {
+    return t.skip('no redis-server');
+  }
+  const redis = await Redis.start();
+  const cluster = `broker = "${redis.url}"\n[bayeux]\ntimeout_ms = 500\n`;
   const port = await freePort();
   let a = await startHerald('resume-a', port, cluster);
   const b = await startHerald('resume-b', await freePort(), cluster);
@@ -349,7 +313,7 @@ test('long-polling with acks: the node dies mid-stream, the client handshakes on
   } finally {
     await stopHerald(a);
     await stopHerald(b);
-    redis.kill('SIGKILL');
+    await redis.kill();
   }
 });
 

@@ -24,7 +24,7 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { EventSource as EventSource4 } from "eventsource";
 import EventSource2 from "eventsource2";
-import { Herald, Redis, Proxy, Collector, publishAll, sleep } from "./harness.mjs";
+import { Herald, Redis, Proxy, Collector, publishAll, sleep } from "../harness.mjs";
 
 const require = createRequire(import.meta.url);
 const LIBS = [

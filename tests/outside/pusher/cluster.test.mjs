@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
-import net from 'node:net';
+import { freePort, Redis } from '../harness.mjs';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
 
@@ -25,17 +25,6 @@ const nodes = []; // {proc, port, sdk}
 const clients = [];
 // Webhook events as received and validated: {name, channel, user_id?}.
 const hooks = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 function once(what, register, ms = WAIT_MS) {
   return new Promise((resolve, reject) => {
@@ -113,10 +102,8 @@ function subscribed(c, name) {
 before(async () => {
   assert.ok(process.env.HERALD_BIN, 'HERALD_BIN must name the herald binary');
   dir = mkdtempSync(join(tmpdir(), 'herald-pusher-cluster-'));
-  const redisPort = await freePort();
-  redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
+  redis = await Redis.start();
+  const redisPort = redis.port;
   const signer = new PusherServer({ appId: '1', key: KEY, secret: SECRET, host: '127.0.0.1', useTLS: false });
   hookServer = http.createServer((req, res) => {
     let rawBody = '';
@@ -161,7 +148,7 @@ after(async () => {
       await once('herald to exit', (done) => n.proc.once('exit', done)).catch(() => n.proc.kill('SIGKILL'));
     }
   }
-  redis?.kill('SIGKILL');
+  await redis?.kill();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

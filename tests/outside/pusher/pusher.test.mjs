@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import http from 'node:http';
-import net from 'node:net';
+import { freePort } from '../harness.mjs';
 import { randomBytes } from 'node:crypto';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
@@ -37,17 +37,6 @@ let herald, port, authServer, authPort, sdk, hookServer;
 // Webhook POSTs as received: {headers, rawBody}.
 const hooks = [];
 const clients = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 /** Resolves with the first call of `register(cb)`, rejects after WAIT_MS. */
 function once(what, register) {

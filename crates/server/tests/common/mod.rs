@@ -120,6 +120,19 @@ pub async fn send_json(ws: &mut Ws, v: Value) {
     ws.send(Message::text(v.to_string())).await.expect("send");
 }
 
+/// Sends `v` (a command with an `id`) and returns the reply with that id,
+/// skipping pushes and other replies that come first.
+pub async fn request(ws: &mut Ws, v: Value) -> Value {
+    let id = v["id"].clone();
+    send_json(ws, v).await;
+    loop {
+        let m = recv_json(ws).await;
+        if m["id"] == id {
+            return m;
+        }
+    }
+}
+
 pub async fn recv_json(ws: &mut Ws) -> Value {
     match next_msg(ws).await {
         Message::Text(t) => serde_json::from_str(t.as_str()).expect("server sent invalid JSON"),

@@ -1,6 +1,7 @@
-// What the eventsource test needs around the client under test, written here
-// rather than borrowed from sdk/typescript so that this package stays a
-// stranger's view of Herald: real `herald serve` and `redis-server`
+// What the outside tests need around the client under test (eventsource's
+// whole harness; free ports and `redis-server` for the Bayeux and Pusher
+// ones), written here rather than borrowed from sdk/typescript so that these
+// packages stay a stranger's view of Herald: real `herald serve` and `redis-server`
 // processes on free ports (killable and restartable on the same port), a TCP
 // proxy that records each request's Last-Event-ID and can cut or redirect
 // connections, a publisher that numbers its publications, and a collector
