@@ -193,8 +193,35 @@ async fn the_api_key_may_be_the_password() {
     assert_eq!(login(srv.addr, "admin", API_KEY).await.0, 200);
 }
 
+/// A login sent from the local address `from` (any of 127.0.0.0/8 reaches
+/// the server on loopback): its status.
+async fn login_from(from: [u8; 4], addr: SocketAddr, password: &str) -> u16 {
+    use http_body_util::BodyExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((from, 0))).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let body = json!({"user": "admin", "password": password}).to_string();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/admin/login")
+        .header("host", "localhost")
+        .header(JSON.0, JSON.1)
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = tokio::time::timeout(WAIT, send.send_request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let _ = tokio::time::timeout(WAIT, resp.into_body().collect()).await;
+    status
+}
+
 #[tokio::test]
-async fn login_attempts_are_limited() {
+async fn login_attempts_are_limited_per_address() {
     let srv = server(Some(3)).await;
     for _ in 0..3 {
         assert_eq!(login(srv.addr, "admin", "guess").await.0, 401);
@@ -202,8 +229,31 @@ async fn login_attempts_are_limited() {
     let (status, headers, _) = login(srv.addr, "admin", PASSWORD).await;
     assert_eq!(status, 429, "even the right password waits");
     assert_eq!(headers["retry-after"], "60");
+    // The flood came from 127.0.0.1: the operator at another address
+    // still logs in, and spends a budget of its own.
+    assert_eq!(login_from([127, 0, 0, 2], srv.addr, PASSWORD).await, 200);
+    assert_eq!(login_from([127, 0, 0, 1], srv.addr, PASSWORD).await, 429);
+    for _ in 0..2 {
+        assert_eq!(login_from([127, 0, 0, 2], srv.addr, "guess").await, 401);
+    }
+    assert_eq!(login_from([127, 0, 0, 2], srv.addr, PASSWORD).await, 429);
+    assert_eq!(login_from([127, 0, 0, 3], srv.addr, PASSWORD).await, 200);
     let (_, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
-    assert_eq!(metric(&text, "login_limited"), 1.0);
+    assert_eq!(metric(&text, "login_limited"), 3.0);
+}
+
+#[tokio::test]
+async fn login_attempts_have_a_global_ceiling() {
+    // 1 per address, so 10 (GLOBAL_FACTOR) over all addresses.
+    let srv = server(Some(1)).await;
+    for n in 1..=10u8 {
+        assert_eq!(login_from([127, 0, 1, n], srv.addr, "guess").await, 401);
+    }
+    assert_eq!(
+        login_from([127, 0, 2, 1], srv.addr, PASSWORD).await,
+        429,
+        "a fresh address waits once the global ceiling is reached"
+    );
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 //! - Login (`POST /admin/login`, JSON `{"user", "password"}`) checks the
 //!   password against the PBKDF2 hash ([`password`]) on a blocking thread,
 //!   or against the API key when `api_key = true`; attempts are limited per
-//!   minute ([`session`]). It sets the `herald_admin_{port}` cookie: `HttpOnly`,
+//!   minute per client address, with a global ceiling ([`session`]). It sets the `herald_admin_{port}` cookie: `HttpOnly`,
 //!   `SameSite=Strict`, `Path=/admin`, and `Secure` when the listener
 //!   serves TLS.
 //! - Every action is a POST carrying JSON (`Content-Type:
@@ -325,8 +325,17 @@ async fn login(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> R
             "log in from the dashboard (JSON, same origin)",
         );
     }
-    if !admin.sessions.attempt() {
-        admin.did(Action::LoginLimited, "", "too many login attempts");
+    let peer = req
+        .extensions()
+        .get::<crate::http::service::Peer>()
+        .map(|p| p.0);
+    if let Err(why) = admin.sessions.attempt(peer) {
+        let detail = match why {
+            session::Limited::Address => "too many login attempts from one address",
+            session::Limited::Global => "too many login attempts from all addresses",
+        };
+        let shown = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+        admin.did(Action::LoginLimited, "", &format!("{detail} ({shown})"));
         let mut r = fail(
             StatusCode::TOO_MANY_REQUESTS,
             "too many login attempts: wait a minute",
