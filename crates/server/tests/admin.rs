@@ -747,3 +747,67 @@ async fn an_open_live_stream_ends_at_shutdown() {
         .expect("shutdown waited on the live stream")
         .unwrap();
 }
+
+/// Reads the live stream at `path` until a `channel` event whose history
+/// holds `needle`: that event's data.
+async fn live_channel_until(addr: SocketAddr, path: &str, cookie: &str, needle: &str) -> Value {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    const TAG: &str = "event: channel\ndata: ";
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("a channel event holding the publication")
+            .unwrap();
+        assert!(n > 0, "stream ended: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        for (at, _) in text.match_indices(TAG) {
+            let rest = &text[at + TAG.len()..];
+            let Some(end) = rest.find('\n') else { continue };
+            let v: Value = serde_json::from_str(&rest[..end]).unwrap();
+            if v["history"].to_string().contains(needle) {
+                return v;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_live_stream_carries_the_open_channel() {
+    let srv = server(None).await;
+    let (cookie, csrf) = session(srv.addr).await;
+    let mut ws = json_client(srv.addr).await;
+    subscribe_json(&mut ws, 2, "news").await;
+    // Published after the stream opened: only a later tick can carry it.
+    let addr = srv.addr;
+    let c2 = cookie.clone();
+    let watch = tokio::spawn(async move {
+        live_channel_until(addr, "/admin/api/live?channel=news", &c2, "live-marker").await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let (status, _) = post(
+        srv.addr,
+        "/admin/api/publish",
+        &cookie,
+        &csrf,
+        json!({"channel": "news", "data": {"m": "live-marker"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let v = watch.await.unwrap();
+    assert_eq!(v["channel"], "news");
+    assert_eq!(v["subscribers"], 1);
+    // A bad view is refused before the stream opens.
+    for path in [
+        "/admin/api/live?channel=bad%20name",
+        "/admin/api/live?table=x",
+        "/admin/api/live?client=zz",
+    ] {
+        let (status, _, _) = http(srv.addr, "GET", path, &[("cookie", &cookie)], "").await;
+        assert_eq!(status, 400, "{path}");
+    }
+}

@@ -23,8 +23,9 @@
 //!   `herald::admin`, with the user and what was done) and counted in
 //!   `/metrics` (`herald_admin_actions_total{action}`, [`actions`]).
 //!
-//! The live Nodes page reads `GET /admin/api/live`, an SSE stream of the
-//! node snapshot every second ([`live`], decision 0019).
+//! The live pages read `GET /admin/api/live`, an SSE stream of the node
+//! snapshot every second, plus the open channel, table or connections view
+//! named in its query ([`live`], decision 0019).
 
 pub mod actions;
 pub mod config;
@@ -403,12 +404,18 @@ async fn read(
         "/admin/api/session" => ok(j!({"user": session.user, "csrf": session.csrf})),
         "/admin/api/nodes" => ok(views::nodes(&admin.source, admin.cluster.as_deref())),
         "/admin/api/live" => {
+            let view = match live_view(q) {
+                Ok(v) => v,
+                Err(r) => return r,
+            };
             let live = live::Live::new(
                 admin.source.clone(),
                 admin.cluster.clone(),
                 admin.sessions.clone(),
                 token,
                 admin.stopping.clone(),
+                admin.tables.clone(),
+                view,
             );
             let mut r = Response::new(http_body_util::BodyExt::boxed(live));
             r.headers_mut().insert(
@@ -447,6 +454,35 @@ async fn read(
         "/admin/api/pusher" => ok(views::pusher(node, &admin.pusher)),
         _ => fail(StatusCode::NOT_FOUND, "no such endpoint"),
     }
+}
+
+/// The detail view a live stream carries, from its query: `channel=`,
+/// `table=`, or `user=` / `client=` (hex); none without any.
+fn live_view(q: Option<&str>) -> Result<Option<live::View>, Response<Body>> {
+    if let Some(name) = query(q, "channel") {
+        if channel::validate(&name).is_err() {
+            return Err(fail(StatusCode::BAD_REQUEST, "invalid channel name"));
+        }
+        return Ok(Some(live::View::Channel(name)));
+    }
+    if let Some(id) = query(q, "table") {
+        return match id.parse::<u64>() {
+            Ok(id) => Ok(Some(live::View::Table(id))),
+            Err(_) => Err(fail(StatusCode::BAD_REQUEST, "table ids are numbers")),
+        };
+    }
+    let user = query(q, "user").filter(|u| !u.is_empty());
+    let client = match query(q, "client").filter(|c| !c.is_empty()) {
+        Some(c) => match u64::from_str_radix(c.trim(), 16) {
+            Ok(id) => Some(id),
+            Err(_) => return Err(fail(StatusCode::BAD_REQUEST, "client ids are hex")),
+        },
+        None => None,
+    };
+    if user.is_none() && client.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(live::View::Connections { user, client }))
 }
 
 #[derive(Deserialize)]
