@@ -1,6 +1,7 @@
 //! The admin dashboard's HTTP side (`/admin`): off by default, login
 //! refused and accepted, the cookie's flags, CSRF and Origin checks on every
-//! action, the login limit, actions reaching real clients (a publication, a
+//! action, the login limit (per address, and globally), the live stream's
+//! detail view, actions reaching real clients (a publication, a
 //! disconnect), and no secret in any answer. Real servers on 127.0.0.1:0,
 //! real WebSocket clients.
 #![allow(clippy::unwrap_used)]

@@ -406,7 +406,7 @@ async fn read(
         "/admin/api/live" => {
             let view = match live_view(q) {
                 Ok(v) => v,
-                Err(r) => return r,
+                Err(why) => return fail(StatusCode::BAD_REQUEST, why),
             };
             let live = live::Live::new(
                 admin.source.clone(),
@@ -458,24 +458,25 @@ async fn read(
 
 /// The detail view a live stream carries, from its query: `channel=`,
 /// `table=`, or `user=` / `client=` (hex); none without any.
-fn live_view(q: Option<&str>) -> Result<Option<live::View>, Response<Body>> {
+/// A bad one: why (a 400).
+fn live_view(q: Option<&str>) -> Result<Option<live::View>, &'static str> {
     if let Some(name) = query(q, "channel") {
         if channel::validate(&name).is_err() {
-            return Err(fail(StatusCode::BAD_REQUEST, "invalid channel name"));
+            return Err("invalid channel name");
         }
         return Ok(Some(live::View::Channel(name)));
     }
     if let Some(id) = query(q, "table") {
         return match id.parse::<u64>() {
             Ok(id) => Ok(Some(live::View::Table(id))),
-            Err(_) => Err(fail(StatusCode::BAD_REQUEST, "table ids are numbers")),
+            Err(_) => Err("table ids are numbers"),
         };
     }
     let user = query(q, "user").filter(|u| !u.is_empty());
     let client = match query(q, "client").filter(|c| !c.is_empty()) {
         Some(c) => match u64::from_str_radix(c.trim(), 16) {
             Ok(id) => Some(id),
-            Err(_) => return Err(fail(StatusCode::BAD_REQUEST, "client ids are hex")),
+            Err(_) => return Err("client ids are hex"),
         },
         None => None,
     };
