@@ -749,28 +749,34 @@ async fn an_open_live_stream_ends_at_shutdown() {
         .unwrap();
 }
 
-/// Reads the live stream at `path` until a `channel` event whose history
-/// holds `needle`: that event's data.
-async fn live_channel_until(addr: SocketAddr, path: &str, cookie: &str, needle: &str) -> Value {
+/// Reads the live stream at `path` until an `event` event whose data holds
+/// `needle`: that event's data.
+async fn live_until(
+    addr: SocketAddr,
+    path: &str,
+    cookie: &str,
+    event: &str,
+    needle: &str,
+) -> Value {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 8192];
-    const TAG: &str = "event: channel\ndata: ";
+    let tag = format!("event: {event}\ndata: ");
     loop {
         let n = tokio::time::timeout(WAIT, s.read(&mut buf))
             .await
-            .expect("a channel event holding the publication")
+            .expect("an event holding the needle")
             .unwrap();
         assert!(n > 0, "stream ended: {}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&got).to_string();
-        for (at, _) in text.match_indices(TAG) {
-            let rest = &text[at + TAG.len()..];
+        for (at, _) in text.match_indices(&tag) {
+            let rest = &text[at + tag.len()..];
             let Some(end) = rest.find('\n') else { continue };
             let v: Value = serde_json::from_str(&rest[..end]).unwrap();
-            if v["history"].to_string().contains(needle) {
+            if v.to_string().contains(needle) {
                 return v;
             }
         }
@@ -778,7 +784,7 @@ async fn live_channel_until(addr: SocketAddr, path: &str, cookie: &str, needle: 
 }
 
 #[tokio::test]
-async fn the_live_stream_carries_the_open_channel() {
+async fn the_live_stream_carries_the_open_view() {
     let srv = server(None).await;
     let (cookie, csrf) = session(srv.addr).await;
     let mut ws = json_client(srv.addr).await;
@@ -787,7 +793,8 @@ async fn the_live_stream_carries_the_open_channel() {
     let addr = srv.addr;
     let c2 = cookie.clone();
     let watch = tokio::spawn(async move {
-        live_channel_until(addr, "/admin/api/live?channel=news", &c2, "live-marker").await
+        let path = "/admin/api/live?channel=news";
+        live_until(addr, path, &c2, "channel", "live-marker").await
     });
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let (status, _) = post(
@@ -802,6 +809,14 @@ async fn the_live_stream_carries_the_open_channel() {
     let v = watch.await.unwrap();
     assert_eq!(v["channel"], "news");
     assert_eq!(v["subscribers"], 1);
+    assert!(v["history"].to_string().contains("live-marker"), "{v}");
+    // The other views.
+    let path = "/admin/api/live?table=999";
+    let t = live_until(srv.addr, path, &cookie, "table", "no such table").await;
+    assert_eq!(t["table"], 999);
+    let path = "/admin/api/live?user=nobody";
+    let c = live_until(srv.addr, path, &cookie, "connections", "connections").await;
+    assert_eq!(c["connections"], json!([]), "{c}");
     // A bad view is refused before the stream opens.
     for path in [
         "/admin/api/live?channel=bad%20name",
