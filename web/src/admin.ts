@@ -1,15 +1,23 @@
 // The admin dashboard at /admin (served by `herald serve` when `[admin]`
 // configures a credential; crates/server/src/admin/). Logs in with a
 // session cookie the page never sees (HttpOnly), keeps the session's CSRF
-// token in memory and sends it on every action. The Nodes page is live: an
+// token in memory and sends it on every action. The pages are live: an
 // EventSource on /admin/api/live brings every node's counters each second,
 // and rates, p99 fan-out latency and the charts are computed here from two
-// samples (decision 0019). Everything shown is written with textContent.
+// samples (decision 0019); the stream's query names the open detail view
+// (a channel, a table, a connections search), whose fresh data comes with
+// each tick, and it is reopened when that view changes. Everything shown
+// is written with textContent.
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 let csrf = "";
 let live: EventSource | null = null;
+/** The query of the open stream ("" for nodes only). */
+let liveQuery = "";
+/** Each tab's open detail view, as a live stream query. */
+const openViews: Record<string, string> = {};
+let currentTab = "nodes";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string): T => {
   const el = document.getElementById(id);
@@ -60,7 +68,8 @@ function showLogin(): void {
   live?.close();
   live = null;
   csrf = "";
-  shownChannel = null;
+  liveQuery = "";
+  for (const k of Object.keys(openViews)) delete openViews[k];
   $("login").hidden = false;
   $("tabs").hidden = true;
   $("logout").hidden = true;
@@ -74,8 +83,7 @@ function showApp(user: string, token: string): void {
   $("tabs").hidden = false;
   $("logout").hidden = false;
   $("who").textContent = `signed in as ${user}`;
-  tab("nodes");
-  startLive();
+  tab("nodes"); // opens the live stream
 }
 
 async function login(ev: Event): Promise<void> {
@@ -103,6 +111,8 @@ function tab(name: string): void {
     b.classList.toggle("on", b.dataset.tab === name);
   }
   for (const p of document.querySelectorAll<HTMLElement>(".page")) p.hidden = p.id !== name;
+  currentTab = name;
+  follow();
   if (name === "tables") void loadTables();
   if (name === "pusher") void loadPusher();
 }
@@ -226,10 +236,28 @@ function draw(id: string, points: number[]): void {
   c.dataset.points = String(points.length);
 }
 
+/** Opens `tab`'s detail view `query` and has the stream follow it. */
+function openView(tabName: string, query: string): void {
+  openViews[tabName] = query;
+  follow();
+}
+
+/** (Re)opens the stream when the shown tab's open view changed. */
+function follow(): void {
+  if (!csrf) return;
+  const want = openViews[currentTab] ?? "";
+  if (live && want === liveQuery) return;
+  liveQuery = want;
+  startLive();
+}
+
 function startLive(): void {
   live?.close();
-  live = new EventSource("/admin/api/live");
+  live = new EventSource(`/admin/api/live${liveQuery ? `?${liveQuery}` : ""}`);
   live.addEventListener("nodes", (e) => onNodes(JSON.parse((e as MessageEvent).data)));
+  live.addEventListener("channel", (e) => renderChannel(JSON.parse((e as MessageEvent).data)));
+  live.addEventListener("table", (e) => renderTable(JSON.parse((e as MessageEvent).data)));
+  live.addEventListener("connections", (e) => renderConnections(200, JSON.parse((e as MessageEvent).data)));
   live.onerror = async () => {
     $("live-state").textContent = "reconnecting";
     // A stream ended by logout or expiry: the session check says which.
@@ -257,12 +285,17 @@ async function searchChannels(ev?: Event): Promise<void> {
   if (body.truncated) tbody.append(row([`… ${body.total - body.channels.length} more`, ""]));
 }
 
-/** The channel whose detail is shown (refreshed every 2 s while visible). */
-let shownChannel: string | null = null;
-
-async function showChannel(name: string, fill = true): Promise<void> {
-  shownChannel = name;
+async function showChannel(name: string): Promise<void> {
+  openView("channels", `channel=${encodeURIComponent(name)}`);
   const { body } = await getJson(`/admin/api/channel?name=${encodeURIComponent(name)}`);
+  renderChannel(body);
+  $<HTMLInputElement>("publish-channel").value = name;
+}
+
+/** A channel's detail (from a click, then from every tick of the stream). */
+function renderChannel(body: Json): void {
+  if (openViews.channels !== `channel=${encodeURIComponent(body.channel)}`) return;
+  const name = body.channel;
   const d = $("channel-detail");
   d.replaceChildren(el("h2", name), el("p", `${body.subscribers} subscriber(s) on this node`));
   d.append(el("h3", "Presence"));
@@ -274,7 +307,6 @@ async function showChannel(name: string, fill = true): Promise<void> {
   t.append(row(["offset", "data"]));
   for (const h of items) t.append(row([h.offset, h.data]));
   d.append(items.length ? t : el("p", body.history?.error ?? "none kept"));
-  if (fill) $<HTMLInputElement>("publish-channel").value = name;
 }
 
 async function publish(ev: Event): Promise<void> {
@@ -300,14 +332,35 @@ async function findConnections(ev?: Event): Promise<void> {
   const client = $<HTMLInputElement>("conn-client").value.trim();
   const q = client ? `client=${encodeURIComponent(client)}` : `user=${encodeURIComponent(user)}`;
   const { status, body } = await getJson(`/admin/api/connections?${q}`);
+  if (status === 200) openView("connections", q);
+  renderConnections(status, body);
+}
+
+/** Connection rows by client id: kept across ticks, so that a code being
+ * typed next to Disconnect survives the refresh. */
+const connRows = new Map<string, HTMLTableRowElement>();
+
+function renderConnections(status: number, body: Json): void {
   const tbody = $("conn-list").querySelector("tbody")!;
-  tbody.replaceChildren();
   if (status !== 200) {
+    tbody.replaceChildren();
+    connRows.clear();
     $("conn-result").textContent = body?.error ?? `refused (${status})`;
     return;
   }
   $("conn-result").textContent = `${body.connections.length} connection(s)`;
+  const seen = new Set<string>();
   for (const c of body.connections as Json[]) {
+    seen.add(c.client);
+    const cells = [c.client, c.user || "(anonymous)", c.kind, c.encoding, `${c.idle_s}s`, (c.subscriptions as string[]).join(", ")];
+    const old = connRows.get(c.client);
+    if (old) {
+      cells.forEach((v, i) => {
+        const td = old.cells[i];
+        if (td) td.textContent = String(v);
+      });
+      continue;
+    }
     const code = el("input", undefined, { type: "number", value: "4000", min: "3000", max: "4999", class: "code" }) as HTMLInputElement;
     const button = el("button", "Disconnect", { class: "disconnect" });
     button.addEventListener("click", async () => {
@@ -317,7 +370,15 @@ async function findConnections(ev?: Event): Promise<void> {
     });
     const cell = el("span");
     cell.append(code, button);
-    tbody.append(row([c.client, c.user || "(anonymous)", c.kind, c.encoding, `${c.idle_s}s`, (c.subscriptions as string[]).join(", "), cell]));
+    const tr = row([...cells, cell]);
+    connRows.set(c.client, tr);
+    tbody.append(tr);
+  }
+  for (const [id, tr] of connRows) {
+    if (!seen.has(id)) {
+      tr.remove();
+      connRows.delete(id);
+    }
   }
 }
 
@@ -331,18 +392,26 @@ async function loadTables(): Promise<void> {
     const show = el("a", `#${t.table}`, { href: "#" });
     show.addEventListener("click", async (e) => {
       e.preventDefault();
+      openView("tables", `table=${t.table}`);
       const r = await getJson(`/admin/api/table?id=${t.table}`);
-      $("table-state").textContent = JSON.stringify(r.body, null, 2);
+      renderTable({ table: t.table, state: r.body });
     });
     const close = el("button", "Close");
     close.addEventListener("click", async () => {
       if (!confirm(`Close table ${t.table}?`)) return;
+      if (openViews.tables === `table=${t.table}`) openView("tables", "");
       const r = await act("/admin/api/close-table", { id: t.table });
       $("table-state").textContent = r.status < 300 ? `table ${t.table} closed` : `refused: ${r.body?.error?.message ?? r.body?.error ?? r.status}`;
       void loadTables();
     });
     tbody.append(row([show, t.attrs?.game ?? t.path ?? "", `${t.players ?? 0}/${t.seats ?? "?"}`, t.owner?.node ?? "–", t.owner?.token ?? "–", close]));
   }
+}
+
+/** The open table's state (from a click, then from every tick). */
+function renderTable(body: Json): void {
+  if (openViews.tables !== `table=${body.table}`) return;
+  $("table-state").textContent = body.state ? JSON.stringify(body.state, null, 2) : `table ${body.table}: ${body.error}`;
 }
 
 // ---- pusher ----
@@ -378,10 +447,6 @@ async function start(): Promise<void> {
   $("conn-search").addEventListener("submit", (e) => void findConnections(e));
   $("tables-refresh").addEventListener("click", () => void loadTables());
   $("pusher-refresh").addEventListener("click", () => void loadPusher());
-  // The open channel's subscribers, presence and history, kept fresh.
-  setInterval(() => {
-    if (csrf && shownChannel && !$("channels").hidden) void showChannel(shownChannel, false).catch(() => {});
-  }, 2000);
   const r = await fetch("/admin/api/session", { credentials: "same-origin" });
   if (r.status === 200) {
     const s = await r.json();

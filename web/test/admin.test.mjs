@@ -4,7 +4,8 @@
 // password is refused and the right one accepted; the session cookie is
 // HttpOnly and SameSite=Strict and invisible to the page's script; the
 // Nodes page moves while `herald bench fanout` runs against the server; a
-// publication from the page reaches a WebSocket client; Disconnect on the
+// publication from the page reaches a WebSocket client, and the open
+// channel's history shows publications live (pushed, not polled); Disconnect on the
 // page closes a real client with the code typed; actions without the CSRF
 // token, and from another site, are refused; logout ends the session. Then
 // a two-node cluster on a real redis-server: the page on node A lists both
@@ -165,9 +166,26 @@ test("a publication from the page reaches a WebSocket client", async () => {
     await waitFor(() => client.pushes.length > 0, "the publication at the WebSocket client");
     assert.deepEqual(client.pushes[0].pub.data, { text: "from the dashboard" });
     assert.match(await page.textContent("#publish-result"), /published at offset 1/);
-    // The channel's history on the page shows it.
-    await page.click("#channel-list tbody tr td a");
+    // The open channel's detail is live (the SSE stream carries it, no
+    // polling, no click): its history shows the page's publication, then
+    // one made elsewhere, over the HTTP API.
+    const polls = [];
+    const onRequest = (req) => {
+      if (new URL(req.url()).pathname === "/admin/api/channel") polls.push(req.url());
+    };
+    page.on("request", onRequest);
     await waitFor(async () => (await page.textContent("#channel-detail")).includes("from the dashboard"), "history");
+    const r = await fetch(`${server.url}/api/publish`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ channel: "news.admin", data: { text: "from elsewhere" } }),
+    });
+    assert.equal(r.status, 200, await r.text());
+    await waitFor(async () => (await page.textContent("#channel-detail")).includes("from elsewhere"), "the live history");
+    assert.equal(await page.evaluate(() => document.querySelectorAll("#channel-detail h2").length), 1);
+    await sleep(2500); // longer than the old poll's period
+    page.off("request", onRequest);
+    assert.deepEqual(polls, [], "the detail is pushed, not polled");
   } finally {
     client.ws.close();
   }

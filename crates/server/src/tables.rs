@@ -107,10 +107,21 @@ pub fn list(tables: &TablesApi) -> Vec<Value> {
 
 /// `GET /api/tables/{id}`: the table's public state (404 if unknown).
 pub async fn show(id: u64, tables: &TablesApi) -> Response<Body> {
-    match tables.games.table(id).await {
-        Ok(info) => ok(info_json(&info)),
-        Err(_) => not_found(),
+    match state(id, tables).await {
+        Some(v) => ok(v),
+        None => not_found(),
     }
+}
+
+/// The public state of table `id`, if it runs here (the admin dashboard's
+/// live table view too).
+pub async fn state(id: u64, tables: &TablesApi) -> Option<Value> {
+    tables
+        .games
+        .table(id)
+        .await
+        .ok()
+        .map(|info| info_json(&info))
 }
 
 /// `DELETE /api/tables/{id}`: closes the table (in a cluster through the

@@ -1,6 +1,7 @@
 //! The admin dashboard's HTTP side (`/admin`): off by default, login
 //! refused and accepted, the cookie's flags, CSRF and Origin checks on every
-//! action, the login limit, actions reaching real clients (a publication, a
+//! action, the login limit (per address, and globally), the live stream's
+//! detail view, actions reaching real clients (a publication, a
 //! disconnect), and no secret in any answer. Real servers on 127.0.0.1:0,
 //! real WebSocket clients.
 #![allow(clippy::unwrap_used)]
@@ -193,8 +194,35 @@ async fn the_api_key_may_be_the_password() {
     assert_eq!(login(srv.addr, "admin", API_KEY).await.0, 200);
 }
 
+/// A login sent from the local address `from` (any of 127.0.0.0/8 reaches
+/// the server on loopback): its status.
+async fn login_from(from: [u8; 4], addr: SocketAddr, password: &str) -> u16 {
+    use http_body_util::BodyExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::from((from, 0))).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let body = json!({"user": "admin", "password": password}).to_string();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/admin/login")
+        .header("host", "localhost")
+        .header(JSON.0, JSON.1)
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let resp = tokio::time::timeout(WAIT, send.send_request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let _ = tokio::time::timeout(WAIT, resp.into_body().collect()).await;
+    status
+}
+
 #[tokio::test]
-async fn login_attempts_are_limited() {
+async fn login_attempts_are_limited_per_address() {
     let srv = server(Some(3)).await;
     for _ in 0..3 {
         assert_eq!(login(srv.addr, "admin", "guess").await.0, 401);
@@ -202,8 +230,31 @@ async fn login_attempts_are_limited() {
     let (status, headers, _) = login(srv.addr, "admin", PASSWORD).await;
     assert_eq!(status, 429, "even the right password waits");
     assert_eq!(headers["retry-after"], "60");
+    // The flood came from 127.0.0.1: the operator at another address
+    // still logs in, and spends a budget of its own.
+    assert_eq!(login_from([127, 0, 0, 2], srv.addr, PASSWORD).await, 200);
+    assert_eq!(login_from([127, 0, 0, 1], srv.addr, PASSWORD).await, 429);
+    for _ in 0..2 {
+        assert_eq!(login_from([127, 0, 0, 2], srv.addr, "guess").await, 401);
+    }
+    assert_eq!(login_from([127, 0, 0, 2], srv.addr, PASSWORD).await, 429);
+    assert_eq!(login_from([127, 0, 0, 3], srv.addr, PASSWORD).await, 200);
     let (_, _, text) = http(srv.addr, "GET", "/metrics", &[], "").await;
-    assert_eq!(metric(&text, "login_limited"), 1.0);
+    assert_eq!(metric(&text, "login_limited"), 3.0);
+}
+
+#[tokio::test]
+async fn login_attempts_have_a_global_ceiling() {
+    // 1 per address, so 10 (GLOBAL_FACTOR) over all addresses.
+    let srv = server(Some(1)).await;
+    for n in 1..=10u8 {
+        assert_eq!(login_from([127, 0, 1, n], srv.addr, "guess").await, 401);
+    }
+    assert_eq!(
+        login_from([127, 0, 2, 1], srv.addr, PASSWORD).await,
+        429,
+        "a fresh address waits once the global ceiling is reached"
+    );
 }
 
 #[tokio::test]
@@ -696,4 +747,83 @@ async fn an_open_live_stream_ends_at_shutdown() {
         .await
         .expect("shutdown waited on the live stream")
         .unwrap();
+}
+
+/// Reads the live stream at `path` until an `event` event whose data holds
+/// `needle`: that event's data.
+async fn live_until(
+    addr: SocketAddr,
+    path: &str,
+    cookie: &str,
+    event: &str,
+    needle: &str,
+) -> Value {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    let tag = format!("event: {event}\ndata: ");
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("an event holding the needle")
+            .unwrap();
+        assert!(n > 0, "stream ended: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        for (at, _) in text.match_indices(&tag) {
+            let rest = &text[at + tag.len()..];
+            let Some(end) = rest.find('\n') else { continue };
+            let v: Value = serde_json::from_str(&rest[..end]).unwrap();
+            if v.to_string().contains(needle) {
+                return v;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_live_stream_carries_the_open_view() {
+    let srv = server(None).await;
+    let (cookie, csrf) = session(srv.addr).await;
+    let mut ws = json_client(srv.addr).await;
+    subscribe_json(&mut ws, 2, "news").await;
+    // Published after the stream opened: only a later tick can carry it.
+    let addr = srv.addr;
+    let c2 = cookie.clone();
+    let watch = tokio::spawn(async move {
+        let path = "/admin/api/live?channel=news";
+        live_until(addr, path, &c2, "channel", "live-marker").await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let (status, _) = post(
+        srv.addr,
+        "/admin/api/publish",
+        &cookie,
+        &csrf,
+        json!({"channel": "news", "data": {"m": "live-marker"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let v = watch.await.unwrap();
+    assert_eq!(v["channel"], "news");
+    assert_eq!(v["subscribers"], 1);
+    assert!(v["history"].to_string().contains("live-marker"), "{v}");
+    // The other views.
+    let path = "/admin/api/live?table=999";
+    let t = live_until(srv.addr, path, &cookie, "table", "no such table").await;
+    assert_eq!(t["table"], 999);
+    let path = "/admin/api/live?user=nobody";
+    let c = live_until(srv.addr, path, &cookie, "connections", "connections").await;
+    assert_eq!(c["connections"], json!([]), "{c}");
+    // A bad view is refused before the stream opens.
+    for path in [
+        "/admin/api/live?channel=bad%20name",
+        "/admin/api/live?table=x",
+        "/admin/api/live?client=zz",
+    ] {
+        let (status, _, _) = http(srv.addr, "GET", path, &[("cookie", &cookie)], "").await;
+        assert_eq!(status, 400, "{path}");
+    }
 }

@@ -21,8 +21,8 @@ pub struct AdminArgs {
     pub password_hash: Option<String>,
     /// Also accept the server's `api_key` as the password [default: false].
     pub api_key: Option<bool>,
-    /// Login attempts (right or wrong) accepted per minute, over all
-    /// clients [default: 10].
+    /// Login attempts (right or wrong) accepted per minute from one client
+    /// address; ten times that from all together [default: 10].
     pub login_attempts_per_minute: Option<u32>,
     /// Hours a session lasts after login [default: 8].
     pub session_hours: Option<u32>,
@@ -37,7 +37,8 @@ pub struct AdminConfig {
     pub password_hash: Option<PasswordHash>,
     /// The server's API key, when it is accepted as the password.
     pub api_key: Option<Secret>,
-    /// Login attempts per minute (all clients together).
+    /// Login attempts per minute per client address (ten times that over
+    /// all addresses).
     pub login_attempts_per_minute: u32,
     /// How long a session lasts.
     pub session: std::time::Duration,

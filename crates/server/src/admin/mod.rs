@@ -8,7 +8,7 @@
 //! - Login (`POST /admin/login`, JSON `{"user", "password"}`) checks the
 //!   password against the PBKDF2 hash ([`password`]) on a blocking thread,
 //!   or against the API key when `api_key = true`; attempts are limited per
-//!   minute ([`session`]). It sets the `herald_admin_{port}` cookie: `HttpOnly`,
+//!   minute per client address, with a global ceiling ([`session`]). It sets the `herald_admin_{port}` cookie: `HttpOnly`,
 //!   `SameSite=Strict`, `Path=/admin`, and `Secure` when the listener
 //!   serves TLS.
 //! - Every action is a POST carrying JSON (`Content-Type:
@@ -23,8 +23,9 @@
 //!   `herald::admin`, with the user and what was done) and counted in
 //!   `/metrics` (`herald_admin_actions_total{action}`, [`actions`]).
 //!
-//! The live Nodes page reads `GET /admin/api/live`, an SSE stream of the
-//! node snapshot every second ([`live`], decision 0019).
+//! The live pages read `GET /admin/api/live`, an SSE stream of the node
+//! snapshot every second, plus the open channel, table or connections view
+//! named in its query ([`live`], decision 0019).
 
 pub mod actions;
 pub mod config;
@@ -325,8 +326,17 @@ async fn login(req: Request<Incoming>, admin: &Admin, config: &AdminConfig) -> R
             "log in from the dashboard (JSON, same origin)",
         );
     }
-    if !admin.sessions.attempt() {
-        admin.did(Action::LoginLimited, "", "too many login attempts");
+    let peer = req
+        .extensions()
+        .get::<crate::http::service::Peer>()
+        .map(|p| p.0);
+    if let Err(why) = admin.sessions.attempt(peer) {
+        let detail = match why {
+            session::Limited::Address => "too many login attempts from one address",
+            session::Limited::Global => "too many login attempts from all addresses",
+        };
+        let shown = peer.map_or_else(|| "?".to_string(), |p| p.to_string());
+        admin.did(Action::LoginLimited, "", &format!("{detail} ({shown})"));
         let mut r = fail(
             StatusCode::TOO_MANY_REQUESTS,
             "too many login attempts: wait a minute",
@@ -394,12 +404,18 @@ async fn read(
         "/admin/api/session" => ok(j!({"user": session.user, "csrf": session.csrf})),
         "/admin/api/nodes" => ok(views::nodes(&admin.source, admin.cluster.as_deref())),
         "/admin/api/live" => {
+            let view = match live_view(q) {
+                Ok(v) => v,
+                Err(why) => return fail(StatusCode::BAD_REQUEST, why),
+            };
             let live = live::Live::new(
                 admin.source.clone(),
                 admin.cluster.clone(),
                 admin.sessions.clone(),
                 token,
                 admin.stopping.clone(),
+                admin.tables.clone(),
+                view,
             );
             let mut r = Response::new(http_body_util::BodyExt::boxed(live));
             r.headers_mut().insert(
@@ -438,6 +454,36 @@ async fn read(
         "/admin/api/pusher" => ok(views::pusher(node, &admin.pusher)),
         _ => fail(StatusCode::NOT_FOUND, "no such endpoint"),
     }
+}
+
+/// The detail view a live stream carries, from its query: `channel=`,
+/// `table=`, or `user=` / `client=` (hex); none without any.
+/// A bad one: why (a 400).
+fn live_view(q: Option<&str>) -> Result<Option<live::View>, &'static str> {
+    if let Some(name) = query(q, "channel") {
+        if channel::validate(&name).is_err() {
+            return Err("invalid channel name");
+        }
+        return Ok(Some(live::View::Channel(name)));
+    }
+    if let Some(id) = query(q, "table") {
+        return match id.parse::<u64>() {
+            Ok(id) => Ok(Some(live::View::Table(id))),
+            Err(_) => Err("table ids are numbers"),
+        };
+    }
+    let user = query(q, "user").filter(|u| !u.is_empty());
+    let client = match query(q, "client").filter(|c| !c.is_empty()) {
+        Some(c) => match u64::from_str_radix(c.trim(), 16) {
+            Ok(id) => Some(id),
+            Err(_) => return Err("client ids are hex"),
+        },
+        None => None,
+    };
+    if user.is_none() && client.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(live::View::Connections { user, client }))
 }
 
 #[derive(Deserialize)]

@@ -8,17 +8,32 @@
 //! Both are compared in constant time. At most [`MAX_SESSIONS`] live at
 //! once (the oldest goes first), each for the configured time.
 //!
-//! Login attempts are limited over all clients together (a sliding window
-//! of one minute): the handler does not see the peer's address, and a
-//! single budget also bounds what a distributed guesser gets. The price is
-//! that a flood of bad logins locks the operator out for that minute too.
+//! Login attempts are limited per client address (a sliding window of one
+//! minute, `login_attempts_per_minute` each), so that a flood from one
+//! address does not lock the operator out, and over all addresses together
+//! at [`GLOBAL_FACTOR`] times that, a backstop that also bounds what a
+//! distributed guesser gets. IPv6 addresses count by their /64 (one host
+//! usually has a whole /64), IPv4-mapped ones as IPv4. The map of recent
+//! attempts holds at most [`MAX_ADDRESSES`] addresses, each forgotten a
+//! minute after its last counted attempt. Behind a reverse proxy every
+//! login comes from the proxy's address: forwarded headers are not trusted.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Most sessions alive at once.
 pub const MAX_SESSIONS: usize = 32;
+
+/// The global login ceiling is this many times the per-address one.
+pub const GLOBAL_FACTOR: usize = 10;
+
+/// Most client addresses whose recent login attempts are kept.
+pub const MAX_ADDRESSES: usize = 4096;
+
+/// How long an attempt counts.
+const WINDOW: Duration = Duration::from_secs(60);
 
 /// One logged-in session.
 #[derive(Debug, Clone)]
@@ -44,7 +59,38 @@ pub struct Sessions {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<String, Session>,
+    /// All attempts of the last minute (the global ceiling).
     attempts: VecDeque<Instant>,
+    /// Each address's attempts of the last minute, oldest first.
+    by_ip: HashMap<IpAddr, VecDeque<Instant>>,
+}
+
+/// Why a login attempt is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limited {
+    /// This address spent its budget.
+    Address,
+    /// All addresses together spent the global one.
+    Global,
+}
+
+/// The key an address's attempts count under: IPv4 as is (IPv4-mapped
+/// IPv6 too), IPv6 by its /64.
+pub fn bucket(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(bits))
+        }
+        v4 => v4,
+    }
+}
+
+/// Drops the attempts older than [`WINDOW`] from the front of `q`.
+fn expire(q: &mut VecDeque<Instant>, now: Instant) {
+    while q.front().is_some_and(|t| now.duration_since(*t) >= WINDOW) {
+        q.pop_front();
+    }
 }
 
 /// A random token: 32 bytes, hex.
@@ -76,23 +122,46 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Counts a login attempt; false when the last minute's budget is spent
-    /// (the attempt is then not counted).
-    pub fn attempt(&self) -> bool {
+    /// Counts a login attempt from `peer` (`None`: unknown, only the global
+    /// ceiling applies); refused (and then not counted) when the address or
+    /// everyone together spent the last minute's budget.
+    pub fn attempt(&self, peer: Option<IpAddr>) -> Result<(), Limited> {
         let now = Instant::now();
+        let per_ip = self.attempts_per_minute;
+        let global = per_ip.saturating_mul(GLOBAL_FACTOR);
         let mut inner = self.lock();
-        while inner
-            .attempts
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
-        {
-            inner.attempts.pop_front();
+        expire(&mut inner.attempts, now);
+        if inner.attempts.len() >= global {
+            return Err(Limited::Global);
         }
-        if inner.attempts.len() >= self.attempts_per_minute {
-            return false;
+        if let Some(ip) = peer.map(bucket) {
+            if !inner.by_ip.contains_key(&ip) && inner.by_ip.len() >= MAX_ADDRESSES {
+                inner.by_ip.retain(|_, q| {
+                    expire(q, now);
+                    !q.is_empty()
+                });
+                if inner.by_ip.len() >= MAX_ADDRESSES {
+                    // Still full: forget the address whose last attempt is
+                    // oldest (it has the least budget left to lose).
+                    let oldest = inner
+                        .by_ip
+                        .iter()
+                        .min_by_key(|(_, q)| q.back().copied())
+                        .map(|(ip, _)| *ip);
+                    if let Some(o) = oldest {
+                        inner.by_ip.remove(&o);
+                    }
+                }
+            }
+            let q = inner.by_ip.entry(ip).or_default();
+            expire(q, now);
+            if q.len() >= per_ip {
+                return Err(Limited::Address);
+            }
+            q.push_back(now);
         }
         inner.attempts.push_back(now);
-        true
+        Ok(())
     }
 
     /// Starts a session for `user`: its cookie token and the session.
@@ -175,11 +244,37 @@ mod tests {
     }
 
     #[test]
-    fn attempts_are_limited_per_minute() {
+    fn attempts_are_limited_per_address_then_globally() {
+        let ip = |n: u8| Some(IpAddr::from([10, 0, 0, n]));
         let s = Sessions::new(Duration::from_secs(60), 3);
-        assert!(s.attempt() && s.attempt() && s.attempt());
-        assert!(!s.attempt());
-        assert!(!s.attempt());
+        assert!(s.attempt(ip(1)).is_ok() && s.attempt(ip(1)).is_ok() && s.attempt(ip(1)).is_ok());
+        assert_eq!(s.attempt(ip(1)), Err(Limited::Address));
+        assert_eq!(s.attempt(ip(1)), Err(Limited::Address));
+        assert!(s.attempt(ip(2)).is_ok(), "another address keeps its budget");
+        // The global ceiling: 3 * GLOBAL_FACTOR, 4 counted so far.
+        let mut n = 3;
+        while s.lock().attempts.len() < 3 * GLOBAL_FACTOR {
+            assert!(s.attempt(ip(n)).is_ok());
+            n += 1;
+        }
+        assert_eq!(s.attempt(ip(200)), Err(Limited::Global));
+        assert_eq!(s.attempt(None), Err(Limited::Global));
+    }
+
+    #[test]
+    fn addresses_are_bounded_and_v6_counts_by_its_64() {
+        let s = Sessions::new(Duration::from_secs(60), u32::MAX);
+        for i in 0..(MAX_ADDRESSES as u32 + 10) {
+            assert!(s.attempt(Some(IpAddr::from(i.to_be_bytes()))).is_ok());
+        }
+        assert_eq!(s.lock().by_ip.len(), MAX_ADDRESSES);
+        let a: IpAddr = "2001:db8::1".parse().unwrap();
+        let b: IpAddr = "2001:db8::ffff:1".parse().unwrap();
+        let c: IpAddr = "2001:db8:0:1::1".parse().unwrap();
+        assert_eq!(bucket(a), bucket(b));
+        assert_ne!(bucket(a), bucket(c));
+        let mapped: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        assert_eq!(bucket(mapped), IpAddr::from([127, 0, 0, 2]));
     }
 
     #[test]

@@ -19,7 +19,6 @@ use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Serves the connection with hyper, replaying what was already read.
 ///
@@ -31,7 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 /// gracefully: HTTP/2 sends GOAWAY and finishes the streams in flight,
 /// HTTP/1.1 finishes the response in flight, and idle keep-alive connections
 /// close at once instead of holding the drain until `shutdown_timeout`.
-pub async fn serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
+pub async fn serve<S: crate::transport::Stream>(
     stream: S,
     http: Arc<Http>,
     read: Vec<u8>,
@@ -41,6 +40,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
     let _slot = slot;
     let stopping = http.stopping.clone();
     let tracker = http.tracker.clone();
+    let peer = stream.peer_ip().map(Peer);
     let io = hyper_util::rt::TokioIo::new(Rewind::new(Bytes::from(read), stream));
     let mut builder =
         hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
@@ -58,7 +58,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
         .timer(hyper_util::rt::TokioTimer::new())
         .keep_alive_interval(http.ping_interval)
         .keep_alive_timeout(http.pong_timeout);
-    let service = hyper::service::service_fn(move |req| handle(req, http.clone()));
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        if let Some(p) = peer {
+            req.extensions_mut().insert(p);
+        }
+        handle(req, http.clone())
+    });
     let served = tracker.track_future(async move {
         let conn = builder.serve_connection(io, service);
         tokio::pin!(conn);
@@ -74,6 +79,11 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Send + Unpin + 'static>(
         tracing::debug!(error = %e, "http connection ended with an error");
     }
 }
+
+/// The connection's peer address, in each request's extensions (the
+/// admin login limits attempts per address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub std::net::IpAddr);
 
 /// Routes one request.
 pub async fn handle(req: Request<Incoming>, http: Arc<Http>) -> Result<Response<Body>, Infallible> {

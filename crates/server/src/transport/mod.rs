@@ -45,12 +45,21 @@ pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {
     ) -> Connection<H, W, Self::Io> {
         conn
     }
+    /// The peer's address, where the stream knows it (the admin login's
+    /// per-address limit).
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        None
+    }
 }
 
 impl Stream for TcpStream {
     type Io = TcpStream;
     fn into_io(self) -> TcpStream {
         self
+    }
+
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.peer_addr().ok().map(|a| a.ip())
     }
 
     fn hibernating<H: Handler, W: Wire>(
@@ -65,6 +74,10 @@ impl Stream for tokio_rustls::server::TlsStream<TcpStream> {
     type Io = AsyncIo<Self>;
     fn into_io(self) -> AsyncIo<Self> {
         AsyncIo(self)
+    }
+
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        self.get_ref().0.peer_addr().ok().map(|a| a.ip())
     }
 }
 
