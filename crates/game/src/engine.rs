@@ -183,6 +183,11 @@ pub(crate) struct Shared {
     tokens: Mutex<HashMap<u64, u64>>,
     /// Leases of the durable tables running here.
     owned: Mutex<HashMap<u64, Lease>>,
+    /// Tables being claimed here: their lease may already name this node
+    /// while the table is not started yet, so a command routed here for
+    /// one waits for the claim instead of being sent back (see
+    /// [`Engine::when_claimed`]).
+    claiming: Mutex<std::collections::HashSet<u64>>,
     /// Where commands for tables of other nodes go (a cluster's edge).
     router: std::sync::OnceLock<Arc<dyn Router>>,
     /// Told of a durable table whose game failed (see
@@ -264,6 +269,29 @@ pub struct Engine {
     shared: Arc<Shared>,
 }
 
+/// The longest a command routed here waits for this node's claim of its
+/// table to finish (a claim is a Redis round trip and a restore).
+const CLAIM_WAIT: Duration = Duration::from_secs(5);
+
+/// Marks a table as being claimed here for as long as it lives.
+struct Claiming<'a> {
+    shared: &'a Shared,
+    table: u64,
+}
+
+impl<'a> Claiming<'a> {
+    fn new(shared: &'a Shared, table: u64) -> Claiming<'a> {
+        lock(&shared.claiming).insert(table);
+        Claiming { shared, table }
+    }
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.claiming).remove(&self.table);
+    }
+}
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
@@ -311,6 +339,7 @@ impl Engine {
                 saver,
                 tokens: Mutex::new(HashMap::new()),
                 owned: Mutex::new(HashMap::new()),
+                claiming: Mutex::new(std::collections::HashSet::new()),
                 router: std::sync::OnceLock::new(),
                 on_failed: std::sync::OnceLock::new(),
                 pools: Mutex::new(Pools::default()),
@@ -374,9 +403,45 @@ impl Engine {
             return error(client, id, ErrorCode::UnknownCommand, "not a table command");
         };
         if !self.runs_here(table) {
-            return error(client, id, missing, "the table is not on this node: retry");
+            let c = client.clone();
+            return self.when_claimed(table, client, id, missing, move |e| {
+                e.command_here(&c, id, cmd, missing);
+            });
         }
         self.local(client, id, cmd);
+    }
+
+    /// A command routed here for `table`, which does not run here: if this
+    /// node is claiming it (its lease may already name this node, which is
+    /// why the command came), `then` runs once the claim is over (bounded
+    /// by [`CLAIM_WAIT`]), and finds the table running or answers as
+    /// below; otherwise the client is answered `missing` at once (the node
+    /// that sent it retries elsewhere).
+    fn when_claimed(
+        &self,
+        table: u64,
+        client: &Arc<Client>,
+        id: u32,
+        missing: ErrorCode,
+        then: impl FnOnce(&Engine) + Send + 'static,
+    ) {
+        if !lock(&self.shared.claiming).contains(&table) {
+            return error(client, id, missing, "the table is not on this node: retry");
+        }
+        let shared = self.shared.clone();
+        let client = client.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+            while lock(&shared.claiming).contains(&table) && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let engine = Engine { shared };
+            if lock(&engine.shared.claiming).contains(&table) {
+                return error(&client, id, missing, "the table is not on this node: retry");
+            }
+            then(&engine);
+        });
     }
 
     /// A cluster lobby entry published with sequence number `seq` (see
@@ -436,6 +501,7 @@ impl Engine {
         if read(&self.shared.tables).contains_key(&id) {
             return Err(EngineError::AlreadyHere(id));
         }
+        let _claiming = Claiming::new(&self.shared, id);
         let floor = lock(&self.shared.tokens).get(&id).copied().unwrap_or(0);
         let claimed = d
             .store
@@ -844,7 +910,10 @@ impl Engine {
         missing: ErrorCode,
     ) {
         if !self.runs_here(table) {
-            return error(client, id, missing, "the table is not on this node: retry");
+            let (c, d) = (client.clone(), data);
+            return self.when_claimed(table, client, id, missing, move |e| {
+                e.play_here(&c, id, table, d, play, missing);
+            });
         }
         self.visit(client.id, table);
         let msg = TableMsg::Sit {
@@ -1057,5 +1126,46 @@ fn table_params(spec: &TableSpec, id: u64) -> TableParams {
         seats: spec.seats,
         timing: spec.timing.clone(),
         params: spec.params.clone(),
+    }
+}
+
+#[cfg(test)]
+mod claim_tests {
+    use super::*;
+    use crate::testing::{client, drain};
+    use herald_proto::{Encoding, ServerMsg};
+
+    fn codes(c: &Client) -> Vec<u16> {
+        drain(c)
+            .into_iter()
+            .filter_map(|m| match m {
+                ServerMsg::Error { code, .. } => Some(code),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_command_routed_here_during_this_nodes_claim_waits_for_it() {
+        let e = Engine::new(EngineConfig::default(), Vec::new());
+        let missing = ErrorCode::BrokerUnavailable;
+        // Not claimed here: answered at once, for the sender to retry.
+        let c = client("ann", Encoding::Json);
+        e.command_here(&c, 1, Command::Watch { table: 77 }, missing);
+        assert_eq!(codes(&c), [missing as u16]);
+        // Being claimed here: nothing until the claim is over.
+        let claim = Claiming::new(&e.shared, 77);
+        e.command_here(&c, 2, Command::Watch { table: 77 }, missing);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(codes(&c).is_empty(), "answered during the claim");
+        // The claim ends without the table (another node won): answered then.
+        drop(claim);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        while got.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            got = codes(&c);
+        }
+        assert_eq!(got, [missing as u16]);
     }
 }
