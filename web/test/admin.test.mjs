@@ -165,7 +165,12 @@ test("a publication from the page reaches a WebSocket client", async () => {
     await page.click("#publish-form button");
     await waitFor(() => client.pushes.length > 0, "the publication at the WebSocket client");
     assert.deepEqual(client.pushes[0].pub.data, { text: "from the dashboard" });
-    assert.match(await page.textContent("#publish-result"), /published at offset 1/);
+    // The page's own answer may come after the push reached the client.
+    await page.waitForFunction(
+      () => /published at offset 1/.test(document.getElementById("publish-result").textContent),
+      null,
+      { timeout: 10_000 },
+    );
     // The open channel's detail is live (the SSE stream carries it, no
     // polling, no click): its history shows the page's publication, then
     // one made elsewhere, over the HTTP API.
