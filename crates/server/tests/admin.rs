@@ -469,11 +469,30 @@ async fn a_connection_is_found_and_disconnected_with_a_code() {
 }
 
 /// Reads the live stream until its first `nodes` event.
-async fn first_live_event(addr: SocketAddr, cookie: &str) -> (String, Value) {
+/// A raw socket that has asked for the live stream with `cookie`.
+async fn request_live(addr: SocketAddr, cookie: &str) -> tokio::net::TcpStream {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req =
         format!("GET /admin/api/live HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+/// Opens the live stream with `cookie` on a raw socket; returns it once
+/// its answer's head says 200, with a read buffer for what follows.
+async fn open_live(addr: SocketAddr, cookie: &str) -> (tokio::net::TcpStream, Vec<u8>) {
+    let mut s = request_live(addr, cookie).await;
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    (s, buf)
+}
+
+async fn first_live_event(addr: SocketAddr, cookie: &str) -> (String, Value) {
+    let mut s = request_live(addr, cookie).await;
     let mut got = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
@@ -685,16 +704,7 @@ async fn pusher_apps_show_their_connections_and_channels() {
 async fn the_live_stream_ends_with_its_session() {
     let srv = server(None).await;
     let (cookie, csrf) = session(srv.addr).await;
-    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let req =
-        format!("GET /admin/api/live HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = vec![0u8; 16 * 1024];
-    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    let (mut s, mut buf) = open_live(srv.addr, &cookie).await;
     assert_eq!(
         post(srv.addr, "/admin/logout", &cookie, &csrf, json!({}))
             .await
@@ -732,16 +742,7 @@ async fn an_open_live_stream_ends_at_shutdown() {
     .await;
     let (cookie, _) = session(srv.addr).await;
     let (_, _) = first_live_event(srv.addr, &cookie).await;
-    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
-    let req =
-        format!("GET /admin/api/live HTTP/1.1\r\nhost: localhost\r\ncookie: {cookie}\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut buf = vec![0u8; 16 * 1024];
-    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("200 OK"));
+    let (mut s, mut buf) = open_live(srv.addr, &cookie).await;
     srv.shutdown.cancel();
     tokio::time::timeout(WAIT, srv.handle)
         .await
