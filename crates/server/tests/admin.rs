@@ -742,7 +742,7 @@ async fn an_open_live_stream_ends_at_shutdown() {
     .await;
     let (cookie, _) = session(srv.addr).await;
     let (_, _) = first_live_event(srv.addr, &cookie).await;
-    let (mut s, mut buf) = open_live(srv.addr, &cookie).await;
+    let (_open, _) = open_live(srv.addr, &cookie).await;
     srv.shutdown.cancel();
     tokio::time::timeout(WAIT, srv.handle)
         .await
