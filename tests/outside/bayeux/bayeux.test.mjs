@@ -251,8 +251,10 @@ for (const transport of ['long-polling', 'websocket']) {
       const inbox = [];
       await subscribe(c, '/acked/**', inbox);
       for (let i = 1; i <= 5; i++) await apiPublish(port, `acked.n${i % 2}`, { i });
-      await until('five acknowledged deliveries', () => inbox.length === 5);
-      assert.deepEqual(inbox.map((m) => m.data.i), [1, 2, 3, 4, 5]);
+      // At least once: a batch whose acknowledgement the server did not
+      // get (a connect the client gave up on under load) comes again.
+      await until('five acknowledged deliveries', () => new Set(inbox.map((m) => m.data.i)).size === 5);
+      assert.deepEqual([...new Set(inbox.map((m) => m.data.i))], [1, 2, 3, 4, 5]);
       assert.ok(inbox.every((m) => / GMT$/.test(m.timestamp)), JSON.stringify(inbox[0]));
       await until('connect replies numbered as batches', () => acks.length >= 2);
       assert.ok(acks.every((n, i) => i === 0 || n > acks[i - 1]), JSON.stringify(acks));
