@@ -201,6 +201,12 @@ impl RedisBroker {
         )
     }
 
+    /// Where websocket Bayeux `ack` sessions had got to (decision 0016),
+    /// on the broker's link.
+    pub fn acked_store(&self) -> crate::acked::AckedStore {
+        crate::acked::AckedStore::new(self.inner.link.clone(), self.inner.cfg.prefix.clone())
+    }
+
     /// The seat counts of tables made by `play` (protocol §5f), on the
     /// broker's link.
     pub fn play_store(&self) -> crate::play::PlayStore {

@@ -88,6 +88,7 @@
 //! - `testing` (feature `test-util`, off in release builds): a throwaway
 //!   `redis-server` for tests.
 
+pub mod acked;
 mod broker;
 mod config;
 pub mod conn;

@@ -162,12 +162,16 @@ pub fn build(
         config.max_message_size,
         config.request_body_timeout,
     ));
-    let bayeux = Arc::new(crate::bayeux::Bayeux::new(
+    let mut bayeux = crate::bayeux::Bayeux::new(
         config.bayeux.clone(),
         node.clone(),
         config.max_message_size,
         config.request_body_timeout,
-    ));
+    );
+    if let Some(c) = &cluster {
+        bayeux = bayeux.with_positions(Arc::new(c.acked_store()));
+    }
+    let bayeux = Arc::new(bayeux);
     let http = Arc::new(Http {
         node: node.clone(),
         tls,

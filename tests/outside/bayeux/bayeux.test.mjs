@@ -266,7 +266,10 @@ for (const transport of ['long-polling', 'websocket']) {
   });
 }
 
-test('long-polling with acks: the node dies mid-stream, the client handshakes on its replacement and loses nothing', async (t) => {
+// Long-polling resumes from the BAYEUX_ACKED cookie; websocket from the
+// positions the dead node wrote to Redis, found through the old clientId
+// the client's next connect brings on its new socket (decision 0016).
+for (const transport of ['long-polling', 'websocket']) test(`${transport} with acks: the node dies mid-stream, the client handshakes on its replacement and loses nothing`, async (t) => {
   if (process.env.CI !== 'true' && !['/usr/bin/redis-server', '/usr/local/bin/redis-server'].some((p) => existsSync(p))) {
     return t.skip('no redis-server');
   }
@@ -276,7 +279,7 @@ test('long-polling with acks: the node dies mid-stream, the client handshakes on
   let a = await startHerald('resume-a', port, cluster);
   const b = await startHerald('resume-b', await freePort(), cluster);
   try {
-    const c = cometd(port, 'long-polling');
+    const c = cometd(port, transport);
     c.setBackoffIncrement(100);
     c.registerExtension('ack', new AckExtension());
     const inbox = [];

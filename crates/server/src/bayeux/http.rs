@@ -65,12 +65,6 @@ fn cookie_of(req: &Request<Incoming>, name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Serves a request to the endpoint on hyper's path, with CORS headers for
 /// a browser page of another origin (see [`cors`]).
 pub async fn handle(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
@@ -162,7 +156,7 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
         hold(b, &c, browser.as_deref(), &mut p.replies).await;
         // An `ack` session's acknowledged positions, for a handshake on
         // another node after this one's loss (herald_bayeux::resume).
-        if let Some(v) = c.session.acked_cookie(acked.as_deref(), unix_now()) {
+        if let Some(v) = c.session.acked_cookie(acked.as_deref(), super::unix_now()) {
             set_cookie.push(format!(
                 "{}={v}; Path=/; HttpOnly; SameSite=Lax",
                 resume::COOKIE

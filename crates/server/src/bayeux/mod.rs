@@ -21,6 +21,7 @@
 //! session lives in the `herald-bayeux` crate.
 
 pub mod http;
+pub mod positions;
 pub mod session;
 pub mod ws;
 
@@ -151,6 +152,10 @@ pub struct Bayeux {
     /// Held long-poll connects per browser (`BAYEUX_BROWSER` cookie), for
     /// the `multiple-clients` advice.
     browsers: Mutex<HashMap<String, usize>>,
+    /// Where websocket `ack` sessions' positions are kept for other nodes
+    /// (cluster only), and the sessions whose positions may have moved.
+    positions: Option<Arc<dyn positions::Positions>>,
+    dirty: positions::Dirty,
     /// Largest message accepted (`max_message_size`).
     pub max_message_size: usize,
     /// How long a request body may take (`request_body_timeout`).
@@ -178,8 +183,55 @@ impl Bayeux {
             node,
             sessions: Sharded::new(16),
             browsers: Mutex::new(HashMap::new()),
+            positions: None,
+            dirty: positions::Dirty::default(),
             max_message_size,
             request_body_timeout,
+        }
+    }
+
+    /// Keeps websocket `ack` sessions' positions in `store`, so that
+    /// another node can resume them ([`positions`]).
+    #[must_use]
+    pub fn with_positions(mut self, store: Arc<dyn positions::Positions>) -> Bayeux {
+        self.positions = Some(store);
+        self
+    }
+
+    /// The store of websocket `ack` sessions' positions, if there is one.
+    pub fn positions(&self) -> Option<&dyn positions::Positions> {
+        self.positions.as_deref()
+    }
+
+    /// A websocket `ack` session's connect acknowledged something: its
+    /// positions are written at the next flush if they moved.
+    pub fn positions_moved(&self, client_id: &str) {
+        if self.positions.is_some() {
+            self.dirty.mark(client_id);
+        }
+    }
+
+    /// An `ack` session disconnected: nothing of it is to be resumed.
+    pub fn forget_positions(&self, client_id: &str) {
+        if let Some(p) = &self.positions {
+            p.forget(client_id);
+        }
+    }
+
+    /// Writes the positions of the sessions marked since the last flush
+    /// that moved (or need refreshing). Called every second.
+    pub fn flush_positions(&self) {
+        let Some(store) = &self.positions else {
+            return;
+        };
+        let now = unix_now();
+        for id in self.dirty.take() {
+            let Some(s) = self.find(&id) else {
+                continue;
+            };
+            if let Some(v) = s.positions_to_store(now, positions::REFRESH_SECS) {
+                store.save(&id, &v, positions::TTL);
+            }
         }
     }
 
@@ -298,12 +350,22 @@ impl Bayeux {
     }
 }
 
+/// Unix seconds: the time stamps of the resume codec's entries.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Runs [`Bayeux::reap`] every second until `stop`.
 pub async fn reaper(bayeux: Arc<Bayeux>, stop: tokio_util::sync::CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
-            _ = tick.tick() => bayeux.reap(),
+            _ = tick.tick() => {
+                bayeux.reap();
+                bayeux.flush_positions();
+            }
             () = stop.cancelled() => return,
         }
     }

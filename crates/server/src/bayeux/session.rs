@@ -105,6 +105,10 @@ struct Acks {
     /// The live entries of the `BAYEUX_ACKED` cookie the handshake brought,
     /// positions to subscribe from (herald_bayeux::resume).
     resume: Vec<resume::Entry>,
+    /// What was last written to the shared store for this session (its
+    /// entries without their time) and when (Unix seconds): websocket
+    /// sessions only ([`super::positions`]).
+    stored: Option<(String, u64)>,
 }
 
 impl Acks {
@@ -285,6 +289,7 @@ impl BayeuxSession {
             epochs: HashMap::new(),
             acked: HashMap::new(),
             resume,
+            stored: None,
         });
     }
 
@@ -324,20 +329,7 @@ impl BayeuxSession {
         let st = self.state();
         let a = st.acks.as_ref()?;
         let tag = self.tag();
-        let mut entries: Vec<resume::Entry> = a
-            .acked
-            .iter()
-            .filter_map(|(channel, &offset)| {
-                Some(resume::Entry {
-                    tag: tag.to_string(),
-                    channel: channel.clone(),
-                    epoch: a.epochs.get(channel)?.clone(),
-                    offset,
-                    written: now,
-                })
-            })
-            .collect();
-        entries.sort_by(|x, y| x.channel.cmp(&y.channel));
+        let mut entries = own_entries(a, tag, now);
         let others = cookie.map(resume::decode).unwrap_or_default();
         entries.extend(
             resume::live(others, Some(now))
@@ -345,6 +337,27 @@ impl BayeuxSession {
                 .filter(|e| e.tag != tag),
         );
         Some(resume::encode(&entries))
+    }
+
+    /// With the `ack` extension, the value to write to the shared store at
+    /// Unix second `now` ([`super::positions`]): this session's
+    /// acknowledged positions, when they moved since the last write or that
+    /// write is `refresh` seconds old; `None` otherwise (nothing to write).
+    pub fn positions_to_store(&self, now: u64, refresh: u64) -> Option<String> {
+        if self.disconnected.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut st = self.state();
+        let a = st.acks.as_mut()?;
+        let tag = self.tag();
+        let timeless = resume::encode(&own_entries(a, tag, 0));
+        if let Some((last, at)) = &a.stored {
+            if *last == timeless && now < at.saturating_add(refresh) {
+                return None;
+            }
+        }
+        a.stored = Some((timeless, now));
+        Some(resume::encode(&own_entries(a, tag, now)))
     }
 
     /// With the `ack` extension, the position to subscribe exact Herald
@@ -371,7 +384,7 @@ impl BayeuxSession {
     }
 
     /// Whether the `ack` extension is on.
-    fn acks(&self) -> bool {
+    pub fn acks(&self) -> bool {
         self.state().acks.is_some()
     }
 
@@ -589,6 +602,30 @@ pub struct Processed {
     pub connect: Option<Connect>,
     /// A session opened by a handshake in this batch.
     pub opened: Option<Arc<BayeuxSession>>,
+    /// The last `clientId` of the batch that this node does not know (its
+    /// messages got 402): a session lost with another node, perhaps, whose
+    /// handshake may follow on the same socket ([`super::positions`]).
+    pub unknown: Option<String>,
+}
+
+/// The entries of a session's acknowledged positions (tag `tag`, written
+/// at `now`), by channel.
+fn own_entries(a: &Acks, tag: &str, now: u64) -> Vec<resume::Entry> {
+    let mut entries: Vec<resume::Entry> = a
+        .acked
+        .iter()
+        .filter_map(|(channel, &offset)| {
+            Some(resume::Entry {
+                tag: tag.to_string(),
+                channel: channel.clone(),
+                epoch: a.epochs.get(channel)?.clone(),
+                offset,
+                written: now,
+            })
+        })
+        .collect();
+    entries.sort_by(|x, y| x.channel.cmp(&y.channel));
+    entries
 }
 
 /// The advice of a successful connect or handshake.
@@ -669,6 +706,7 @@ pub fn process(
         let Some(s) = m.client_id.as_deref().and_then(|c| b.find(c)) else {
             out.replies
                 .push(unknown_client(&m.channel, m.id.as_deref()));
+            out.unknown = m.client_id.clone().or(out.unknown.take());
             continue;
         };
         if s.is_gone() {
@@ -709,6 +747,9 @@ pub fn process(
             }
             Channel::Meta(Meta::Disconnect) => {
                 s.disconnected.store(true, Ordering::Release);
+                if s.acks() {
+                    b.forget_positions(&s.id);
+                }
                 b.remove(&s.id);
                 let mut r = Reply::ok(&m.channel, id);
                 r.client_id = Some(&s.id);
