@@ -14,6 +14,7 @@
 //! running the setup commands (AUTH, SELECT, SCRIPT LOAD) before it reports
 //! itself up again. While it is down, [`Link::call`] fails immediately.
 
+use crate::cluster::{Router, Topology};
 use crate::resp::{self, Value};
 use crate::sentinel::{self, Sentinel};
 use bytes::BytesMut;
@@ -46,11 +47,14 @@ pub struct Target {
     pub(crate) password: Option<String>,
     /// The sentinels to ask for the master, if the target is one.
     pub(crate) sentinel: Option<Arc<Sentinel>>,
+    /// The cluster's seeds and slot map, if the target is a Redis Cluster
+    /// (`redis-cluster://`, [`crate::cluster`]).
+    pub(crate) cluster: Option<Arc<Topology>>,
 }
 
 /// A `redis://` or `redis-sentinel://` URL could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB] or redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])")]
+#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB], redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] or redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...])")]
 pub struct UrlError {
     url: String,
     why: &'static str,
@@ -72,7 +76,10 @@ impl Target {
     /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default)
     /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
     /// (sentinels on port 26379 by default; the password is the master's,
-    /// the sentinels are asked without one).
+    /// the sentinels are asked without one) or
+    /// `redis-cluster://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]` (seed
+    /// nodes of a Redis Cluster, port 6379 by default; database 0 only, as
+    /// Redis Cluster has no other).
     pub fn parse(url: &str) -> Result<Target, UrlError> {
         let err = |why| UrlError {
             url: url.to_string(),
@@ -94,11 +101,26 @@ impl Target {
                 db,
                 password,
                 sentinel: Some(Arc::new(sentinel)),
+                cluster: None,
+            });
+        }
+        if let Some(rest) = url.strip_prefix("redis-cluster://") {
+            let (password, hosts) = auth(rest);
+            if hosts.contains('/') {
+                return Err(err("a Redis Cluster has only database 0: no /DB"));
+            }
+            let topology = Topology::parse(hosts).map_err(err)?;
+            return Ok(Target {
+                addr: format!("redis cluster {hosts}"),
+                db: 0,
+                password,
+                sentinel: None,
+                cluster: Some(Arc::new(topology)),
             });
         }
         let rest = url
             .strip_prefix("redis://")
-            .ok_or_else(|| err("not a redis:// or redis-sentinel:// URL"))?;
+            .ok_or_else(|| err("not a redis://, redis-sentinel:// or redis-cluster:// URL"))?;
         let (password, rest) = auth(rest);
         let (hostport, db) = match rest.split_once('/') {
             Some((h, d)) => (h, db(Some(d))?),
@@ -122,7 +144,13 @@ impl Target {
             db,
             password,
             sentinel: None,
+            cluster: None,
         })
+    }
+
+    /// The cluster's topology, if the target is a Redis Cluster.
+    pub fn cluster(&self) -> Option<&Arc<Topology>> {
+        self.cluster.as_ref()
     }
 
     /// The sentinels, if the target is found through them.
@@ -133,6 +161,11 @@ impl Target {
     /// The address last connected or learned: the fixed one, or the
     /// master's as Sentinel last said (`None` before it answered).
     pub fn master(&self) -> Option<String> {
+        if let Some(c) = &self.cluster {
+            return c
+                .map()
+                .and_then(|m| m.masters().first().map(|m| m.addr.clone()));
+        }
         match &self.sentinel {
             None => Some(self.addr.clone()),
             Some(s) => s.master(),
@@ -177,6 +210,9 @@ pub(crate) fn not_master(e: &[u8]) -> bool {
 struct Request {
     command: BytesMut,
     reply: Option<oneshot::Sender<Result<Value, BrokerError>>>,
+    /// Replies to skip before this one's (`ASKING` sent in the same write,
+    /// [`crate::cluster`]).
+    skip: usize,
 }
 
 type Inflight = Arc<Mutex<VecDeque<Option<oneshot::Sender<Result<Value, BrokerError>>>>>>;
@@ -185,16 +221,23 @@ type Inflight = Arc<Mutex<VecDeque<Option<oneshot::Sender<Result<Value, BrokerEr
 /// fails (the reply, if it ever comes, is discarded).
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The command link. Cheap to share (`Arc`).
+/// The error a Redis error reply becomes for callers.
+pub(crate) fn error_reply(e: &[u8]) -> BrokerError {
+    unavailable(String::from_utf8_lossy(e))
+}
+
+/// The command link: to one Redis (a `redis://` address or the master
+/// Sentinel names), or to a Redis Cluster's masters, each command to the
+/// one that owns its key ([`crate::cluster::Router`]). Cheap to share
+/// (`Arc`).
 pub struct Link {
-    tx: mpsc::Sender<Request>,
-    timeout: Duration,
-    up: AtomicBool,
-    /// Bumped each time the link comes up; watchers resynchronise then.
-    generation: watch::Sender<u64>,
-    /// Connection attempts that failed, for the logs and metrics.
-    pub(crate) failures: AtomicU64,
+    route: Route,
     target: Target,
+}
+
+enum Route {
+    One(Arc<Conn>),
+    Cluster(Arc<Router>),
 }
 
 impl std::fmt::Debug for Link {
@@ -205,13 +248,9 @@ impl std::fmt::Debug for Link {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn unavailable(why: impl std::fmt::Display) -> BrokerError {
-    BrokerError::Unavailable(format!("redis: {why}"))
-}
+type Reply = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Value, BrokerError>> + Send + 'static>,
+>;
 
 impl Link {
     /// Starts a link to `target` that runs `setup` (commands whose replies
@@ -222,34 +261,53 @@ impl Link {
     /// [`BrokerError::Unavailable`]: a slow Redis delays callers that long
     /// at most.
     pub fn start(target: Target, setup: Vec<Vec<Vec<u8>>>, timeout: Duration) -> Arc<Link> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let link = Arc::new(Link {
-            tx,
-            timeout,
-            up: AtomicBool::new(false),
-            generation: watch::channel(0).0,
-            failures: AtomicU64::new(0),
-            target: target.clone(),
-        });
-        tokio::spawn(run(Arc::downgrade(&link), target, setup, rx));
-        link
+        let route = match target.cluster.clone() {
+            Some(topology) => {
+                Route::Cluster(Router::start(target.clone(), topology, setup, timeout))
+            }
+            None => Route::One(Conn::start(target.clone(), setup, timeout)),
+        };
+        Arc::new(Link { route, target })
     }
 
-    /// Whether the connection is up.
+    /// Whether the connection is up (a cluster: every slot has a master
+    /// and every master's connection is up).
     pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Acquire)
+        match &self.route {
+            Route::One(c) => c.is_up(),
+            Route::Cluster(r) => r.is_up(),
+        }
     }
 
     /// Where the link connects (with Sentinel: the master as last learned,
-    /// and the fail-overs seen).
+    /// and the fail-overs seen; with a cluster: the slot map).
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// The cluster router, with a cluster target.
+    pub fn router(&self) -> Option<&Arc<Router>> {
+        match &self.route {
+            Route::One(_) => None,
+            Route::Cluster(r) => Some(r),
+        }
     }
 
     /// How many times the link has connected (0: not yet): a change means
     /// it reconnected, and what it sent meanwhile may be lost.
     pub(crate) fn generation(&self) -> u64 {
-        *self.generation.borrow()
+        match &self.route {
+            Route::One(c) => c.generation(),
+            Route::Cluster(r) => r.generation(),
+        }
+    }
+
+    /// Connection attempts that failed.
+    pub fn failures(&self) -> u64 {
+        match &self.route {
+            Route::One(c) => c.failures.load(Ordering::Relaxed),
+            Route::Cluster(_) => 0,
+        }
     }
 
     /// Sends one command and waits for its reply. An error reply becomes
@@ -259,23 +317,118 @@ impl Link {
     }
 
     /// Queues one command now and returns the future of its reply: commands
-    /// queued one after the other run in that order, whenever their replies
-    /// are awaited.
-    pub fn call_later<A: AsRef<[u8]>>(
+    /// queued one after the other run in that order (in a cluster: those of
+    /// one slot), whenever their replies are awaited. An argument equal to
+    /// [`crate::cluster::SHARD_EPOCH`] is replaced by the config epoch of
+    /// the cluster master the command goes to (`0` outside a cluster).
+    pub fn call_later<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, BrokerError> {
+        match &self.route {
+            Route::One(c) => {
+                let f = c.call_raw(&zero_epoch(args), false)?;
+                Ok(Box::pin(async move {
+                    match f.await? {
+                        Value::Error(e) => Err(error_reply(&e)),
+                        v => Ok(v),
+                    }
+                }))
+            }
+            Route::Cluster(r) => {
+                let f = r.call_later(args)?;
+                Ok(Box::pin(async move {
+                    match f.await? {
+                        Value::Error(e) => Err(error_reply(&e)),
+                        v => Ok(v),
+                    }
+                }))
+            }
+        }
+    }
+
+    /// Sends one command without waiting for (or reading) its reply.
+    pub(crate) fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
+        match &self.route {
+            Route::One(c) => c.fire(&zero_epoch(args)),
+            Route::Cluster(r) => r.fire(args),
+        }
+    }
+}
+
+/// `args` with [`crate::cluster::SHARD_EPOCH`] replaced by `0`.
+fn zero_epoch<A: AsRef<[u8]>>(args: &[A]) -> Vec<&[u8]> {
+    args.iter()
+        .map(|a| {
+            if a.as_ref() == crate::cluster::SHARD_EPOCH {
+                b"0".as_slice()
+            } else {
+                a.as_ref()
+            }
+        })
+        .collect()
+}
+
+/// One pipelined connection to one Redis. Cheap to share (`Arc`).
+pub(crate) struct Conn {
+    tx: mpsc::Sender<Request>,
+    timeout: Duration,
+    up: AtomicBool,
+    /// Bumped each time the link comes up; watchers resynchronise then.
+    generation: watch::Sender<u64>,
+    /// Connection attempts that failed, for the logs and metrics.
+    pub(crate) failures: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unavailable(why: impl std::fmt::Display) -> BrokerError {
+    BrokerError::Unavailable(format!("redis: {why}"))
+}
+
+impl Conn {
+    /// Starts a connection to `target` (a single address or Sentinel) that
+    /// runs `setup` on every new connection.
+    pub(crate) fn start(target: Target, setup: Vec<Vec<Vec<u8>>>, timeout: Duration) -> Arc<Conn> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let link = Arc::new(Conn {
+            tx,
+            timeout,
+            up: AtomicBool::new(false),
+            generation: watch::channel(0).0,
+            failures: AtomicU64::new(0),
+        });
+        tokio::spawn(run(Arc::downgrade(&link), target, setup, rx));
+        link
+    }
+
+    /// Whether the connection is up.
+    pub(crate) fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    /// How many times it has connected (0: not yet).
+    pub(crate) fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// Queues one command now (preceded by `ASKING` in the same write when
+    /// `asking`) and returns the future of its reply, error replies
+    /// included as `Ok(Value::Error)`.
+    pub(crate) fn call_raw<A: AsRef<[u8]>>(
         &self,
         args: &[A],
+        asking: bool,
     ) -> Result<
         impl std::future::Future<Output = Result<Value, BrokerError>> + Send + 'static,
         BrokerError,
     > {
-        let rx = self.send(args, true)?;
+        let rx = self.send(args, true, asking)?;
         let timeout = self.timeout;
         Ok(async move {
             let Some(rx) = rx else {
                 return Err(unavailable("no reply channel"));
             };
             match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(Ok(Value::Error(e)))) => Err(unavailable(String::from_utf8_lossy(&e))),
                 Ok(Ok(r)) => r,
                 Ok(Err(_)) => Err(unavailable("connection lost")),
                 Err(_) => Err(unavailable(format!("no reply within {timeout:?}"))),
@@ -285,18 +438,22 @@ impl Link {
 
     /// Sends one command without waiting for (or reading) its reply.
     pub(crate) fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
-        self.send(args, false).map(|_| ())
+        self.send(args, false, false).map(|_| ())
     }
 
     fn send<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         want_reply: bool,
+        asking: bool,
     ) -> Result<Option<oneshot::Receiver<Result<Value, BrokerError>>>, BrokerError> {
         if !self.is_up() {
             return Err(unavailable("not connected"));
         }
         let mut command = BytesMut::new();
+        if asking {
+            resp::encode(&["ASKING"], &mut command);
+        }
         resp::encode(args, &mut command);
         let (reply, rx) = if want_reply {
             let (t, r) = oneshot::channel();
@@ -305,7 +462,11 @@ impl Link {
             (None, None)
         };
         self.tx
-            .try_send(Request { command, reply })
+            .try_send(Request {
+                command,
+                reply,
+                skip: usize::from(asking),
+            })
             .map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => unavailable("command queue full"),
                 mpsc::error::TrySendError::Closed(_) => unavailable("link stopped"),
@@ -317,7 +478,7 @@ impl Link {
 /// Connects, runs setup, then serves requests until the connection fails;
 /// forever, until the link is dropped.
 async fn run(
-    link: std::sync::Weak<Link>,
+    link: std::sync::Weak<Conn>,
     target: Target,
     setup: Vec<Vec<Vec<u8>>>,
     mut rx: mpsc::Receiver<Request>,
@@ -404,6 +565,22 @@ pub(crate) async fn connect(
     target: &Target,
     setup: &[Vec<Vec<u8>>],
 ) -> Result<(TcpStream, String), BrokerError> {
+    if let Some(c) = &target.cluster {
+        // The subscriber link: classic pub/sub reaches every node of the
+        // cluster, so any node that answers will do.
+        let mut errors = Vec::new();
+        for i in 0..c.seeds().len().max(3) {
+            let addr = c.any_node(i);
+            match open(target, &addr, None, setup).await {
+                Ok(s) => return Ok((s, addr)),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        return Err(unavailable(format!(
+            "no cluster node reachable ({})",
+            errors.join("; ")
+        )));
+    }
     let (addr, epoch) = match &target.sentinel {
         None => (target.addr.clone(), None),
         Some(s) => {
@@ -516,6 +693,9 @@ async fn write_requests(
                     let mut q = lock(inflight);
                     for req in batch.drain(..) {
                         out.extend_from_slice(&req.command);
+                        for _ in 0..req.skip {
+                            q.push_back(None);
+                        }
                         q.push_back(req.reply);
                     }
                 }

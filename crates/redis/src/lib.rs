@@ -89,6 +89,7 @@
 //!   `redis-server` for tests.
 
 mod broker;
+pub mod cluster;
 mod config;
 pub mod conn;
 pub mod lua;
@@ -98,6 +99,7 @@ pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
 pub mod sentinel;
+pub mod slot;
 pub mod tables;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
