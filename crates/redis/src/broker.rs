@@ -81,14 +81,18 @@ fn unavailable(why: impl Into<String>) -> BrokerError {
 /// Which Redis a node uses ([`RedisBroker::redis_status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisStatus {
-    /// `direct` (`redis://`) or `sentinel` (`redis-sentinel://`).
+    /// `direct` (`redis://`), `sentinel` (`redis-sentinel://`) or
+    /// `cluster` (`redis-cluster://`, decision 0021).
     pub mode: &'static str,
     /// The master's `host:port` as last learned (`None`: no sentinel has
-    /// answered yet).
+    /// answered yet); in a cluster, the first master of the slot map (the
+    /// whole map: [`RedisBroker::cluster_masters`]).
     pub master: Option<String>,
-    /// Fail-overs seen (config epoch rises) since the node started.
+    /// Fail-overs seen (config epoch rises; in a cluster, replicas that
+    /// became masters) since the node started.
     pub failovers: u64,
-    /// The master's Sentinel config epoch as last learned (0 direct).
+    /// The master's Sentinel config epoch as last learned (0 direct); in a
+    /// cluster, the highest config epoch of its masters.
     pub epoch: u64,
 }
 
@@ -221,6 +225,18 @@ impl RedisBroker {
     /// of fail-overs (`/readyz`, `/api/nodes`, `/metrics`).
     pub fn redis_status(&self) -> RedisStatus {
         let target = self.inner.link.target();
+        if let Some(c) = target.cluster() {
+            let map = c.map();
+            return RedisStatus {
+                mode: "cluster",
+                master: target.master(),
+                failovers: c.failovers(),
+                epoch: map
+                    .as_ref()
+                    .and_then(|m| m.masters().iter().map(|m| m.epoch).max())
+                    .unwrap_or(0),
+            };
+        }
         let sentinel = target.sentinel();
         RedisStatus {
             mode: if sentinel.is_some() {
@@ -232,6 +248,18 @@ impl RedisBroker {
             failovers: sentinel.map_or(0, |s| s.failovers()),
             epoch: sentinel.map_or(0, |s| s.epoch()),
         }
+    }
+
+    /// In a Redis Cluster, its masters with their slots and config epochs
+    /// as last learned (empty otherwise, or before the map is known).
+    pub fn cluster_masters(&self) -> Vec<crate::cluster::Master> {
+        self.inner
+            .link
+            .target()
+            .cluster()
+            .and_then(|c| c.map())
+            .map(|m| m.masters().to_vec())
+            .unwrap_or_default()
     }
 
     /// Channels whose local subscribers had to be closed with 3004, and gaps
@@ -278,9 +306,36 @@ impl Inner {
         Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
     }
 
-    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
+    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats); in a
+    /// Redis Cluster `{P}:nodes…`, one slot for the heartbeat script's two
+    /// keys (decision 0021).
     fn nodes_key(&self, suffix: &str) -> String {
-        format!("{}:nodes{suffix}", self.cfg.prefix)
+        if self.clustered() {
+            format!("{{{}}}:nodes{suffix}", self.cfg.prefix)
+        } else {
+            format!("{}:nodes{suffix}", self.cfg.prefix)
+        }
+    }
+
+    /// Whether Redis is a Redis Cluster (`redis-cluster://`, decision
+    /// 0021): scripts then take the fail-over epoch from the slot owner's
+    /// config epoch ([`crate::cluster::SHARD_EPOCH`]) instead of the
+    /// Sentinel epoch key, which lives in another slot.
+    fn clustered(&self) -> bool {
+        self.link.router().is_some()
+    }
+
+    /// The keys and the fail-over-epoch argument of `publish.lua` and
+    /// `read.lua` for `channel`: `(numkeys, meta, stream, epoch key)`; the
+    /// epoch key is left out in a cluster.
+    fn channel_keys(&self, channel: &str) -> (&'static [u8], String, String, Option<&'static str>) {
+        let m = self.key(channel, "m");
+        let s = self.key(channel, "s");
+        if self.clustered() {
+            (b"2", m, s, None)
+        } else {
+            (b"3", m, s, Some(sentinel::EPOCH_KEY))
+        }
     }
 
     fn members_key(&self, node: &str) -> String {
@@ -312,24 +367,27 @@ impl Inner {
             Some(p) => (p.epoch.clone(), p.offset.to_string()),
             None => (String::new(), String::new()),
         };
-        let v = self
-            .link
-            .call(&[
-                b"EVALSHA".as_slice(),
-                lua::READ.sha().as_bytes(),
-                b"3",
-                self.key(channel, "m").as_bytes(),
-                self.key(channel, "s").as_bytes(),
-                sentinel::EPOCH_KEY.as_bytes(),
-                if create { b"1" } else { b"0" },
-                random_id(16).as_bytes(),
-                if entries { b"1" } else { b"0" },
-                se.as_bytes(),
-                so.as_bytes(),
-                limit.to_string().as_bytes(),
-                self.ttl_ms(channel).as_bytes(),
-            ])
-            .await?;
+        let (n, m, s, epoch_key) = self.channel_keys(channel);
+        let mut args: Vec<&[u8]> = vec![
+            b"EVALSHA",
+            lua::READ.sha().as_bytes(),
+            n,
+            m.as_bytes(),
+            s.as_bytes(),
+        ];
+        args.extend(epoch_key.map(str::as_bytes));
+        let (id, limit, ttl) = (random_id(16), limit.to_string(), self.ttl_ms(channel));
+        args.extend([
+            if create { b"1".as_slice() } else { b"0" },
+            id.as_bytes(),
+            if entries { b"1" } else { b"0" },
+            se.as_bytes(),
+            so.as_bytes(),
+            limit.as_bytes(),
+            ttl.as_bytes(),
+            crate::cluster::SHARD_EPOCH,
+        ]);
+        let v = self.link.call(&args).await?;
         let items = v.items();
         let bad = || unavailable("redis: unexpected reply to read");
         let epoch = items
@@ -473,19 +531,30 @@ impl Broker for RedisBroker {
         let inner = &self.inner;
         let r = inner.retention(channel);
         // Queued now, so two publishes of one connection keep their order.
-        let call = inner.link.call_later(&[
-            b"EVALSHA".as_slice(),
+        let (n, m, s, epoch_key) = inner.channel_keys(channel);
+        let mut args: Vec<&[u8]> = vec![
+            b"EVALSHA",
             lua::PUBLISH.sha().as_bytes(),
-            b"3",
-            inner.key(channel, "m").as_bytes(),
-            inner.key(channel, "s").as_bytes(),
-            sentinel::EPOCH_KEY.as_bytes(),
-            &data,
-            random_id(16).as_bytes(),
-            r.size.to_string().as_bytes(),
-            r.ttl.as_millis().to_string().as_bytes(),
-            &inner.topic(channel),
+            n,
+            m.as_bytes(),
+            s.as_bytes(),
+        ];
+        args.extend(epoch_key.map(str::as_bytes));
+        let (id, size, ttl, topic) = (
+            random_id(16),
+            r.size.to_string(),
+            r.ttl.as_millis().to_string(),
+            inner.topic(channel),
+        );
+        args.extend([
+            &data[..],
+            id.as_bytes(),
+            size.as_bytes(),
+            ttl.as_bytes(),
+            &topic[..],
+            crate::cluster::SHARD_EPOCH,
         ]);
+        let call = inner.link.call_later(&args);
         Completion::Pending(Box::pin(async move {
             let v = call?.await?;
             let items = v.items();

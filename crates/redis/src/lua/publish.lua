@@ -1,11 +1,15 @@
 -- Publishes one message: next offset, stream entry, live message, atomically.
 -- KEYS[1] meta hash {e = epoch, o = last offset, f = fail-over epoch the
 -- epoch was made under}, KEYS[2] stream, KEYS[3] the Sentinel fail-over
--- epoch (decision 0020; absent: 0)
+-- epoch (decision 0020; absent: 0). In a Redis Cluster (decision 0021)
+-- KEYS[3] is not given (it would be in another slot) and ARGV[6], the
+-- config epoch of the slot's master, takes its place.
 -- ARGV[1] data, ARGV[2] epoch to use if the channel has none (or a fail-over
 -- since its epoch was made may have lost some of it), ARGV[3] history
--- size (0: no stream), ARGV[4] ttl ms (0: none), ARGV[5] topic
-local f = redis.call('GET', KEYS[3]) or '0'
+-- size (0: no stream), ARGV[4] ttl ms (0: none), ARGV[5] topic, ARGV[6]
+-- the shard's fail-over epoch when KEYS[3] is not given
+local f
+if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[6] or '0' end
 local m = redis.call('HMGET', KEYS[1], 'e', 'f')
 local e = m[1]
 if not e or tonumber(m[2] or '0') < tonumber(f) then
