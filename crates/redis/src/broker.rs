@@ -114,6 +114,9 @@ struct Inner {
     /// Itself, for the tasks the subscriber link's callbacks start.
     me: Weak<Inner>,
     cfg: RedisConfig,
+    /// The prefix of node-wide and game keys: the key prefix, or in a
+    /// Redis Cluster `{PREFIX}`, one slot for all of them (decision 0021).
+    global: String,
     node_id: String,
     link: Arc<Link>,
     pubsub: OnceLock<Arc<PubSub>>,
@@ -162,9 +165,17 @@ impl RedisBroker {
         let cfg_prefix = cfg.prefix.clone();
         let node_id = random_id(12);
         let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
-        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
+        // One hash tag for every node-wide and game key in a cluster, so
+        // no script spans slots (decision 0021); the plain prefix otherwise.
+        let global = if target.cluster().is_some() {
+            format!("{{{}}}", cfg.prefix)
+        } else {
+            cfg.prefix.clone()
+        };
+        let lobby_topic = Bytes::from(tables::lobby_keys(&global).2);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
+            global,
             own_topic,
             lobby_msgs: OnceLock::new(),
             lobby_topic,
@@ -200,7 +211,7 @@ impl RedisBroker {
     pub fn table_registry(&self) -> registry::TableRegistry {
         registry::TableRegistry::new(
             self.inner.link.clone(),
-            self.inner.cfg.prefix.clone(),
+            self.inner.global.clone(),
             self.inner.node_id.clone(),
         )
     }
@@ -208,7 +219,7 @@ impl RedisBroker {
     /// The seat counts of tables made by `play` (protocol §5f), on the
     /// broker's link.
     pub fn play_store(&self) -> crate::play::PlayStore {
-        crate::play::PlayStore::new(self.inner.link.clone(), self.inner.cfg.prefix.clone())
+        crate::play::PlayStore::new(self.inner.link.clone(), self.inner.global.clone())
     }
 
     /// Game tables' leases and saves for this node, on the broker's link
@@ -216,7 +227,7 @@ impl RedisBroker {
     pub fn table_store(&self) -> tables::TableStore {
         tables::TableStore::new(
             self.inner.link.clone(),
-            self.inner.cfg.prefix.clone(),
+            self.inner.global.clone(),
             self.inner.node_id.clone(),
         )
     }
@@ -288,7 +299,7 @@ impl Inner {
     /// The set of occupied channels of `namespace` (what comes before the
     /// channel's first `:`, empty if none).
     fn occupied_key(&self, namespace: &str) -> String {
-        format!("{}:occupied:{namespace}", self.cfg.prefix)
+        format!("{}:occupied:{namespace}", self.global)
     }
 
     fn topic(&self, channel: &str) -> Bytes {
@@ -310,11 +321,7 @@ impl Inner {
     /// Redis Cluster `{P}:nodes…`, one slot for the heartbeat script's two
     /// keys (decision 0021).
     fn nodes_key(&self, suffix: &str) -> String {
-        if self.clustered() {
-            format!("{{{}}}:nodes{suffix}", self.cfg.prefix)
-        } else {
-            format!("{}:nodes{suffix}", self.cfg.prefix)
-        }
+        format!("{}:nodes{suffix}", self.global)
     }
 
     /// Whether Redis is a Redis Cluster (`redis-cluster://`, decision
@@ -339,7 +346,7 @@ impl Inner {
     }
 
     fn members_key(&self, node: &str) -> String {
-        format!("{}:node:{node}:members", self.cfg.prefix)
+        format!("{}:node:{node}:members", self.global)
     }
 
     fn retention(&self, channel: &str) -> Retention {

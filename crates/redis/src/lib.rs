@@ -94,6 +94,7 @@ mod config;
 pub mod conn;
 pub mod lua;
 pub(crate) mod member;
+pub(crate) mod pipe;
 pub mod play;
 pub(crate) mod pubsub;
 pub mod registry;
@@ -101,8 +102,10 @@ pub mod resp;
 pub mod sentinel;
 pub mod slot;
 pub mod tables;
+pub mod target;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod topology;
 
 pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, RedisStatus, StatsFn};
 pub use config::RedisConfig;

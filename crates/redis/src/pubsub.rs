@@ -16,8 +16,9 @@
 //! gap from the streams. Pending confirmations of the old connection are
 //! dropped, which their waiters see as an error.
 
-use crate::conn::{connect, moved_from, Target, CONNECT_TIMEOUT, MAX_BACKOFF};
+use crate::pipe::{connect, moved_from, CONNECT_TIMEOUT, MAX_BACKOFF};
 use crate::resp::{self, Value};
+use crate::target::Target;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -558,6 +558,33 @@ impl RedisCluster {
         None
     }
 
+    /// SIGKILLs the master owning `slot`; returns its port.
+    pub fn kill_owner(&mut self, slot: u16) -> Option<u16> {
+        let port = self.owner_of(slot)?;
+        self.node(port)?.kill();
+        Some(port)
+    }
+
+    /// Waits (at most `within`) until a running node names a master other
+    /// than `old` for `slot`, and that master says (`ROLE`) it is one;
+    /// returns its port.
+    pub fn wait_owner_change(&self, slot: u16, old: u16, within: Duration) -> Option<u16> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(p) = self.owner_of(slot).filter(|p| *p != old) {
+                let role = command(p, &["ROLE"]);
+                let first = role
+                    .as_ref()
+                    .and_then(|r| r.items().first().and_then(|v| v.bytes().cloned()));
+                if first.as_deref() == Some(b"master".as_slice()) {
+                    return Some(p);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// The node id of the node on `port`.
     pub fn id_of(&self, port: u16) -> Option<String> {
         let v = command(port, &["CLUSTER", "MYID"])?;
@@ -569,60 +596,86 @@ impl RedisCluster {
         self.nodes.iter_mut().find(|n| n.port == port)
     }
 
-    /// Moves `slot` (and its keys) from its owner to the master on `to`,
-    /// the way `redis-cli --cluster reshard` does: `SETSLOT IMPORTING` /
-    /// `MIGRATING`, `MIGRATE` the keys in batches, `SETSLOT NODE` on both.
-    /// Between the steps `pause` runs (to let traffic flow mid-migration).
-    pub fn move_slot(&self, slot: u16, to: u16, mut pause: impl FnMut()) {
+    /// Moves `slot` (and its keys) from its owner to the master on `to`
+    /// ([`move_slot_between`]).
+    pub fn move_slot(&self, slot: u16, to: u16, pause: impl FnMut()) {
         let Some(from) = self.owner_of(slot) else {
             panic!("slot {slot} has no owner");
         };
-        if from == to {
-            return;
+        let ports: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect();
+        move_slot_between(&ports, slot, from, to, pause);
+    }
+
+    /// Whether the node on `port` says (`ROLE`) it is a master.
+    pub fn owner_of_port_is_master(&self, port: u16) -> bool {
+        command(port, &["ROLE"])
+            .and_then(|r| r.items().first().and_then(|v| v.bytes().cloned()))
+            .is_some_and(|b| &b[..] == b"master")
+    }
+}
+
+/// The node id of the node on `port`.
+fn node_id(port: u16) -> Option<String> {
+    let v = command(port, &["CLUSTER", "MYID"])?;
+    v.bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// Moves `slot` (and its keys) from the master on `from` to the master on
+/// `to` (`ports`: every running node),
+/// the way `redis-cli --cluster reshard` does: `SETSLOT IMPORTING` /
+/// `MIGRATING`, `MIGRATE` the keys in batches, `SETSLOT NODE` on both.
+/// Between the steps `pause` runs (to let traffic flow mid-migration).
+pub fn move_slot_between(ports: &[u16], slot: u16, from: u16, to: u16, mut pause: impl FnMut()) {
+    if from == to {
+        return;
+    }
+    let (Some(from_id), Some(to_id)) = (node_id(from), node_id(to)) else {
+        panic!("cannot read node ids");
+    };
+    let s = slot.to_string();
+    command(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+    command(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+    pause();
+    loop {
+        let keys = command(from, &["CLUSTER", "GETKEYSINSLOT", &s, "10"]);
+        let keys: Vec<String> = keys
+            .as_ref()
+            .map(|v| {
+                v.items()
+                    .iter()
+                    .filter_map(|k| k.bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if keys.is_empty() {
+            break;
         }
-        let (Some(from_id), Some(to_id)) = (self.id_of(from), self.id_of(to)) else {
-            panic!("cannot read node ids");
-        };
-        let s = slot.to_string();
-        command(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
-        command(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+        let port = to.to_string();
+        let mut args = vec![
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "REPLACE",
+            "KEYS",
+        ];
+        args.extend(keys.iter().map(String::as_str));
+        command(from, &args);
         pause();
-        loop {
-            let keys = command(from, &["CLUSTER", "GETKEYSINSLOT", &s, "10"]);
-            let keys: Vec<String> = keys
-                .as_ref()
-                .map(|v| {
-                    v.items()
-                        .iter()
-                        .filter_map(|k| k.bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if keys.is_empty() {
-                break;
-            }
-            let port = to.to_string();
-            let mut args = vec![
-                "MIGRATE",
-                "127.0.0.1",
-                &port,
-                "",
-                "0",
-                "5000",
-                "REPLACE",
-                "KEYS",
-            ];
-            args.extend(keys.iter().map(String::as_str));
-            command(from, &args);
-            pause();
-        }
-        for p in [to, from] {
-            command(p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
-        }
-        for n in &self.nodes {
-            if n.child.is_some() && n.port != to && n.port != from {
-                n.command(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
-            }
+    }
+    for p in [to, from] {
+        command(p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+    }
+    for p in ports {
+        if *p != to && *p != from {
+            command(*p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         }
     }
 }

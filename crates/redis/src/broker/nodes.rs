@@ -15,6 +15,7 @@ use bytes::Bytes;
 use herald_core::BrokerError;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// One node as the cluster sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +185,12 @@ pub(super) async fn heartbeats(me: Weak<Inner>) {
         tick.tick().await;
         let Some(inner) = me.upgrade() else { return };
         if !inner.link.is_up() {
+            // Beat as soon as the link is up rather than a period later: a
+            // node not yet in the node set cannot be taken for dead, and
+            // members it registers meanwhile would outlive it.
+            drop(inner);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tick.reset_immediately();
             continue;
         }
         let now = inner.link.generation();
