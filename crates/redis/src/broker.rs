@@ -25,8 +25,9 @@ mod nodes;
 mod presence;
 
 use crate::conn::{Link, Target};
-use crate::pubsub::{PubSub, Sink};
+use crate::pubsub::Sink;
 use crate::resp::Value;
+use crate::shards::Subscriber;
 use crate::{lua, registry, sentinel, tables, RedisConfig, UrlError};
 use bytes::Bytes;
 use herald_core::broker::{Attach, History};
@@ -119,7 +120,7 @@ struct Inner {
     global: String,
     node_id: String,
     link: Arc<Link>,
-    pubsub: OnceLock<Arc<PubSub>>,
+    pubsub: OnceLock<Subscriber>,
     hub: Arc<Hub>,
     chans: Mutex<HashMap<Arc<str>, ChanRef>>,
     /// Wildcard subscriptions on this node, counted, by their Redis glob.
@@ -130,6 +131,10 @@ struct Inner {
     lost: AtomicU64,
     /// Gaps filled from a stream.
     filled: AtomicU64,
+    /// In a cluster: some node had a wildcard subscription at the last
+    /// heartbeat (`{P}:nodes:patterns`), so publications go to the classic
+    /// pattern topic too.
+    patterns_anywhere: std::sync::atomic::AtomicBool,
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
@@ -190,13 +195,14 @@ impl RedisBroker {
             stats: OnceLock::new(),
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
+            patterns_anywhere: std::sync::atomic::AtomicBool::new(false),
             transitions: tx,
             control: Bytes::from(format!("{}:ctl", cfg_prefix)),
             node_msgs: OnceLock::new(),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
-        let _ = inner.pubsub.set(PubSub::start(target, sink));
+        let _ = inner.pubsub.set(Subscriber::start(target, sink));
         tokio::spawn(heartbeats(Arc::downgrade(&inner)));
         Ok(Arc::new(RedisBroker { inner }))
     }
@@ -288,7 +294,7 @@ impl Inner {
         self.me.upgrade()
     }
 
-    fn pubsub(&self) -> Option<&Arc<PubSub>> {
+    fn pubsub(&self) -> Option<&Subscriber> {
         self.pubsub.get()
     }
 
@@ -302,13 +308,42 @@ impl Inner {
         format!("{}:occupied:{namespace}", self.global)
     }
 
+    /// A channel's topic: `P:c:C`; in a Redis Cluster `P:c:{C}`, a shard
+    /// channel in the slot of the channel's keys (decision 0021).
     fn topic(&self, channel: &str) -> Bytes {
+        if self.clustered() {
+            Bytes::from(format!("{}:c:{{{channel}}}", self.cfg.prefix))
+        } else {
+            self.pattern_topic(channel)
+        }
+    }
+
+    /// The classic topic `P:c:C`, which wildcard subscriptions match; in a
+    /// cluster published besides the shard channel only while some node
+    /// has a pattern.
+    fn pattern_topic(&self, channel: &str) -> Bytes {
         Bytes::from(format!("{}:c:{channel}", self.cfg.prefix))
     }
 
-    /// The channel a topic is for (the inverse of [`Inner::topic`]).
-    fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
+    /// `s` (`SPUBLISH`) in a cluster, else empty (`PUBLISH`): how the
+    /// scripts publish on a channel's topic.
+    fn publish_mode(&self) -> &'static [u8] {
+        if self.clustered() {
+            b"s"
+        } else {
+            b""
+        }
+    }
+
+    /// The channel a topic is for (the inverse of [`Inner::topic`], or with
+    /// `braced` false of [`Inner::pattern_topic`]).
+    fn channel_of<'t>(&self, topic: &'t [u8], braced: bool) -> Option<&'t str> {
         let name = topic.get(self.cfg.prefix.len() + 3..)?;
+        let name = if braced {
+            name.strip_prefix(b"{")?.strip_suffix(b"}")?
+        } else {
+            name
+        };
         std::str::from_utf8(name).ok()
     }
 
@@ -414,6 +449,13 @@ impl Inner {
             pubs.push(HistoryItem { offset, data });
         }
         Ok((epoch, u64::try_from(top).unwrap_or(0), pubs))
+    }
+
+    /// Whether publications must reach wildcard subscribers through the
+    /// classic pattern topic (a cluster node has a pattern, here or, as of
+    /// the last heartbeat, elsewhere).
+    fn patterns_in_use(&self) -> bool {
+        self.patterns_anywhere.load(Ordering::Relaxed) || !lock(&self.patterns).is_empty()
     }
 
     fn chan(&self, channel: &str) -> Option<ChanRef> {
@@ -553,6 +595,11 @@ impl Broker for RedisBroker {
             r.ttl.as_millis().to_string(),
             inner.topic(channel),
         );
+        let also = if inner.clustered() && inner.patterns_in_use() {
+            inner.pattern_topic(channel)
+        } else {
+            Bytes::new()
+        };
         args.extend([
             &data[..],
             id.as_bytes(),
@@ -560,6 +607,8 @@ impl Broker for RedisBroker {
             ttl.as_bytes(),
             &topic[..],
             crate::cluster::SHARD_EPOCH,
+            inner.publish_mode(),
+            &also[..],
         ]);
         let call = inner.link.call_later(&args);
         Completion::Pending(Box::pin(async move {
@@ -623,7 +672,7 @@ impl Broker for RedisBroker {
             c.waiters.clear();
             chans.remove(channel);
             if let Some(ps) = inner.pubsub() {
-                ps.unsubscribe(c.topic.clone());
+                ps.unsubscribe_channel(c.topic.clone());
             }
         }
     }
@@ -666,6 +715,15 @@ impl Broker for RedisBroker {
     fn subscribe_pattern(&self, pattern: &str) {
         let glob = glob(&self.inner.cfg.prefix, pattern);
         let mut patterns = lock(&self.inner.patterns);
+        if patterns.is_empty() && self.inner.clustered() {
+            self.inner.patterns_anywhere.store(true, Ordering::Relaxed);
+            let key = self.inner.nodes_key(":patterns");
+            let _ = self.inner.link.fire(&[
+                b"SADD".as_slice(),
+                key.as_bytes(),
+                self.inner.node_id.as_bytes(),
+            ]);
+        }
         let n = patterns.entry(glob.clone()).or_insert(0);
         *n += 1;
         if *n == 1 {

@@ -100,6 +100,7 @@ pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
 pub mod sentinel;
+pub(crate) mod shards;
 pub mod slot;
 pub mod tables;
 pub mod target;

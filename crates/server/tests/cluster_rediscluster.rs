@@ -124,6 +124,52 @@ async fn channels_on_every_master_publish_subscribe_and_recover() {
         assert_eq!(m["pub"]["data"]["n"], next[i], "{m}");
         next[i] += 1;
     }
+    // Sharded pub/sub: each channel's topic is a shard channel at its
+    // slot's master, and no classic subscription carries channel traffic.
+    for c in &channels {
+        let topic = format!("herald:c:{{{c}}}");
+        let owner = blocking(|| redis.owner_of(slot::slot(topic.as_bytes()))).unwrap();
+        let v = herald_redis::testing::command(owner, &["PUBSUB", "SHARDNUMSUB", &topic]).unwrap();
+        assert_eq!(
+            v.items().get(1).and_then(|n| n.int()),
+            Some(1),
+            "{c}: {v:?}"
+        );
+        let classic = format!("herald:c:{c}");
+        let v = herald_redis::testing::command(owner, &["PUBSUB", "NUMSUB", &classic]).unwrap();
+        assert_eq!(
+            v.items().get(1).and_then(|n| n.int()),
+            Some(0),
+            "{c}: {v:?}"
+        );
+    }
+    // A wildcard subscriber on node B gets publications made on node A
+    // (classic pattern topic, published while some node has a pattern).
+    let mut wild = json_client(b.addr).await;
+    subscribe(&mut wild, 2, json!({"channel": "news.*"})).await;
+    let deadline = Instant::now() + WAIT;
+    let mut n = 5000;
+    loop {
+        n += 1;
+        publish(&mut publisher, n, "news.warmup", json!(n)).await;
+        let got = tokio::time::timeout(Duration::from_millis(300), recv_json(&mut wild)).await;
+        if got.is_ok_and(|m| m["pub"]["channel"] == "news.warmup") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pattern delivery across nodes"
+        );
+    }
+    publish(&mut publisher, 9000, "news.sport", json!("goal")).await;
+    loop {
+        let m = recv_json(&mut wild).await;
+        if m["pub"]["channel"] == "news.sport" {
+            assert_eq!(m["pub"]["data"], "goal");
+            break;
+        }
+    }
+
     // A client that saw up to 5 recovers 6..10 on the other node.
     for (i, c) in channels.iter().enumerate() {
         let mut ws = json_client(a.addr).await;

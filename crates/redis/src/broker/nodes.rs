@@ -243,6 +243,25 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
             tracing::info!(node = %id, members = n, "forgot a silent node and its presence");
         }
     }
+    if inner.clustered() {
+        // Which nodes have wildcard subscriptions (decision 0021): while
+        // any has, publications also go to the classic pattern topic.
+        let key = inner.nodes_key(":patterns");
+        let mine = !lock(&inner.patterns).is_empty();
+        let op: &[u8] = if mine { b"SADD" } else { b"SREM" };
+        inner
+            .link
+            .call(&[op, key.as_bytes(), inner.node_id.as_bytes()])
+            .await?;
+        let n = inner
+            .link
+            .call(&[b"SCARD".as_slice(), key.as_bytes()])
+            .await?;
+        inner.patterns_anywhere.store(
+            n.int().unwrap_or(0) > 0,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
     // The node list, with the Redis clock's view of who is alive.
     let list = inner.link.call_later(&[
         b"ZRANGE".as_slice(),

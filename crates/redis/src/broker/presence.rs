@@ -163,6 +163,10 @@ impl Inner {
         }
         if mode != "repair" {
             let (seen, hash) = (self.nodes_key(":seen"), self.nodes_key(""));
+            let patterns = self.nodes_key(":patterns");
+            self.link
+                .call(&[b"SREM".as_slice(), patterns.as_bytes(), node.as_bytes()])
+                .await?;
             self.link
                 .call(&[b"ZREM".as_slice(), seen.as_bytes(), node.as_bytes()])
                 .await?;
@@ -247,7 +251,8 @@ impl Inner {
         );
         let vacating = self.key(channel, "v");
         let delay = self.cfg.vacated_delay.as_millis().to_string();
-        let args: [&[u8]; 18] = [
+        let mode = self.publish_mode();
+        let args: [&[u8]; 19] = [
             b"EVALSHA".as_slice(),
             lua::MEMBER.sha().as_bytes(),
             b"5",
@@ -266,6 +271,7 @@ impl Inner {
             if announce { b"1" } else { b"0" },
             channel.as_bytes(),
             delay.as_bytes(),
+            mode,
         ];
         let args = &args[..];
         if !(announce && self.hub.observed()) {

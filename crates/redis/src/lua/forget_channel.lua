@@ -5,7 +5,7 @@
 -- KEYS[2] presence hash, KEYS[3] users hash, KEYS[4] the channel's
 -- occupied marker (set)
 -- ARGV[1] node id, ARGV[2] mode ('dead', 'leave' or 'repair': silent),
--- ARGV[3] topic, ARGV[4] channel
+-- ARGV[3] topic (a shard channel), ARGV[4] channel
 -- Returns {members removed, then per removed member (except when
 -- repairing) the channel, its transitions as member.lua counts them, its
 -- user}: the shape of forget.lua's reply.
@@ -33,7 +33,7 @@ for _, entry in ipairs(redis.call('SMEMBERS', KEYS[1])) do
       if ARGV[2] ~= 'repair' then
         local kind = 'l:'
         if flags >= 4 then kind = 'L:' end
-        redis.call('PUBLISH', ARGV[3], kind .. ARGV[1] .. ':' .. member)
+        redis.call('SPUBLISH', ARGV[3], kind .. ARGV[1] .. ':' .. member)
         out[#out + 1] = ARGV[4]
         out[#out + 1] = flags
         out[#out + 1] = user
