@@ -71,6 +71,7 @@ class Cluster:
     def __init__(self, masters, replicas):
         self.dir = tempfile.mkdtemp(prefix="herald-rcluster-")
         self.procs = {}
+        self.bus = {}
         self.masters = []
         self.replicas = []
         for i in range(masters * (1 + replicas)):
@@ -88,6 +89,7 @@ class Cluster:
                  "--cluster-replica-validity-factor", "0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.procs[port] = p
+            self.bus[port] = bus
             (self.masters if i < masters else self.replicas).append(port)
         for port in self.procs:
             for _ in range(100):
@@ -102,7 +104,7 @@ class Cluster:
             cli(port, "CLUSTER", "SET-CONFIG-EPOCH", i + 1)
         first = self.masters[0]
         for port in list(self.procs)[1:]:
-            cli(port, "CLUSTER", "MEET", "127.0.0.1", first)
+            cli(port, "CLUSTER", "MEET", "127.0.0.1", first, self.bus[first])
         self.wait(lambda: all(
             ("cluster_known_nodes:%d" % len(self.procs)) in cli(p, "CLUSTER", "INFO")
             for p in self.procs))
@@ -229,12 +231,12 @@ def throughput(herald, rate, seconds):
                 p.kill()
                 p.wait()
             c.stop()
-    base = rows[0]["sent_per_s"] or 1
+    base = rows[0]["delivered_per_s"] or 1
     for r in rows:
-        print("masters %d: %.0f pub/s sent, %.0f delivered/s, ratio %.2f, redis CPU %s %%, "
+        print("masters %d: %.0f pub/s offered, %.0f delivered/s (ratio %.2f), redis CPU %s %%, "
               "p50 %.1f ms p99 %.1f ms, errors %d, lost %d" % (
                   r["masters"], r["sent_per_s"], r["delivered_per_s"],
-                  r["sent_per_s"] / base, r["redis_cpu_pct"], r["p50_ms"], r["p99_ms"],
+                  r["delivered_per_s"] / base, r["redis_cpu_pct"], r["p50_ms"], r["p99_ms"],
                   r["errors"], r["lost"]))
 
 
