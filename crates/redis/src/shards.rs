@@ -60,20 +60,35 @@ impl Shards {
         s
     }
 
-    /// Matches the connections with the map's masters.
+    /// Matches the connections with the map's masters. A master gone from
+    /// the map (failed, its slots uncovered or taken by a replica) takes
+    /// its connection with it; the sink then resubscribes every channel,
+    /// since the channels that were there may have no connection to come
+    /// back on (a new master's connection resubscribes them too when it
+    /// comes up).
     fn sync(&self) {
         let Some(map) = self.topology.map() else {
             return;
         };
-        let mut subs = lock(&self.subs);
-        subs.retain(|a, _| map.masters().iter().any(|m| &m.addr == a));
-        for m in map.masters() {
-            if !subs.contains_key(&m.addr) {
-                let mut t = self.target.clone();
-                t.addr = m.addr.clone();
-                t.cluster = None;
-                t.sentinel = None;
-                subs.insert(m.addr.clone(), PubSub::start_sharded(t, self.sink.clone()));
+        let dropped = {
+            let mut subs = lock(&self.subs);
+            let before = subs.len();
+            subs.retain(|a, _| map.masters().iter().any(|m| &m.addr == a));
+            let dropped = subs.len() < before;
+            for m in map.masters() {
+                if !subs.contains_key(&m.addr) {
+                    let mut t = self.target.clone();
+                    t.addr = m.addr.clone();
+                    t.cluster = None;
+                    t.sentinel = None;
+                    subs.insert(m.addr.clone(), PubSub::start_sharded(t, self.sink.clone()));
+                }
+            }
+            dropped
+        };
+        if dropped {
+            if let Some(sink) = self.sink.upgrade() {
+                sink.reconnected();
             }
         }
     }

@@ -11,6 +11,8 @@
 //!   `recovered: false`), and no (epoch, offset) carries two messages.
 //!   `/readyz`, `/api/nodes` and `/metrics` show the masters and the
 //!   fail-over.
+//! - A master without a replica dies: its channels answer 114, the other
+//!   masters' channels go on being published and delivered.
 //! - Presence across nodes, and a dead node's members leaving.
 //! - A game table (lease, token, saves, lobby): one owner; its master
 //!   SIGKILLed mid-hand: still one owner, tokens above every earlier one,
@@ -731,4 +733,78 @@ async fn a_wrong_cluster_address_is_error_114_and_not_ready() {
     let (status, body) = get(n.addr, "/readyz").await;
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("redis cluster: 0 masters"), "{body}");
+}
+
+/// Three masters without replicas; one dies and its slots stay uncovered:
+/// publishes to its channels answer 114, and channels on the two others
+/// go on being published and delivered (after the node resynchronises).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_without_replica_dies_the_other_channels_go_on() {
+    let Some(mut redis) = blocking(|| RedisCluster::start_with(3, 0)) else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b) = (node(&url), node(&url));
+    let channels: Vec<String> = (0..9).map(|i| format!("room{i}")).collect();
+    let owner_of = |c: &str| {
+        let s = slot::slot(format!("herald:{{{c}}}:m").as_bytes());
+        blocking(|| redis.owner_of(s)).unwrap()
+    };
+    let owners: Vec<u16> = channels.iter().map(|c| owner_of(c)).collect();
+    let dead = owners[0];
+    assert!(owners.iter().any(|o| *o != dead), "{owners:?}");
+    let mut sub = json_client(b.addr).await;
+    for (i, c) in channels.iter().enumerate() {
+        subscribe(&mut sub, 100 + i as u32, json!({"channel": c})).await;
+    }
+    let mut publisher = json_client(a.addr).await;
+    blocking(|| redis.node(dead).unwrap().kill());
+    // The dead master's channels: 114 once the node sees it (at once, as
+    // its connection is gone).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = request(
+            &mut publisher,
+            json!({"id": 1, "publish": {"channel": channels[0], "data": 0}}),
+        )
+        .await;
+        if r["error"]["code"] == 114 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The others: published, and delivered to the subscriber in order.
+    let alive: Vec<&String> = channels
+        .iter()
+        .zip(&owners)
+        .filter(|(_, o)| **o != dead)
+        .map(|(c, _)| c)
+        .collect();
+    let mut id = 10;
+    for n in 1..=5u64 {
+        for c in &alive {
+            id += 1;
+            let r = publish(&mut publisher, id, c, json!({"n": n})).await;
+            assert!(r["publish"].is_object(), "{r}");
+        }
+    }
+    let mut got: HashMap<String, Vec<u64>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive
+        .iter()
+        .any(|c| got.get(c.as_str()).map_or(0, Vec::len) < 5)
+    {
+        assert!(Instant::now() < deadline, "delivered: {got:?}");
+        let m = match tokio::time::timeout(Duration::from_secs(1), recv_json(&mut sub)).await {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if let (Some(c), Some(n)) = (m["pub"]["channel"].as_str(), m["pub"]["data"]["n"].as_u64()) {
+            got.entry(c.to_string()).or_default().push(n);
+        }
+    }
+    for c in &alive {
+        assert_eq!(got[c.as_str()], vec![1, 2, 3, 4, 5], "{c}");
+    }
 }
