@@ -194,6 +194,9 @@ fn merge(views: &[Vec<NodeLine>]) -> Map {
     }
     replicas.sort();
     replicas.dedup();
+    // A view that has not heard of a promotion still lists the promoted
+    // node as a replica: what the merged map calls a master is none.
+    replicas.retain(|r| !masters.iter().any(|m| &m.addr == r));
     Map {
         owner,
         masters,
@@ -490,6 +493,17 @@ e7d1 :30001@40001 myself,master - 0 0 1 connected 0-5460
             );
             assert_eq!(map.owner(100).map(|m| m.epoch), Some(7));
         }
+    }
+
+    #[test]
+    fn a_promoted_node_is_not_also_a_replica() {
+        let stale = parse_nodes(NODES, "127.0.0.1:30001");
+        let new = parse_nodes(
+            "07c3 127.0.0.1:30004@40004 myself,master - 0 0 7 connected 0-5460\n",
+            "127.0.0.1:30004",
+        );
+        let map = merge(&[stale, new]);
+        assert!(map.replicas.is_empty(), "{:?}", map.replicas);
     }
 
     #[test]
