@@ -71,6 +71,13 @@ class Cluster:
     def __init__(self, masters, replicas):
         self.dir = tempfile.mkdtemp(prefix="herald-rcluster-")
         self.procs = {}
+        try:
+            self._start(masters, replicas)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, masters, replicas):
         self.bus = {}
         self.masters = []
         self.replicas = []
