@@ -26,8 +26,12 @@ fi
 # cluster.rs, crates/bench/tests/cluster.rs): each test starts its own on a
 # free port. The Sentinel tests (crates/redis/tests/sentinel.rs,
 # crates/server/tests/cluster_sentinel.rs) run `redis-server --sentinel`
-# from the same package. Under CI a missing redis-server fails those tests instead of
-# skipping them.
+# from the same package. The Redis Cluster tests (crates/redis/tests/cluster.rs,
+# crates/server/tests/cluster_rediscluster.rs) start `redis-server
+# --cluster-enabled yes` and join them with `redis-cli --cluster create`:
+# redis-cli is in Debian's redis-tools, which redis-server depends on, so the
+# one install below brings both. Under CI a missing redis-server fails those
+# tests instead of skipping them.
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing redis-server (apt package redis-server)"

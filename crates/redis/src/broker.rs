@@ -25,8 +25,9 @@ mod nodes;
 mod presence;
 
 use crate::conn::{Link, Target};
-use crate::pubsub::{PubSub, Sink};
+use crate::pubsub::Sink;
 use crate::resp::Value;
+use crate::shards::Subscriber;
 use crate::{lua, registry, sentinel, tables, RedisConfig, UrlError};
 use bytes::Bytes;
 use herald_core::broker::{Attach, History};
@@ -81,14 +82,18 @@ fn unavailable(why: impl Into<String>) -> BrokerError {
 /// Which Redis a node uses ([`RedisBroker::redis_status`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisStatus {
-    /// `direct` (`redis://`) or `sentinel` (`redis-sentinel://`).
+    /// `direct` (`redis://`), `sentinel` (`redis-sentinel://`) or
+    /// `cluster` (`redis-cluster://`, decision 0021).
     pub mode: &'static str,
     /// The master's `host:port` as last learned (`None`: no sentinel has
-    /// answered yet).
+    /// answered yet); in a cluster, the first master of the slot map (the
+    /// whole map: [`RedisBroker::cluster_masters`]).
     pub master: Option<String>,
-    /// Fail-overs seen (config epoch rises) since the node started.
+    /// Fail-overs seen (config epoch rises; in a cluster, replicas that
+    /// became masters) since the node started.
     pub failovers: u64,
-    /// The master's Sentinel config epoch as last learned (0 direct).
+    /// The master's Sentinel config epoch as last learned (0 direct); in a
+    /// cluster, the highest config epoch of its masters.
     pub epoch: u64,
 }
 
@@ -110,9 +115,12 @@ struct Inner {
     /// Itself, for the tasks the subscriber link's callbacks start.
     me: Weak<Inner>,
     cfg: RedisConfig,
+    /// The prefix of node-wide and game keys: the key prefix, or in a
+    /// Redis Cluster `{PREFIX}`, one slot for all of them (decision 0021).
+    global: String,
     node_id: String,
     link: Arc<Link>,
-    pubsub: OnceLock<Arc<PubSub>>,
+    pubsub: OnceLock<Subscriber>,
     hub: Arc<Hub>,
     chans: Mutex<HashMap<Arc<str>, ChanRef>>,
     /// Wildcard subscriptions on this node, counted, by their Redis glob.
@@ -123,6 +131,10 @@ struct Inner {
     lost: AtomicU64,
     /// Gaps filled from a stream.
     filled: AtomicU64,
+    /// In a cluster: some node had a wildcard subscription at the last
+    /// heartbeat (`{P}:nodes:patterns`), so publications go to the classic
+    /// pattern topic too.
+    patterns_anywhere: std::sync::atomic::AtomicBool,
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
@@ -158,9 +170,17 @@ impl RedisBroker {
         let cfg_prefix = cfg.prefix.clone();
         let node_id = random_id(12);
         let own_topic = Bytes::from(format!("{}:node:{node_id}:cmd", cfg.prefix));
-        let lobby_topic = Bytes::from(tables::lobby_keys(&cfg.prefix).2);
+        // One hash tag for every node-wide and game key in a cluster, so
+        // no script spans slots (decision 0021); the plain prefix otherwise.
+        let global = if target.cluster().is_some() {
+            format!("{{{}}}", cfg.prefix)
+        } else {
+            cfg.prefix.clone()
+        };
+        let lobby_topic = Bytes::from(tables::lobby_keys(&global).2);
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
+            global,
             own_topic,
             lobby_msgs: OnceLock::new(),
             lobby_topic,
@@ -175,13 +195,14 @@ impl RedisBroker {
             stats: OnceLock::new(),
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
+            patterns_anywhere: std::sync::atomic::AtomicBool::new(false),
             transitions: tx,
             control: Bytes::from(format!("{}:ctl", cfg_prefix)),
             node_msgs: OnceLock::new(),
         });
         tokio::spawn(transitions(Arc::downgrade(&inner), rx));
         let sink: Weak<dyn Sink> = Arc::downgrade(&(inner.clone() as Arc<dyn Sink>));
-        let _ = inner.pubsub.set(PubSub::start(target, sink));
+        let _ = inner.pubsub.set(Subscriber::start(target, sink));
         tokio::spawn(heartbeats(Arc::downgrade(&inner)));
         Ok(Arc::new(RedisBroker { inner }))
     }
@@ -196,7 +217,7 @@ impl RedisBroker {
     pub fn table_registry(&self) -> registry::TableRegistry {
         registry::TableRegistry::new(
             self.inner.link.clone(),
-            self.inner.cfg.prefix.clone(),
+            self.inner.global.clone(),
             self.inner.node_id.clone(),
         )
     }
@@ -210,7 +231,7 @@ impl RedisBroker {
     /// The seat counts of tables made by `play` (protocol §5f), on the
     /// broker's link.
     pub fn play_store(&self) -> crate::play::PlayStore {
-        crate::play::PlayStore::new(self.inner.link.clone(), self.inner.cfg.prefix.clone())
+        crate::play::PlayStore::new(self.inner.link.clone(), self.inner.global.clone())
     }
 
     /// Game tables' leases and saves for this node, on the broker's link
@@ -218,7 +239,7 @@ impl RedisBroker {
     pub fn table_store(&self) -> tables::TableStore {
         tables::TableStore::new(
             self.inner.link.clone(),
-            self.inner.cfg.prefix.clone(),
+            self.inner.global.clone(),
             self.inner.node_id.clone(),
         )
     }
@@ -227,6 +248,18 @@ impl RedisBroker {
     /// of fail-overs (`/readyz`, `/api/nodes`, `/metrics`).
     pub fn redis_status(&self) -> RedisStatus {
         let target = self.inner.link.target();
+        if let Some(c) = target.cluster() {
+            let map = c.map();
+            return RedisStatus {
+                mode: "cluster",
+                master: target.master(),
+                failovers: c.failovers(),
+                epoch: map
+                    .as_ref()
+                    .and_then(|m| m.masters().iter().map(|m| m.epoch).max())
+                    .unwrap_or(0),
+            };
+        }
         let sentinel = target.sentinel();
         RedisStatus {
             mode: if sentinel.is_some() {
@@ -238,6 +271,18 @@ impl RedisBroker {
             failovers: sentinel.map_or(0, |s| s.failovers()),
             epoch: sentinel.map_or(0, |s| s.epoch()),
         }
+    }
+
+    /// In a Redis Cluster, its masters with their slots and config epochs
+    /// as last learned (empty otherwise, or before the map is known).
+    pub fn cluster_masters(&self) -> Vec<crate::cluster::Master> {
+        self.inner
+            .link
+            .target()
+            .cluster()
+            .and_then(|c| c.map())
+            .map(|m| m.masters().to_vec())
+            .unwrap_or_default()
     }
 
     /// Channels whose local subscribers had to be closed with 3004, and gaps
@@ -255,7 +300,7 @@ impl Inner {
         self.me.upgrade()
     }
 
-    fn pubsub(&self) -> Option<&Arc<PubSub>> {
+    fn pubsub(&self) -> Option<&Subscriber> {
         self.pubsub.get()
     }
 
@@ -266,16 +311,45 @@ impl Inner {
     /// The set of occupied channels of `namespace` (what comes before the
     /// channel's first `:`, empty if none).
     fn occupied_key(&self, namespace: &str) -> String {
-        format!("{}:occupied:{namespace}", self.cfg.prefix)
+        format!("{}:occupied:{namespace}", self.global)
     }
 
+    /// A channel's topic: `P:c:C`; in a Redis Cluster `P:c:{C}`, a shard
+    /// channel in the slot of the channel's keys (decision 0021).
     fn topic(&self, channel: &str) -> Bytes {
+        if self.clustered() {
+            Bytes::from(format!("{}:c:{{{channel}}}", self.cfg.prefix))
+        } else {
+            self.pattern_topic(channel)
+        }
+    }
+
+    /// The classic topic `P:c:C`, which wildcard subscriptions match; in a
+    /// cluster published besides the shard channel only while some node
+    /// has a pattern.
+    fn pattern_topic(&self, channel: &str) -> Bytes {
         Bytes::from(format!("{}:c:{channel}", self.cfg.prefix))
     }
 
-    /// The channel a topic is for (the inverse of [`Inner::topic`]).
-    fn channel_of<'t>(&self, topic: &'t [u8]) -> Option<&'t str> {
+    /// `s` (`SPUBLISH`) in a cluster, else empty (`PUBLISH`): how the
+    /// scripts publish on a channel's topic.
+    fn publish_mode(&self) -> &'static [u8] {
+        if self.clustered() {
+            b"s"
+        } else {
+            b""
+        }
+    }
+
+    /// The channel a topic is for (the inverse of [`Inner::topic`], or with
+    /// `braced` false of [`Inner::pattern_topic`]).
+    fn channel_of<'t>(&self, topic: &'t [u8], braced: bool) -> Option<&'t str> {
         let name = topic.get(self.cfg.prefix.len() + 3..)?;
+        let name = if braced {
+            name.strip_prefix(b"{")?.strip_suffix(b"}")?
+        } else {
+            name
+        };
         std::str::from_utf8(name).ok()
     }
 
@@ -284,13 +358,36 @@ impl Inner {
         Bytes::from(format!("{}:node:{node}:cmd", self.cfg.prefix))
     }
 
-    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats).
+    /// `P:nodes` (node stats) and `P:nodes:seen` (last heartbeats); in a
+    /// Redis Cluster `{P}:nodes…`, one slot for the heartbeat script's two
+    /// keys (decision 0021).
     fn nodes_key(&self, suffix: &str) -> String {
-        format!("{}:nodes{suffix}", self.cfg.prefix)
+        format!("{}:nodes{suffix}", self.global)
+    }
+
+    /// Whether Redis is a Redis Cluster (`redis-cluster://`, decision
+    /// 0021): scripts then take the fail-over epoch from the slot owner's
+    /// config epoch ([`crate::cluster::SHARD_EPOCH`]) instead of the
+    /// Sentinel epoch key, which lives in another slot.
+    fn clustered(&self) -> bool {
+        self.link.router().is_some()
+    }
+
+    /// The keys and the fail-over-epoch argument of `publish.lua` and
+    /// `read.lua` for `channel`: `(numkeys, meta, stream, epoch key)`; the
+    /// epoch key is left out in a cluster.
+    fn channel_keys(&self, channel: &str) -> (&'static [u8], String, String, Option<&'static str>) {
+        let m = self.key(channel, "m");
+        let s = self.key(channel, "s");
+        if self.clustered() {
+            (b"2", m, s, None)
+        } else {
+            (b"3", m, s, Some(sentinel::EPOCH_KEY))
+        }
     }
 
     fn members_key(&self, node: &str) -> String {
-        format!("{}:node:{node}:members", self.cfg.prefix)
+        format!("{}:node:{node}:members", self.global)
     }
 
     fn retention(&self, channel: &str) -> Retention {
@@ -318,24 +415,27 @@ impl Inner {
             Some(p) => (p.epoch.clone(), p.offset.to_string()),
             None => (String::new(), String::new()),
         };
-        let v = self
-            .link
-            .call(&[
-                b"EVALSHA".as_slice(),
-                lua::READ.sha().as_bytes(),
-                b"3",
-                self.key(channel, "m").as_bytes(),
-                self.key(channel, "s").as_bytes(),
-                sentinel::EPOCH_KEY.as_bytes(),
-                if create { b"1" } else { b"0" },
-                random_id(16).as_bytes(),
-                if entries { b"1" } else { b"0" },
-                se.as_bytes(),
-                so.as_bytes(),
-                limit.to_string().as_bytes(),
-                self.ttl_ms(channel).as_bytes(),
-            ])
-            .await?;
+        let (n, m, s, epoch_key) = self.channel_keys(channel);
+        let mut args: Vec<&[u8]> = vec![
+            b"EVALSHA",
+            lua::READ.sha().as_bytes(),
+            n,
+            m.as_bytes(),
+            s.as_bytes(),
+        ];
+        args.extend(epoch_key.map(str::as_bytes));
+        let (id, limit, ttl) = (random_id(16), limit.to_string(), self.ttl_ms(channel));
+        args.extend([
+            if create { b"1".as_slice() } else { b"0" },
+            id.as_bytes(),
+            if entries { b"1" } else { b"0" },
+            se.as_bytes(),
+            so.as_bytes(),
+            limit.as_bytes(),
+            ttl.as_bytes(),
+            crate::cluster::SHARD_EPOCH,
+        ]);
+        let v = self.link.call(&args).await?;
         let items = v.items();
         let bad = || unavailable("redis: unexpected reply to read");
         let epoch = items
@@ -355,6 +455,13 @@ impl Inner {
             pubs.push(HistoryItem { offset, data });
         }
         Ok((epoch, u64::try_from(top).unwrap_or(0), pubs))
+    }
+
+    /// Whether publications must reach wildcard subscribers through the
+    /// classic pattern topic (a cluster node has a pattern, here or, as of
+    /// the last heartbeat, elsewhere).
+    fn patterns_in_use(&self) -> bool {
+        self.patterns_anywhere.load(Ordering::Relaxed) || !lock(&self.patterns).is_empty()
     }
 
     fn chan(&self, channel: &str) -> Option<ChanRef> {
@@ -479,19 +586,37 @@ impl Broker for RedisBroker {
         let inner = &self.inner;
         let r = inner.retention(channel);
         // Queued now, so two publishes of one connection keep their order.
-        let call = inner.link.call_later(&[
-            b"EVALSHA".as_slice(),
+        let (n, m, s, epoch_key) = inner.channel_keys(channel);
+        let mut args: Vec<&[u8]> = vec![
+            b"EVALSHA",
             lua::PUBLISH.sha().as_bytes(),
-            b"3",
-            inner.key(channel, "m").as_bytes(),
-            inner.key(channel, "s").as_bytes(),
-            sentinel::EPOCH_KEY.as_bytes(),
-            &data,
-            random_id(16).as_bytes(),
-            r.size.to_string().as_bytes(),
-            r.ttl.as_millis().to_string().as_bytes(),
-            &inner.topic(channel),
+            n,
+            m.as_bytes(),
+            s.as_bytes(),
+        ];
+        args.extend(epoch_key.map(str::as_bytes));
+        let (id, size, ttl, topic) = (
+            random_id(16),
+            r.size.to_string(),
+            r.ttl.as_millis().to_string(),
+            inner.topic(channel),
+        );
+        let also = if inner.clustered() && inner.patterns_in_use() {
+            inner.pattern_topic(channel)
+        } else {
+            Bytes::new()
+        };
+        args.extend([
+            &data[..],
+            id.as_bytes(),
+            size.as_bytes(),
+            ttl.as_bytes(),
+            &topic[..],
+            crate::cluster::SHARD_EPOCH,
+            inner.publish_mode(),
+            &also[..],
         ]);
+        let call = inner.link.call_later(&args);
         Completion::Pending(Box::pin(async move {
             let v = call?.await?;
             let items = v.items();
@@ -553,7 +678,7 @@ impl Broker for RedisBroker {
             c.waiters.clear();
             chans.remove(channel);
             if let Some(ps) = inner.pubsub() {
-                ps.unsubscribe(c.topic.clone());
+                ps.unsubscribe_channel(c.topic.clone());
             }
         }
     }
@@ -596,6 +721,15 @@ impl Broker for RedisBroker {
     fn subscribe_pattern(&self, pattern: &str) {
         let glob = glob(&self.inner.cfg.prefix, pattern);
         let mut patterns = lock(&self.inner.patterns);
+        if patterns.is_empty() && self.inner.clustered() {
+            self.inner.patterns_anywhere.store(true, Ordering::Relaxed);
+            let key = self.inner.nodes_key(":patterns");
+            let _ = self.inner.link.fire(&[
+                b"SADD".as_slice(),
+                key.as_bytes(),
+                self.inner.node_id.as_bytes(),
+            ]);
+        }
         let n = patterns.entry(glob.clone()).or_insert(0);
         *n += 1;
         if *n == 1 {

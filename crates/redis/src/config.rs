@@ -2,7 +2,7 @@
 //! flags and TOML file, and their defaults. A leaf: it only names what the
 //! broker reads.
 
-use crate::conn;
+use crate::pipe;
 use herald_core::memory::Retention;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -47,7 +47,7 @@ impl RedisConfig {
             by_namespace: HashMap::new(),
             heartbeat: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
-            command_timeout: conn::CALL_TIMEOUT,
+            command_timeout: pipe::CALL_TIMEOUT,
             vacated_delay: Duration::ZERO,
         }
     }

@@ -1,200 +1,36 @@
-//! The command link: one TCP connection to Redis, pipelined, reconnecting.
-//!
-//! Callers queue requests (an encoded command and where its reply goes) on a
-//! bounded queue; a writer task drains whatever has queued since its last
-//! write into one buffer and writes it with one call (so commands issued
-//! together under load travel together: batching), and a reader task matches
-//! replies to requests in order (Redis answers a connection's commands in the
-//! order it received them). Nothing waits for a reply before sending the next
-//! command.
-//!
-//! When the connection fails, every request in flight or queued fails with
-//! [`BrokerError::Unavailable`] at once — callers are never left hanging on a
-//! dead link — and the link reconnects with capped exponential backoff,
-//! running the setup commands (AUTH, SELECT, SCRIPT LOAD) before it reports
-//! itself up again. While it is down, [`Link::call`] fails immediately.
+//! The command link ([`Link`]): what the broker, the table store, the
+//! registry and the play store send commands through. To one Redis (a
+//! `redis://` address or the master Sentinel names) it is one pipelined
+//! connection (`pipe.rs`); to a Redis Cluster it is one per master, each
+//! command sent to the master owning its key's slot
+//! ([`crate::cluster::Router`], decision 0021). Either way: commands queued
+//! one after the other on one slot run in that order, a call fails at once
+//! with [`BrokerError::Unavailable`] while there is no connection, and a
+//! call not answered within the timeout fails too.
 
-use crate::resp::{self, Value};
-use crate::sentinel::{self, Sentinel};
-use bytes::BytesMut;
+use crate::cluster::Router;
+use crate::pipe::{error_reply, Conn};
+use crate::resp::Value;
+use crate::topology::SHARD_EPOCH;
 use herald_core::BrokerError;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
 
-/// Requests that may wait for the writer; beyond this, calls fail at once
-/// (the link is not keeping up, and queueing more would only add latency).
-pub(crate) const QUEUE: usize = 65_536;
-/// How long a connection attempt may take.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait between two connection attempts.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(2);
+pub use crate::target::{Target, UrlError};
 
-/// Where to find Redis: one address (`redis://`), or a master found
-/// through Sentinel (`redis-sentinel://`, [`crate::sentinel`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// `host:port`; with Sentinel, the master's name (for the logs).
-    pub(crate) addr: String,
-    /// Database number (`SELECT`), 0 by default.
-    pub(crate) db: u32,
-    /// Password (`AUTH`), if any.
-    pub(crate) password: Option<String>,
-    /// The sentinels to ask for the master, if the target is one.
-    pub(crate) sentinel: Option<Arc<Sentinel>>,
-}
-
-/// A `redis://` or `redis-sentinel://` URL could not be understood.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB] or redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB])")]
-pub struct UrlError {
-    url: String,
-    why: &'static str,
-}
-
-/// Splits `[:PASSWORD@]REST` into the password and the rest.
-fn auth(rest: &str) -> (Option<String>, &str) {
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((a, r)) => (Some(a), r),
-        None => (None, rest),
-    };
-    let password = auth
-        .map(|a| a.strip_prefix(':').unwrap_or(a).to_string())
-        .filter(|p| !p.is_empty());
-    (password, rest)
-}
-
-impl Target {
-    /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default)
-    /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
-    /// (sentinels on port 26379 by default; the password is the master's,
-    /// the sentinels are asked without one).
-    pub fn parse(url: &str) -> Result<Target, UrlError> {
-        let err = |why| UrlError {
-            url: url.to_string(),
-            why,
-        };
-        let db = |d: Option<&str>| match d {
-            None | Some("") => Ok(0),
-            Some(d) => d.parse().map_err(|_| err("the database is not a number")),
-        };
-        if let Some(rest) = url.strip_prefix("redis-sentinel://") {
-            let (password, rest) = auth(rest);
-            let mut parts = rest.splitn(3, '/');
-            let hosts = parts.next().unwrap_or_default();
-            let name = parts.next().ok_or_else(|| err("no master name"))?;
-            let db = db(parts.next())?;
-            let sentinel = Sentinel::parse(hosts, name).map_err(err)?;
-            return Ok(Target {
-                addr: format!("sentinel master {name}"),
-                db,
-                password,
-                sentinel: Some(Arc::new(sentinel)),
-            });
-        }
-        let rest = url
-            .strip_prefix("redis://")
-            .ok_or_else(|| err("not a redis:// or redis-sentinel:// URL"))?;
-        let (password, rest) = auth(rest);
-        let (hostport, db) = match rest.split_once('/') {
-            Some((h, d)) => (h, db(Some(d))?),
-            None => (rest, 0),
-        };
-        if hostport.is_empty() {
-            return Err(err("no host"));
-        }
-        let addr = if hostport
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-        {
-            hostport.to_string()
-        } else if hostport.contains(':') && !hostport.ends_with(']') {
-            return Err(err("the port is not a number"));
-        } else {
-            format!("{hostport}:6379")
-        };
-        Ok(Target {
-            addr,
-            db,
-            password,
-            sentinel: None,
-        })
-    }
-
-    /// The sentinels, if the target is found through them.
-    pub fn sentinel(&self) -> Option<&Arc<Sentinel>> {
-        self.sentinel.as_ref()
-    }
-
-    /// The address last connected or learned: the fixed one, or the
-    /// master's as Sentinel last said (`None` before it answered).
-    pub fn master(&self) -> Option<String> {
-        match &self.sentinel {
-            None => Some(self.addr.clone()),
-            Some(s) => s.master(),
-        }
-    }
-
-    /// Changes when the master may have moved (never for a fixed address).
-    pub(crate) fn switches(&self) -> Option<watch::Receiver<u64>> {
-        self.sentinel.as_ref().map(|s| s.switches())
-    }
-}
-
-/// Completes when `switches` says the master moved away from `addr` (never
-/// without Sentinel).
-pub(crate) async fn moved_from(
-    switches: &mut Option<watch::Receiver<u64>>,
-    target: &Target,
-    addr: &str,
-) {
-    let Some(rx) = switches else {
-        return std::future::pending().await;
-    };
-    loop {
-        if rx.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-        if target.master().as_deref() != Some(addr) {
-            return;
-        }
-    }
-}
-
-/// Whether an error reply means this Redis cannot serve as the master now
-/// (`-READONLY`: a replica, demoted; `-LOADING`: loading its data): the
-/// link reconnects, through Sentinel if it has one, instead of failing
-/// every command against it.
-pub(crate) fn not_master(e: &[u8]) -> bool {
-    e.starts_with(b"READONLY") || e.starts_with(b"LOADING") || e.starts_with(b"MASTERDOWN")
-}
-
-/// One queued command.
-struct Request {
-    command: BytesMut,
-    reply: Option<oneshot::Sender<Result<Value, BrokerError>>>,
-}
-
-type Inflight = Arc<Mutex<VecDeque<Option<oneshot::Sender<Result<Value, BrokerError>>>>>>;
-
-/// How long a command may wait for its reply by default; beyond it the call
-/// fails (the reply, if it ever comes, is discarded).
-pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The command link. Cheap to share (`Arc`).
+/// The command link: to one Redis (a `redis://` address or the master
+/// Sentinel names), or to a Redis Cluster's masters, each command to the
+/// one that owns its key ([`crate::cluster::Router`]). Cheap to share
+/// (`Arc`).
 pub struct Link {
-    tx: mpsc::Sender<Request>,
-    timeout: Duration,
-    up: AtomicBool,
-    /// Bumped each time the link comes up; watchers resynchronise then.
-    generation: watch::Sender<u64>,
-    /// Connection attempts that failed, for the logs and metrics.
-    pub(crate) failures: AtomicU64,
+    route: Route,
     target: Target,
+}
+
+enum Route {
+    One(Arc<Conn>),
+    Cluster(Arc<Router>),
 }
 
 impl std::fmt::Debug for Link {
@@ -205,13 +41,9 @@ impl std::fmt::Debug for Link {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn unavailable(why: impl std::fmt::Display) -> BrokerError {
-    BrokerError::Unavailable(format!("redis: {why}"))
-}
+type Reply = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Value, BrokerError>> + Send + 'static>,
+>;
 
 impl Link {
     /// Starts a link to `target` that runs `setup` (commands whose replies
@@ -222,34 +54,53 @@ impl Link {
     /// [`BrokerError::Unavailable`]: a slow Redis delays callers that long
     /// at most.
     pub fn start(target: Target, setup: Vec<Vec<Vec<u8>>>, timeout: Duration) -> Arc<Link> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let link = Arc::new(Link {
-            tx,
-            timeout,
-            up: AtomicBool::new(false),
-            generation: watch::channel(0).0,
-            failures: AtomicU64::new(0),
-            target: target.clone(),
-        });
-        tokio::spawn(run(Arc::downgrade(&link), target, setup, rx));
-        link
+        let route = match target.cluster.clone() {
+            Some(topology) => {
+                Route::Cluster(Router::start(target.clone(), topology, setup, timeout))
+            }
+            None => Route::One(Conn::start(target.clone(), setup, timeout)),
+        };
+        Arc::new(Link { route, target })
     }
 
-    /// Whether the connection is up.
+    /// Whether the connection is up (a cluster: every slot has a master
+    /// and every master's connection is up).
     pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Acquire)
+        match &self.route {
+            Route::One(c) => c.is_up(),
+            Route::Cluster(r) => r.is_up(),
+        }
     }
 
     /// Where the link connects (with Sentinel: the master as last learned,
-    /// and the fail-overs seen).
+    /// and the fail-overs seen; with a cluster: the slot map).
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// The cluster router, with a cluster target.
+    pub fn router(&self) -> Option<&Arc<Router>> {
+        match &self.route {
+            Route::One(_) => None,
+            Route::Cluster(r) => Some(r),
+        }
     }
 
     /// How many times the link has connected (0: not yet): a change means
     /// it reconnected, and what it sent meanwhile may be lost.
     pub(crate) fn generation(&self) -> u64 {
-        *self.generation.borrow()
+        match &self.route {
+            Route::One(c) => c.generation(),
+            Route::Cluster(r) => r.generation(),
+        }
+    }
+
+    /// Connection attempts that failed.
+    pub fn failures(&self) -> u64 {
+        match &self.route {
+            Route::One(c) => c.failures.load(Ordering::Relaxed),
+            Route::Cluster(_) => 0,
+        }
     }
 
     /// Sends one command and waits for its reply. An error reply becomes
@@ -259,347 +110,64 @@ impl Link {
     }
 
     /// Queues one command now and returns the future of its reply: commands
-    /// queued one after the other run in that order, whenever their replies
-    /// are awaited.
-    pub fn call_later<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-    ) -> Result<
-        impl std::future::Future<Output = Result<Value, BrokerError>> + Send + 'static,
-        BrokerError,
-    > {
-        let rx = self.send(args, true)?;
-        let timeout = self.timeout;
-        Ok(async move {
-            let Some(rx) = rx else {
-                return Err(unavailable("no reply channel"));
-            };
-            match tokio::time::timeout(timeout, rx).await {
-                Ok(Ok(Ok(Value::Error(e)))) => Err(unavailable(String::from_utf8_lossy(&e))),
-                Ok(Ok(r)) => r,
-                Ok(Err(_)) => Err(unavailable("connection lost")),
-                Err(_) => Err(unavailable(format!("no reply within {timeout:?}"))),
+    /// queued one after the other run in that order (in a cluster: those of
+    /// one slot), whenever their replies are awaited. An argument equal to
+    /// [`SHARD_EPOCH`] is replaced by the config epoch of
+    /// the cluster master the command goes to (`0` outside a cluster).
+    pub fn call_later<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, BrokerError> {
+        match &self.route {
+            Route::One(c) => {
+                let f = c.call_raw(&zero_epoch(args), false)?;
+                Ok(Box::pin(async move {
+                    match f.await? {
+                        Value::Error(e) => Err(error_reply(&e)),
+                        v => Ok(v),
+                    }
+                }))
             }
-        })
+            Route::Cluster(r) => {
+                let f = r.call_later(args)?;
+                Ok(Box::pin(async move {
+                    match f.await? {
+                        Value::Error(e) => Err(error_reply(&e)),
+                        v => Ok(v),
+                    }
+                }))
+            }
+        }
     }
 
     /// Sends one command without waiting for (or reading) its reply.
     pub(crate) fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
-        self.send(args, false).map(|_| ())
-    }
-
-    fn send<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        want_reply: bool,
-    ) -> Result<Option<oneshot::Receiver<Result<Value, BrokerError>>>, BrokerError> {
-        if !self.is_up() {
-            return Err(unavailable("not connected"));
+        match &self.route {
+            Route::One(c) => c.fire(&zero_epoch(args)),
+            Route::Cluster(r) => r.fire(args),
         }
-        let mut command = BytesMut::new();
-        resp::encode(args, &mut command);
-        let (reply, rx) = if want_reply {
-            let (t, r) = oneshot::channel();
-            (Some(t), Some(r))
-        } else {
-            (None, None)
-        };
-        self.tx
-            .try_send(Request { command, reply })
-            .map_err(|e| match e {
-                mpsc::error::TrySendError::Full(_) => unavailable("command queue full"),
-                mpsc::error::TrySendError::Closed(_) => unavailable("link stopped"),
-            })?;
-        Ok(rx)
     }
 }
 
-/// Connects, runs setup, then serves requests until the connection fails;
-/// forever, until the link is dropped.
-async fn run(
-    link: std::sync::Weak<Link>,
-    target: Target,
-    setup: Vec<Vec<Vec<u8>>>,
-    mut rx: mpsc::Receiver<Request>,
-) {
-    let mut backoff = Duration::from_millis(50);
-    let mut generation = 0u64;
-    let mut switches = target.switches();
-    loop {
-        let (stream, addr) = match connect(&target, &setup).await {
-            Ok(s) => s,
-            Err(e) => {
-                let Some(l) = link.upgrade() else { return };
-                if l.failures.fetch_add(1, Ordering::Relaxed) % 20 == 0 {
-                    tracing::warn!(addr = %target.addr, error = %e, "cannot reach redis; retrying");
-                }
-                drop(l);
-                // Fail whatever queued meanwhile instead of letting it wait;
-                // a master that moved (Sentinel) is tried at once.
-                let sleep = tokio::time::sleep(backoff);
-                tokio::pin!(sleep);
-                loop {
-                    tokio::select! {
-                        _ = &mut sleep => break,
-                        _ = moved_from(&mut switches, &target, "") => {
-                            backoff = Duration::from_millis(25);
-                            break;
-                        }
-                        r = rx.recv() => match r {
-                            Some(req) => fail(req, "not connected"),
-                            None => return,
-                        },
-                    }
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
+/// `args` with [`SHARD_EPOCH`] replaced by `0`.
+fn zero_epoch<A: AsRef<[u8]>>(args: &[A]) -> Vec<&[u8]> {
+    args.iter()
+        .map(|a| {
+            if a.as_ref() == SHARD_EPOCH {
+                b"0".as_slice()
+            } else {
+                a.as_ref()
             }
-        };
-        backoff = Duration::from_millis(50);
-        let Some(l) = link.upgrade() else { return };
-        tracing::info!(addr = %addr, "connected to redis");
-        l.up.store(true, Ordering::Release);
-        generation += 1;
-        l.generation.send_replace(generation);
-        drop(l);
-        let inflight: Inflight = Arc::default();
-        let (read, write) = stream.into_split();
-        let mut reader = tokio::spawn(read_replies(read, inflight.clone()));
-        let stopped = tokio::select! {
-            s = write_requests(write, &mut rx, &inflight, &mut reader) => s,
-            _ = moved_from(&mut switches, &target, &addr) => {
-                tracing::warn!(from = %addr, "the redis master moved; reconnecting");
-                false
-            }
-        };
-        reader.abort();
-        if let Some(l) = link.upgrade() {
-            l.up.store(false, Ordering::Release);
-        }
-        for reply in lock(&inflight).drain(..).flatten() {
-            let _ = reply.send(Err(unavailable("connection lost")));
-        }
-        while let Ok(req) = rx.try_recv() {
-            fail(req, "connection lost");
-        }
-        if stopped {
-            return;
-        }
-        tracing::warn!(addr = %addr, "lost the connection to redis; reconnecting");
-    }
+        })
+        .collect()
 }
 
-fn fail(req: Request, why: &str) {
-    if let Some(r) = req.reply {
-        let _ = r.send(Err(unavailable(why)));
-    }
-}
-
-/// Opens a connection and runs `setup` on it; returns it with the address
-/// it reached. Through Sentinel: asks the sentinels where the master is,
-/// checks with `ROLE` that it is one, and raises [`sentinel::EPOCH_KEY`] to
-/// the master's config epoch before `setup` (so nothing this connection
-/// runs can see an older epoch).
-pub(crate) async fn connect(
-    target: &Target,
-    setup: &[Vec<Vec<u8>>],
-) -> Result<(TcpStream, String), BrokerError> {
-    let (addr, epoch) = match &target.sentinel {
-        None => (target.addr.clone(), None),
-        Some(s) => {
-            let r = s.resolve().await?;
-            (r.addr, Some(r.epoch))
-        }
-    };
-    let result = open(target, &addr, epoch, setup).await;
-    if result.is_err() {
-        if let Some(s) = &target.sentinel {
-            s.distrust();
-        }
-    }
-    result.map(|s| (s, addr))
-}
-
-async fn open(
-    target: &Target,
-    addr: &str,
-    epoch: Option<u64>,
-    setup: &[Vec<Vec<u8>>],
-) -> Result<TcpStream, BrokerError> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-        .await
-        .map_err(|_| unavailable(format!("connect to {addr} timed out")))?
-        .map_err(|e| unavailable(format!("{addr}: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    let mut commands: Vec<Vec<Vec<u8>>> = Vec::new();
-    if let Some(p) = &target.password {
-        commands.push(vec![b"AUTH".to_vec(), p.as_bytes().to_vec()]);
-    }
-    let role_at = commands.len();
-    if epoch.is_some() {
-        commands.push(vec![b"ROLE".to_vec()]);
-    }
-    if target.db != 0 {
-        commands.push(vec![b"SELECT".to_vec(), target.db.to_string().into_bytes()]);
-    }
-    if let Some(e) = epoch {
-        commands.push(vec![
-            b"EVAL".to_vec(),
-            sentinel::RAISE_EPOCH.as_bytes().to_vec(),
-            b"1".to_vec(),
-            sentinel::EPOCH_KEY.as_bytes().to_vec(),
-            e.to_string().into_bytes(),
-        ]);
-    }
-    commands.extend(setup.iter().cloned());
-    let mut out = BytesMut::new();
-    for c in &commands {
-        resp::encode(c, &mut out);
-    }
-    tokio::time::timeout(CONNECT_TIMEOUT, async {
-        stream.write_all(&out).await.map_err(unavailable)?;
-        let mut buf = BytesMut::with_capacity(4096);
-        let mut answered = 0;
-        while answered < commands.len() {
-            match resp::decode(&mut buf).map_err(unavailable)? {
-                Some(Value::Error(e)) => {
-                    return Err(unavailable(format!(
-                        "{addr}: setup command refused: {}",
-                        String::from_utf8_lossy(&e)
-                    )))
-                }
-                Some(v) => {
-                    if epoch.is_some() && answered == role_at {
-                        let role = v.items().first().and_then(Value::bytes).cloned();
-                        if role.as_deref() != Some(b"master".as_slice()) {
-                            return Err(unavailable(format!(
-                                "{addr} is not a master (ROLE: {})",
-                                String::from_utf8_lossy(role.as_deref().unwrap_or(b"?"))
-                            )));
-                        }
-                    }
-                    answered += 1;
-                }
-                None => {
-                    if stream.read_buf(&mut buf).await.map_err(unavailable)? == 0 {
-                        return Err(unavailable("closed during setup"));
-                    }
-                }
-            }
-        }
-        Ok(())
-    })
-    .await
-    .map_err(|_| unavailable("setup timed out"))??;
-    Ok(stream)
-}
-
-/// Writes queued requests in batches until the connection or the queue ends.
-/// Returns true when the link itself was dropped (stop for good).
-async fn write_requests(
-    mut write: tokio::net::tcp::OwnedWriteHalf,
-    rx: &mut mpsc::Receiver<Request>,
-    inflight: &Inflight,
-    reader: &mut tokio::task::JoinHandle<()>,
-) -> bool {
-    let mut batch = Vec::with_capacity(256);
-    let mut out = BytesMut::with_capacity(64 * 1024);
-    loop {
-        tokio::select! {
-            n = rx.recv_many(&mut batch, 1024) => {
-                if n == 0 {
-                    reader.abort();
-                    return true;
-                }
-                out.clear();
-                {
-                    let mut q = lock(inflight);
-                    for req in batch.drain(..) {
-                        out.extend_from_slice(&req.command);
-                        q.push_back(req.reply);
-                    }
-                }
-                if write.write_all(&out).await.is_err() {
-                    reader.abort();
-                    return false;
-                }
-                if out.capacity() > 1 << 20 {
-                    out = BytesMut::with_capacity(64 * 1024);
-                }
-            }
-            _ = &mut *reader => return false,
-        }
-    }
-}
-
-/// Reads replies and hands each to the oldest request in flight.
-async fn read_replies(mut read: tokio::net::tcp::OwnedReadHalf, inflight: Inflight) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
-    loop {
-        loop {
-            match resp::decode(&mut buf) {
-                Ok(Some(v)) => {
-                    let Some(slot) = lock(&inflight).pop_front() else {
-                        tracing::warn!("redis sent a reply nobody asked for; reconnecting");
-                        return;
-                    };
-                    let demoted = matches!(&v, Value::Error(e) if not_master(e));
-                    if let Some(tx) = slot {
-                        let _ = tx.send(Ok(v));
-                    }
-                    if demoted {
-                        tracing::warn!("redis is not (or no longer) a master; reconnecting");
-                        return;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reconnecting");
-                    return;
-                }
-            }
-        }
-        match read.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_redis_urls() {
-        let t = Target::parse("redis://127.0.0.1:6380").expect("url");
-        assert_eq!(
-            (t.addr.as_str(), t.db, t.password),
-            ("127.0.0.1:6380", 0, None)
-        );
-        let t = Target::parse("redis://:s3cret@localhost/2").expect("url");
-        assert_eq!(
-            (t.addr.as_str(), t.db, t.password.as_deref()),
-            ("localhost:6379", 2, Some("s3cret"))
-        );
-        for bad in ["http://x", "redis://", "redis://h:port", "redis://h:1/x"] {
-            assert!(Target::parse(bad).is_err(), "{bad}");
-        }
-        let t = Target::parse("redis-sentinel://:pw@s1:26379,s2/mymaster/3").expect("url");
-        let s = t.sentinel().expect("sentinel");
-        assert_eq!(s.sentinels(), ["s1:26379", "s2:26379"]);
-        assert_eq!(
-            (s.name(), t.db, t.password.as_deref()),
-            ("mymaster", 3, Some("pw"))
-        );
-        for bad in [
-            "redis-sentinel://s1:26379",
-            "redis-sentinel://s1:26379/",
-            "redis-sentinel:///m",
-            "redis-sentinel://s1:x/m",
-            "redis-sentinel://s1/m/x",
-        ] {
-            assert!(Target::parse(bad).is_err(), "{bad}");
-        }
+/// The key a script reads the fail-over epoch from, for keys under
+/// `prefix`: Sentinel's [`crate::sentinel::EPOCH_KEY`] on a single Redis;
+/// in a cluster `PREFIX:failover-epoch`, in the prefix's slot, never set
+/// (read as 0): the scripts take the slot owner's config epoch from the
+/// [`SHARD_EPOCH`] argument instead.
+pub(crate) fn epoch_key(link: &Link, prefix: &str) -> String {
+    if link.router().is_some() {
+        format!("{prefix}:failover-epoch")
+    } else {
+        crate::sentinel::EPOCH_KEY.to_string()
     }
 }

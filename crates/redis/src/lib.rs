@@ -59,6 +59,15 @@
 //! sentinels' config epoch) ends every channel's epoch and floors table
 //! tokens and lobby numbers, so nothing is handed out twice.
 //!
+//! With Redis Cluster (`redis-cluster://`, decision 0021) the command link
+//! learns the slot map and sends each command to the master owning its
+//! key's slot, following `-MOVED` and `-ASK`; channel keys keep their
+//! `{C}` hash tag, node-wide and game keys share the `{P}` tag (one slot),
+//! so no script spans slots; channel topics become shard channels
+//! (`P:c:{C}`, `SPUBLISH`/`SSUBSCRIBE`, one subscriber connection per
+//! master); and each master's config epoch plays the part of Sentinel's
+//! fail-over epoch for the channels and tables in its slots.
+//!
 //! Keys (prefix `P`, channel `C`): `P:{C}:m` meta, `P:{C}:s` stream, `P:{C}:p`
 //! members, `P:{C}:u` user counts, `P:{C}:v` a pending vacate, topic
 //! `P:c:C`; `P:nodes:seen` (zset), `P:nodes` (stats), `P:node:ID:members`
@@ -66,8 +75,9 @@
 //! and table events, decision 0009), `P:occupied:NS` (set of the channels of
 //! namespace `NS` with members), topic `P:ctl` (requests to every node:
 //! [`RedisBroker::close_everywhere`]). The `{C}` hash tag keeps one
-//! channel's keys in one slot; the node-wide scripts assume a single Redis
-//! (or a primary with replicas), not Redis Cluster.
+//! channel's keys in one slot. In a Redis Cluster the node-wide and game
+//! keys are `{P}:…` instead of `P:…`, and the channel topic `P:c:{C}`
+//! (the key table is in decision 0021).
 //!
 //! Where things are:
 //!
@@ -78,30 +88,41 @@
 //!   `broker/nodes.rs`: heartbeats, the node list, dead nodes, and the
 //!   control, node and lobby topics.
 //! - `config.rs`: [`RedisConfig`] and its defaults.
-//! - [`conn`]: the pipelined command link and [`conn::Target`], where
-//!   Redis is; [`sentinel`]: finding the master through Redis Sentinel and
-//!   following its fail-overs (decision 0020); `pubsub.rs`: the subscriber
-//!   link; [`resp`]: the wire format; [`lua`]: the scripts; `member.rs`:
+//! - [`conn`]: the command link ([`conn::Link`]) every caller uses;
+//!   [`target`]: where Redis is (the three URL forms); `pipe.rs`: one
+//!   pipelined, reconnecting connection; [`sentinel`]: finding the master
+//!   through Redis Sentinel and following its fail-overs (decision 0020);
+//!   [`slot`]: Redis Cluster key slots (CRC16, hash tags); [`topology`]:
+//!   the cluster's slot map; [`cluster`]: routing commands by slot,
+//!   redirections (decision 0021); `pubsub.rs`: the subscriber link;
+//!   `shards.rs`: sharded pub/sub, one connection per cluster master;
+//!   [`resp`]: the wire format; [`lua`]: the scripts; `member.rs`:
 //!   presence members and channel-topic messages as stored and published.
 //! - [`tables`] and [`registry`]: game tables' leases and saves, and which
 //!   tables exist (decision 0009).
 //! - `testing` (feature `test-util`, off in release builds): a throwaway
-//!   `redis-server` for tests.
+//!   `redis-server` for tests, Sentinel deployments and Redis Clusters.
 
 pub mod acked;
 mod broker;
+pub mod cluster;
 mod config;
 pub mod conn;
 pub mod lua;
 pub(crate) mod member;
+pub(crate) mod pipe;
 pub mod play;
 pub(crate) mod pubsub;
 pub mod registry;
 pub mod resp;
 pub mod sentinel;
+pub(crate) mod shards;
+pub mod slot;
 pub mod tables;
+pub mod target;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
+pub mod topology;
 
 pub use broker::{LobbyFn, NodeInfo, NodeMsgFn, RedisBroker, RedisStatus, StatsFn};
 pub use config::RedisConfig;

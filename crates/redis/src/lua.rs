@@ -42,6 +42,8 @@ pub(crate) static MEMBER: Script = Script::new(include_str!("lua/member.lua"));
 pub(crate) static HEARTBEAT: Script = Script::new(include_str!("lua/heartbeat.lua"));
 /// Forgetting a dead node.
 pub(crate) static FORGET: Script = Script::new(include_str!("lua/forget.lua"));
+/// Forgetting a node's members of one channel (Redis Cluster).
+pub(crate) static FORGET_CHANNEL: Script = Script::new(include_str!("lua/forget_channel.lua"));
 
 /// A game table's lease claimed, with a fencing token (decision 0009).
 pub(crate) static TABLE_CLAIM: Script = Script::new(include_str!("lua/table_claim.lua"));
@@ -81,13 +83,14 @@ pub(crate) static PLAY_RETIRE: Script = Script::new(concat!(
 ));
 
 /// Every script.
-pub(crate) fn all() -> [&'static Script; 17] {
+pub(crate) fn all() -> [&'static Script; 18] {
     [
         &PUBLISH,
         &READ,
         &MEMBER,
         &HEARTBEAT,
         &FORGET,
+        &FORGET_CHANNEL,
         &TABLE_CLAIM,
         &TABLE_RENEW,
         &TABLE_SAVE,

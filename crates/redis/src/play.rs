@@ -79,6 +79,13 @@ impl PlayStore {
         }
     }
 
+    /// `P:play:count`, the key `play_release.lua` and `play_retire.lua`
+    /// declare (they build their other keys from the prefix): in a Redis
+    /// Cluster it routes them to the slot of every play key (decision 0021).
+    fn count_key(&self) -> String {
+        format!("{}:play:count", self.prefix)
+    }
+
     /// Reserves a seat (see `play_reserve.lua`): `key` is the matching key,
     /// or the code for [`Mode::Code`].
     #[allow(clippy::too_many_arguments)]
@@ -174,11 +181,13 @@ impl PlayStore {
             seated.to_string(),
             settle.as_millis().to_string(),
         );
+        let count_key = self.count_key();
         self.link
             .call(&[
                 "EVALSHA",
                 lua::PLAY_RELEASE.sha(),
-                "0",
+                "1",
+                &count_key,
                 &self.prefix,
                 &t,
                 &s,
@@ -192,12 +201,14 @@ impl PlayStore {
     /// it leaves every count.
     pub async fn retire(&self, table: u64, settle: Duration) -> Result<bool, TableStoreError> {
         let (t, ms) = (table.to_string(), settle.as_millis().to_string());
+        let count_key = self.count_key();
         let reply = self
             .link
             .call(&[
                 "EVALSHA",
                 lua::PLAY_RETIRE.sha(),
-                "0",
+                "1",
+                &count_key,
                 &self.prefix,
                 &t,
                 &ms,

@@ -16,8 +16,9 @@
 //! gap from the streams. Pending confirmations of the old connection are
 //! dropped, which their waiters see as an error.
 
-use crate::conn::{connect, moved_from, Target, CONNECT_TIMEOUT, MAX_BACKOFF};
+use crate::pipe::{connect, moved_from, CONNECT_TIMEOUT, MAX_BACKOFF};
 use crate::resp::{self, Value};
+use crate::target::Target;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +68,11 @@ pub struct PubSub {
     up: AtomicBool,
 }
 
+/// A confirmation awaited: who waits for it, and whether it is for an
+/// unsubscribe (a sharded `sunsubscribe` nobody asked for means the slot
+/// moved).
+type Pending = (Option<oneshot::Sender<()>>, bool);
+
 impl std::fmt::Debug for PubSub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PubSub")
@@ -78,12 +84,22 @@ impl std::fmt::Debug for PubSub {
 impl PubSub {
     /// Starts the link; `sink` receives its messages.
     pub fn start(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {
+        PubSub::start_with(target, sink, false)
+    }
+
+    /// Starts a sharded link (`SSUBSCRIBE`/`SUNSUBSCRIBE`, Redis Cluster)
+    /// to the one Redis `target` names (`shards.rs`).
+    pub(crate) fn start_sharded(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {
+        PubSub::start_with(target, sink, true)
+    }
+
+    fn start_with(target: Target, sink: Weak<dyn Sink>, sharded: bool) -> Arc<PubSub> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let link = Arc::new(PubSub {
             tx,
             up: AtomicBool::new(false),
         });
-        tokio::spawn(run(Arc::downgrade(&link), target, sink, rx));
+        tokio::spawn(run(Arc::downgrade(&link), target, sink, rx, sharded));
         link
     }
 
@@ -132,6 +148,7 @@ async fn run(
     target: Target,
     sink: Weak<dyn Sink>,
     mut rx: mpsc::Receiver<Cmd>,
+    sharded: bool,
 ) {
     let mut backoff = Duration::from_millis(50);
     let mut switches = target.switches();
@@ -164,7 +181,7 @@ async fn run(
             s.reconnected();
         }
         let stop = tokio::select! {
-            s = serve(stream, &mut rx, &sink) => s,
+            s = serve(stream, &mut rx, &sink, sharded) => s,
             _ = moved_from(&mut switches, &target, &addr) => false,
         };
         if let Some(l) = link.upgrade() {
@@ -185,9 +202,15 @@ async fn serve(
     stream: tokio::net::TcpStream,
     rx: &mut mpsc::Receiver<Cmd>,
     sink: &Weak<dyn Sink>,
+    sharded: bool,
 ) -> bool {
     let (mut read, mut write) = stream.into_split();
-    let mut pending: VecDeque<Option<oneshot::Sender<()>>> = VecDeque::new();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let (sub, unsub): (&[u8], &[u8]) = if sharded {
+        (b"SSUBSCRIBE", b"SUNSUBSCRIBE")
+    } else {
+        (b"SUBSCRIBE", b"UNSUBSCRIBE")
+    };
     let mut inbuf = BytesMut::with_capacity(64 * 1024);
     let mut out = BytesMut::new();
     let mut batch = Vec::with_capacity(64);
@@ -202,20 +225,20 @@ async fn serve(
                 for cmd in batch.drain(..) {
                     match cmd {
                         Cmd::Subscribe(topic, done) => {
-                            resp::encode(&[&b"SUBSCRIBE"[..], &topic], &mut out);
-                            pending.push_back(Some(done));
+                            resp::encode(&[sub, &topic], &mut out);
+                            pending.push_back((Some(done), false));
                         }
                         Cmd::Unsubscribe(topic) => {
-                            resp::encode(&[&b"UNSUBSCRIBE"[..], &topic], &mut out);
-                            pending.push_back(None);
+                            resp::encode(&[unsub, &topic], &mut out);
+                            pending.push_back((None, true));
                         }
                         Cmd::PSubscribe(glob) => {
                             resp::encode(&[&b"PSUBSCRIBE"[..], &glob], &mut out);
-                            pending.push_back(None);
+                            pending.push_back((None, false));
                         }
                         Cmd::PUnsubscribe(glob) => {
                             resp::encode(&[&b"PUNSUBSCRIBE"[..], &glob], &mut out);
-                            pending.push_back(None);
+                            pending.push_back((None, true));
                         }
                     }
                 }
@@ -268,17 +291,19 @@ fn flush(msgs: &mut Vec<Incoming>, sink: &dyn Sink) {
 /// no sense.
 fn dispatch(
     v: Value,
-    pending: &mut VecDeque<Option<oneshot::Sender<()>>>,
+    pending: &mut VecDeque<Pending>,
     msgs: &mut Vec<Incoming>,
     sink: &dyn Sink,
 ) -> bool {
     let Value::Array(Some(mut items)) = v else {
-        tracing::warn!("redis subscriber link: unexpected reply");
+        // `-MOVED` to an `SSUBSCRIBE` (the slot has another master), or
+        // any other error: reconnect, and the sink subscribes again.
+        tracing::warn!(reply = ?v, "redis subscriber link: unexpected reply; reconnecting");
         return false;
     };
     let kind = items.first().and_then(|k| k.bytes().cloned());
     match kind.as_deref() {
-        Some(b"message") if items.len() == 3 => {
+        Some(b"message" | b"smessage") if items.len() == 3 => {
             let payload = items
                 .pop()
                 .and_then(|p| p.bytes().cloned())
@@ -306,14 +331,24 @@ fn dispatch(
             }
             true
         }
-        Some(b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe") => {
+        Some(b"sunsubscribe") if !pending.front().is_some_and(|p| p.1) => {
+            // Not ours: the slot moved to another master (resharding or
+            // fail-over). Reconnect; the sink resubscribes by the new map.
+            flush(msgs, sink);
+            tracing::warn!("redis subscriber link: a slot moved away; resubscribing");
+            false
+        }
+        Some(
+            b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe" | b"ssubscribe"
+            | b"sunsubscribe",
+        ) => {
             flush(msgs, sink);
             match pending.pop_front() {
-                Some(Some(done)) => {
+                Some((Some(done), _)) => {
                     let _ = done.send(());
                     true
                 }
-                Some(None) => true,
+                Some((None, _)) => true,
                 None => {
                     tracing::warn!("redis subscriber link: a confirmation nobody asked for");
                     false

@@ -143,11 +143,12 @@ impl TableRegistry {
                 &seq,
                 &lobby,
                 &version,
-                crate::sentinel::EPOCH_KEY,
+                &crate::conn::epoch_key(&self.link, &self.prefix),
                 &id,
                 &n,
                 DELETED,
                 &topic,
+                crate::cluster::SHARD_EPOCH_STR,
             ])
             .await?;
         let items = reply.items();
@@ -186,11 +187,12 @@ impl TableRegistry {
                 &lease,
                 &seq,
                 &lobby,
-                crate::sentinel::EPOCH_KEY,
+                &crate::conn::epoch_key(&self.link, &self.prefix),
                 &holder,
                 DELETED,
                 &id,
                 &topic,
+                crate::cluster::SHARD_EPOCH_STR,
             ])
             .await?;
         Ok(reply.int() == Some(1))

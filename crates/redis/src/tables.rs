@@ -145,10 +145,11 @@ impl TableStore {
                 &k_lease,
                 &k_fence,
                 &k_state,
-                crate::sentinel::EPOCH_KEY,
+                &crate::conn::epoch_key(&self.link, &self.prefix),
                 &self.node,
                 &ms,
                 &floor,
+                crate::cluster::SHARD_EPOCH_STR,
             ])
             .await?;
         let bad = || TableStoreError::Protocol {
@@ -328,6 +329,7 @@ impl TableStore {
         let holder = self.holder(lease);
         let table = lease.table.to_string();
         let (seq, hash, topic) = lobby_keys(&self.prefix);
+        let epoch_key = crate::conn::epoch_key(&self.link, &self.prefix);
         self.link.fire(&[
             "EVALSHA".as_bytes(),
             lua::TABLE_LOBBY.sha().as_bytes(),
@@ -335,11 +337,12 @@ impl TableStore {
             k_lease.as_bytes(),
             seq.as_bytes(),
             hash.as_bytes(),
-            crate::sentinel::EPOCH_KEY.as_bytes(),
+            epoch_key.as_bytes(),
             holder.as_bytes(),
             table.as_bytes(),
             entry,
             topic.as_bytes(),
+            crate::cluster::SHARD_EPOCH,
         ])?;
         Ok(())
     }

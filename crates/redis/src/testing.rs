@@ -9,6 +9,8 @@
 //!
 //! [`Sentinels`] starts a master, a replica and three `redis-server
 //! --sentinel` (same package) for the fail-over tests (decision 0020).
+//! [`RedisCluster`] starts a Redis Cluster (masters with replicas, joined by
+//! `redis-cli --cluster create`) for the cluster tests (decision 0021).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -416,5 +418,264 @@ impl Drop for Sentinels {
     fn drop(&mut self) {
         self.kill_sentinels();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A Redis Cluster for tests (decision 0021): `masters` masters with one
+/// replica each, every `redis-server` started with `--cluster-enabled yes`
+/// in its own directory on free 127.0.0.1 ports (bus port chosen apart
+/// with `--cluster-port`), `cluster-node-timeout` 1000 ms so a fail-over
+/// takes a few seconds, and joined with `redis-cli --cluster create` (from
+/// `redis-tools`, which Debian's `redis-server` package depends on).
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// Every node; the first `masters` start as masters.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` masters and as many replicas and waits until the
+    /// cluster says `cluster_state:ok` everywhere; `None` (outside CI) when
+    /// `redis-server` is missing.
+    pub fn start(masters: usize) -> Option<RedisCluster> {
+        RedisCluster::start_with(masters, 1)
+    }
+
+    /// As [`RedisCluster::start`] with `replicas` replicas per master.
+    pub fn start_with(masters: usize, replicas: usize) -> Option<RedisCluster> {
+        let mut nodes = Vec::new();
+        for _ in 0..masters * (1 + replicas) {
+            let bus = free_port();
+            nodes.push(RedisServer::start_full(
+                false,
+                vec![
+                    "--cluster-enabled".into(),
+                    "yes".into(),
+                    "--cluster-port".into(),
+                    bus.to_string(),
+                    "--cluster-config-file".into(),
+                    "nodes.conf".into(),
+                    "--cluster-node-timeout".into(),
+                    "1000".into(),
+                    "--cluster-require-full-coverage".into(),
+                    "no".into(),
+                    "--cluster-replica-validity-factor".into(),
+                    "0".into(),
+                ],
+            )?);
+        }
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+        args.extend([
+            "--cluster-replicas".into(),
+            replicas.to_string(),
+            "--cluster-yes".into(),
+        ]);
+        let out = Command::new("redis-cli").args(&args).output();
+        let ok = out.as_ref().is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "redis-cli --cluster create failed: {:?}",
+            out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        );
+        let c = RedisCluster { nodes };
+        c.wait_ok(Duration::from_secs(30));
+        Some(c)
+    }
+
+    /// `redis-cluster://127.0.0.1:P1,127.0.0.1:P2` (two seeds: a seed's
+    /// death does not stop a node that starts later).
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self
+            .nodes
+            .iter()
+            .take(2)
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis-cluster://{}", seeds.join(","))
+    }
+
+    /// Waits (at most `within`) until every running node says
+    /// `cluster_state:ok` and knows as many nodes as there are.
+    pub fn wait_ok(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let running: Vec<&RedisServer> =
+                self.nodes.iter().filter(|n| n.child.is_some()).collect();
+            let ok = running.iter().all(|n| {
+                let info = n
+                    .command(&["CLUSTER", "INFO"])
+                    .and_then(|v| v.bytes().cloned())
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok")
+                    && info.contains(&format!("cluster_known_nodes:{}", self.nodes.len()))
+                    && info.contains("cluster_slots_ok:16384")
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the redis cluster never settled");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `CLUSTER NODES` as node `i` sees it.
+    pub fn cluster_nodes(&self, i: usize) -> String {
+        self.nodes
+            .get(i)
+            .and_then(|n| n.command(&["CLUSTER", "NODES"]))
+            .and_then(|v| v.bytes().cloned())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The port of the master owning `slot`, as a running node says.
+    pub fn owner_of(&self, slot: u16) -> Option<u16> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.child.is_none() {
+                continue;
+            }
+            for line in self.cluster_nodes(i).lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if !f.get(2).is_some_and(|x| x.contains("master")) {
+                    continue;
+                }
+                if f.get(2).is_some_and(|x| x.contains("fail")) {
+                    continue;
+                }
+                let owns = f.iter().skip(8).any(|r| {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if a <= slot && slot <= b)
+                });
+                if owns {
+                    let port = f.get(1)?.split(['@', ',']).next()?.rsplit(':').next()?;
+                    return port.parse().ok();
+                }
+            }
+            return None;
+        }
+        None
+    }
+
+    /// SIGKILLs the master owning `slot`; returns its port.
+    pub fn kill_owner(&mut self, slot: u16) -> Option<u16> {
+        let port = self.owner_of(slot)?;
+        self.node(port)?.kill();
+        Some(port)
+    }
+
+    /// Waits (at most `within`) until a running node names a master other
+    /// than `old` for `slot`, and that master says (`ROLE`) it is one;
+    /// returns its port.
+    pub fn wait_owner_change(&self, slot: u16, old: u16, within: Duration) -> Option<u16> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(p) = self.owner_of(slot).filter(|p| *p != old) {
+                let role = command(p, &["ROLE"]);
+                let first = role
+                    .as_ref()
+                    .and_then(|r| r.items().first().and_then(|v| v.bytes().cloned()));
+                if first.as_deref() == Some(b"master".as_slice()) {
+                    return Some(p);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// The node id of the node on `port`.
+    pub fn id_of(&self, port: u16) -> Option<String> {
+        let v = command(port, &["CLUSTER", "MYID"])?;
+        v.bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+
+    /// The node on `port`.
+    pub fn node(&mut self, port: u16) -> Option<&mut RedisServer> {
+        self.nodes.iter_mut().find(|n| n.port == port)
+    }
+
+    /// Moves `slot` (and its keys) from its owner to the master on `to`
+    /// ([`move_slot_between`]).
+    pub fn move_slot(&self, slot: u16, to: u16, pause: impl FnMut()) {
+        let Some(from) = self.owner_of(slot) else {
+            panic!("slot {slot} has no owner");
+        };
+        let ports: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.port)
+            .collect();
+        move_slot_between(&ports, slot, from, to, pause);
+    }
+
+    /// Whether the node on `port` says (`ROLE`) it is a master.
+    pub fn owner_of_port_is_master(&self, port: u16) -> bool {
+        command(port, &["ROLE"])
+            .and_then(|r| r.items().first().and_then(|v| v.bytes().cloned()))
+            .is_some_and(|b| &b[..] == b"master")
+    }
+}
+
+/// The node id of the node on `port`.
+fn node_id(port: u16) -> Option<String> {
+    let v = command(port, &["CLUSTER", "MYID"])?;
+    v.bytes().map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// Moves `slot` (and its keys) from the master on `from` to the master on
+/// `to` (`ports`: every running node),
+/// the way `redis-cli --cluster reshard` does: `SETSLOT IMPORTING` /
+/// `MIGRATING`, `MIGRATE` the keys in batches, `SETSLOT NODE` on both.
+/// Between the steps `pause` runs (to let traffic flow mid-migration).
+pub fn move_slot_between(ports: &[u16], slot: u16, from: u16, to: u16, mut pause: impl FnMut()) {
+    if from == to {
+        return;
+    }
+    let (Some(from_id), Some(to_id)) = (node_id(from), node_id(to)) else {
+        panic!("cannot read node ids");
+    };
+    let s = slot.to_string();
+    command(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+    command(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+    pause();
+    loop {
+        let keys = command(from, &["CLUSTER", "GETKEYSINSLOT", &s, "10"]);
+        let keys: Vec<String> = keys
+            .as_ref()
+            .map(|v| {
+                v.items()
+                    .iter()
+                    .filter_map(|k| k.bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if keys.is_empty() {
+            break;
+        }
+        let port = to.to_string();
+        let mut args = vec![
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "",
+            "0",
+            "5000",
+            "REPLACE",
+            "KEYS",
+        ];
+        args.extend(keys.iter().map(String::as_str));
+        command(from, &args);
+        pause();
+    }
+    for p in [to, from] {
+        command(p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+    }
+    for p in ports {
+        if *p != to && *p != from {
+            command(*p, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+        }
     }
 }

@@ -76,6 +76,23 @@ pub fn ready(api: &Api) -> Response<Body> {
         None => text(status, format!("{first}\n")),
         Some(c) => {
             let r = c.redis_status();
+            let masters = c.cluster_masters();
+            if r.mode == "cluster" {
+                let mut body = format!(
+                    "{first}\nredis cluster: {} masters ({} fail-overs seen)\n",
+                    masters.len(),
+                    r.failovers
+                );
+                for m in &masters {
+                    body.push_str(&format!(
+                        "redis master {} slots {} config epoch {}\n",
+                        m.addr,
+                        slot_ranges(&m.slots),
+                        m.epoch
+                    ));
+                }
+                return text(status, body);
+            }
             text(
                 status,
                 format!(
@@ -87,6 +104,21 @@ pub fn ready(api: &Api) -> Response<Body> {
             )
         }
     }
+}
+
+/// `0-5460,7000` from inclusive slot ranges.
+fn slot_ranges(ranges: &[(u16, u16)]) -> String {
+    let parts: Vec<String> = ranges
+        .iter()
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    parts.join(",")
 }
 
 /// `GET /api/nodes`: the nodes of the cluster as of this node's last
@@ -107,6 +139,17 @@ pub fn nodes(api: &Api) -> Response<Body> {
                 })
                 .collect();
             let r = c.redis_status();
+            let masters: Vec<serde_json::Value> = c
+                .cluster_masters()
+                .into_iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "addr": m.addr,
+                        "slots": m.slots.iter().map(|(a, b)| [a, b]).collect::<Vec<_>>(),
+                        "config_epoch": m.epoch,
+                    })
+                })
+                .collect();
             serde_json::json!({
                 "broker": "redis",
                 "node": c.node_id(),
@@ -115,6 +158,7 @@ pub fn nodes(api: &Api) -> Response<Body> {
                     "master": r.master,
                     "failovers": r.failovers,
                     "config_epoch": r.epoch,
+                    "masters": masters,
                 },
                 "nodes": nodes,
             })

@@ -19,11 +19,12 @@
 //! | `herald_broker_channels` | gauge | — (in-memory broker only: channels with a kept position or history) |
 //! | `herald_broker_up` | gauge | — |
 //! | `herald_token_expiries_pending` | gauge | — |
-//! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next six) |
+//! | `herald_cluster_nodes` | gauge | — (cluster mode only, as are the next seven) |
 //! | `herald_cluster_node_clients`, `herald_cluster_node_last_seen_seconds` | gauge | `node` |
 //! | `herald_cluster_streams_lost_total`, `herald_cluster_gaps_filled_total` | counter | — |
-//! | `herald_cluster_redis_master` | gauge | `mode` (direct, sentinel), `addr` (the master as last learned; empty before a sentinel answered): always 1 |
-//! | `herald_cluster_redis_failovers_total` | counter | — (Sentinel fail-overs seen: rises of the master's config epoch; 0 with `redis://`) |
+//! | `herald_cluster_redis_master` | gauge | `mode` (direct, sentinel, cluster), `addr` (the master as last learned; empty before a sentinel answered; with Redis Cluster one line per master): always 1 |
+//! | `herald_cluster_redis_slots` | gauge | `addr` (a master): the hash slots it serves (16384 for a single Redis; decision 0021) |
+//! | `herald_cluster_redis_failovers_total` | counter | — (Sentinel fail-overs seen: rises of the master's config epoch; with Redis Cluster, replicas seen becoming masters; 0 with `redis://`) |
 //! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
@@ -374,17 +375,53 @@ fn cluster(out: &mut String, c: &herald_redis::RedisBroker) {
             "gauge",
             "The Redis master this node uses (always 1; see the labels).",
         );
-        let _ = writeln!(
+        let masters = c.cluster_masters();
+        if masters.is_empty() {
+            let _ = writeln!(
+                out,
+                "herald_cluster_redis_master{{mode=\"{}\",addr=\"{}\"}} 1",
+                redis.mode,
+                label(redis.master.as_deref().unwrap_or(""))
+            );
+        }
+        for m in &masters {
+            let _ = writeln!(
+                out,
+                "herald_cluster_redis_master{{mode=\"{}\",addr=\"{}\"}} 1",
+                redis.mode,
+                label(&m.addr)
+            );
+        }
+        head(
             out,
-            "herald_cluster_redis_master{{mode=\"{}\",addr=\"{}\"}} 1",
-            redis.mode,
-            label(redis.master.as_deref().unwrap_or(""))
+            "herald_cluster_redis_slots",
+            "gauge",
+            "Hash slots each Redis master serves (Redis Cluster; 16384 for a single Redis).",
         );
+        if masters.is_empty() && redis.mode != "cluster" {
+            let _ = writeln!(
+                out,
+                "herald_cluster_redis_slots{{addr=\"{}\"}} 16384",
+                label(redis.master.as_deref().unwrap_or(""))
+            );
+        }
+        for m in &masters {
+            let n: u32 = m
+                .slots
+                .iter()
+                .map(|(a, b)| u32::from(*b) - u32::from(*a) + 1)
+                .sum();
+            let _ = writeln!(
+                out,
+                "herald_cluster_redis_slots{{addr=\"{}\"}} {n}",
+                label(&m.addr)
+            );
+        }
         head(
             out,
             "herald_cluster_redis_failovers_total",
             "counter",
-            "Redis Sentinel fail-overs this node has seen.",
+            "Redis fail-overs this node has seen (Sentinel, or Redis Cluster replicas promoted).",
         );
         let _ = writeln!(
             out,

@@ -67,7 +67,7 @@ impl Inner {
     /// between them is kept. A gap or another epoch starts the sync as
     /// before, after what precedes it is delivered.
     fn channel_messages<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) {
-        let Some(name) = self.channel_of(topic) else {
+        let Some(name) = self.channel_of(topic, self.clustered()) else {
             return;
         };
         let Some(chan) = self.chan(name) else { return };
@@ -141,7 +141,7 @@ impl Inner {
     /// Publications of channels the node does not follow, received through
     /// a pattern subscription (live only).
     fn pattern_messages<'a>(&self, topic: &[u8], payloads: impl Iterator<Item = &'a Bytes>) {
-        let Some(name) = self.channel_of(topic) else {
+        let Some(name) = self.channel_of(topic, false) else {
             return;
         };
         // A channel followed here arrives as a plain message too, and its
@@ -188,7 +188,7 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
         };
         if resubscribe {
             let Some(ps) = inner.pubsub() else { return };
-            if ps.subscribe(topic).await.is_err() {
+            if ps.subscribe_channel(topic).await.is_err() {
                 // The subscriber link went down under us. If it is still
                 // down, `reconnected` starts a sync when it comes back; but
                 // it may already have come back (and seen this sync still

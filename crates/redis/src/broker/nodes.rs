@@ -15,6 +15,7 @@ use bytes::Bytes;
 use herald_core::BrokerError;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 /// One node as the cluster sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +185,12 @@ pub(super) async fn heartbeats(me: Weak<Inner>) {
         tick.tick().await;
         let Some(inner) = me.upgrade() else { return };
         if !inner.link.is_up() {
+            // Beat as soon as the link is up rather than a period later: a
+            // node not yet in the node set cannot be taken for dead, and
+            // members it registers meanwhile would outlive it.
+            drop(inner);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tick.reset_immediately();
             continue;
         }
         let now = inner.link.generation();
@@ -235,6 +242,25 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
             let n = inner.forget(&id, "dead").await?;
             tracing::info!(node = %id, members = n, "forgot a silent node and its presence");
         }
+    }
+    if inner.clustered() {
+        // Which nodes have wildcard subscriptions (decision 0021): while
+        // any has, publications also go to the classic pattern topic.
+        let key = inner.nodes_key(":patterns");
+        let mine = !lock(&inner.patterns).is_empty();
+        let op: &[u8] = if mine { b"SADD" } else { b"SREM" };
+        inner
+            .link
+            .call(&[op, key.as_bytes(), inner.node_id.as_bytes()])
+            .await?;
+        let n = inner
+            .link
+            .call(&[b"SCARD".as_slice(), key.as_bytes()])
+            .await?;
+        inner.patterns_anywhere.store(
+            n.int().unwrap_or(0) > 0,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
     // The node list, with the Redis clock's view of who is alive.
     let list = inner.link.call_later(&[

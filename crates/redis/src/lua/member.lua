@@ -11,7 +11,7 @@
 -- ARGV[4] user ('' anonymous), ARGV[5] topic, ARGV[6] message,
 -- ARGV[7] member-set entry, ARGV[8] '1' = announce ('0': re-registering
 -- after an outage), ARGV[9] channel, ARGV[10] vacated delay in ms ('0':
--- none)
+-- none), ARGV[11] 's' to SPUBLISH (Redis Cluster, decision 0021)
 -- Returns the cluster-wide transitions when announcing (else 0): 1 channel
 -- occupied, 2 channel vacated, 4 user added, 8 user removed, 16 occupied
 -- again while its vacate was pending (which cancels both reports) (summed).
@@ -58,6 +58,6 @@ if ARGV[8] ~= '1' then return 0 end
 if changed then
   local msg = ARGV[6]
   if flags >= 4 then msg = string.upper(string.sub(msg, 1, 1)) .. string.sub(msg, 2) end
-  redis.call('PUBLISH', ARGV[5], msg)
+  if ARGV[11] == 's' then redis.call('SPUBLISH', ARGV[5], msg) else redis.call('PUBLISH', ARGV[5], msg) end
 end
 return flags

@@ -2,6 +2,8 @@
 -- one seat less, or, when no seat was reserved for the settle time, the
 -- table's own count of seated players (a reservation that never reached
 -- the table is forgotten). A public table with room is matched again.
+-- KEYS[1] P:play:count (declared so that a Redis Cluster routes the script
+-- to the slot of the play keys, decision 0021; read through the prefix)
 -- ARGV[1] prefix, ARGV[2] table, ARGV[3] players seated, ARGV[4] settle ms
 -- Returns the count, or -1 for a table play does not count.
 local t = ARGV[2]

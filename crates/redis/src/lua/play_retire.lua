@@ -1,6 +1,8 @@
 -- An empty table made by play asks to close (protocol §5f): yes when no
 -- seat is counted, or none was reserved for the settle time; it then
 -- leaves every count (never matched or found by its code again).
+-- KEYS[1] P:play:count (declared so that a Redis Cluster routes the script
+-- to the slot of the play keys, decision 0021; read through the prefix)
 -- ARGV[1] prefix, ARGV[2] table, ARGV[3] settle ms
 -- Returns 1 (close) or 0 (a seat is on its way: stay open).
 local t = ARGV[2]

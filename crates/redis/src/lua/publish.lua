@@ -1,11 +1,18 @@
 -- Publishes one message: next offset, stream entry, live message, atomically.
 -- KEYS[1] meta hash {e = epoch, o = last offset, f = fail-over epoch the
 -- epoch was made under}, KEYS[2] stream, KEYS[3] the Sentinel fail-over
--- epoch (decision 0020; absent: 0)
+-- epoch (decision 0020; absent: 0). In a Redis Cluster (decision 0021)
+-- KEYS[3] is not given (it would be in another slot) and ARGV[6], the
+-- config epoch of the slot's master, takes its place.
 -- ARGV[1] data, ARGV[2] epoch to use if the channel has none (or a fail-over
 -- since its epoch was made may have lost some of it), ARGV[3] history
--- size (0: no stream), ARGV[4] ttl ms (0: none), ARGV[5] topic
-local f = redis.call('GET', KEYS[3]) or '0'
+-- size (0: no stream), ARGV[4] ttl ms (0: none), ARGV[5] topic, ARGV[6]
+-- the shard's fail-over epoch when KEYS[3] is not given, ARGV[7] 's' to
+-- SPUBLISH (a Redis Cluster's shard channel, decision 0021) instead of
+-- PUBLISH, ARGV[8] a classic topic to PUBLISH on as well ('' none: the
+-- pattern topic while some node has a wildcard subscription)
+local f
+if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[6] or '0' end
 local m = redis.call('HMGET', KEYS[1], 'e', 'f')
 local e = m[1]
 if not e or tonumber(m[2] or '0') < tonumber(f) then
@@ -22,5 +29,11 @@ if size > 0 then
   if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 end
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
-redis.call('PUBLISH', ARGV[5], 'p:' .. e .. ':' .. string.format('%d', o) .. ':' .. ARGV[1])
+local msg = 'p:' .. e .. ':' .. string.format('%d', o) .. ':' .. ARGV[1]
+if ARGV[7] == 's' then
+  redis.call('SPUBLISH', ARGV[5], msg)
+else
+  redis.call('PUBLISH', ARGV[5], msg)
+end
+if ARGV[8] and ARGV[8] ~= '' then redis.call('PUBLISH', ARGV[8], msg) end
 return {e, o}

@@ -6,10 +6,13 @@
 -- (subscribe: a subscriber's position must name the stream it will see)
 -- ARGV[3] entries: '1' to return publications, ARGV[4] epoch of the asked
 -- position, ARGV[5] its offset ('' for none), ARGV[6] limit (0: all),
--- ARGV[7] ttl ms (0: none; also refreshes the meta's expiry on create)
+-- ARGV[7] ttl ms (0: none; also refreshes the meta's expiry on create),
+-- ARGV[8] the shard's fail-over epoch when KEYS[3] is not given (a Redis
+-- Cluster, decision 0021)
 -- Returns {epoch, top, offset, data, offset, data, ...}, oldest first,
 -- without publications older than the ttl.
-local f = redis.call('GET', KEYS[3]) or '0'
+local f
+if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[8] or '0' end
 local m = redis.call('HMGET', KEYS[1], 'e', 'o', 'f')
 local e = m[1]
 local top = tonumber(m[2] or '0')

@@ -8,12 +8,15 @@
 -- Redis lost the counter. Tokens are at least epoch * 2^32 + 1: a fail-over
 -- that lost the counter's last increments starts above every token the
 -- old master issued, so none is issued twice.
+-- ARGV[4]: in a Redis Cluster (decision 0021), the config epoch of the
+-- slot's master, which plays the part of KEYS[4] (the higher counts).
 -- Returns {0, holder} when held, else {1, token, now ms (Redis clock),
 -- saved tok, saved t, saved v} (the last three nil when nothing is saved).
 local holder = redis.call('GET', KEYS[1])
 if holder then return {0, holder} end
 local tok = redis.call('INCR', KEYS[2])
-local floor = math.max(tonumber(ARGV[3]), tonumber(redis.call('GET', KEYS[4]) or '0') * 4294967296)
+local epoch = math.max(tonumber(redis.call('GET', KEYS[4]) or '0'), tonumber(ARGV[4] or '0') or 0)
+local floor = math.max(tonumber(ARGV[3]), epoch * 4294967296)
 if tok <= floor then
   tok = floor + 1
   redis.call('SET', KEYS[2], string.format('%d', tok))

@@ -12,6 +12,8 @@
 -- Sentinel fail-over epoch (as in table_lobby.lua)
 -- ARGV[1] table id, ARGV[2] configured tables N, ARGV[3] sentinel,
 -- ARGV[4] lobby topic
+-- ARGV[5]: in a Redis Cluster (decision 0021), the config epoch of the
+-- slot's master, which plays the part of KEYS[7] (the higher counts).
 -- Returns {0} for an unknown (or already deleted) table, else {1, holder}
 -- (holder nil when nobody held the lease).
 local id = ARGV[1]
@@ -24,7 +26,8 @@ redis.call('INCR', KEYS[6])
 local holder = redis.call('GET', KEYS[3])
 if not holder then redis.call('SET', KEYS[3], ARGV[3]) end
 local seq = redis.call('INCR', KEYS[4])
-local floor = tonumber(redis.call('GET', KEYS[7]) or '0') * 4294967296
+local epoch = math.max(tonumber(redis.call('GET', KEYS[7]) or '0'), tonumber(ARGV[5] or '0') or 0)
+local floor = epoch * 4294967296
 if seq <= floor then
   seq = floor + 1
   redis.call('SET', KEYS[4], string.format('%d', seq))

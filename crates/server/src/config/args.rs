@@ -153,7 +153,10 @@ pub struct ServeArgs {
     /// positions and presence), or
     /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`
     /// (the same, with the master found and followed through Redis
-    /// Sentinel; the password is the master's); a URL with a password is better given by
+    /// Sentinel; the password is the master's), or
+    /// `redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (seed nodes of
+    /// a Redis Cluster: channels spread over its masters by slot; game
+    /// tables and presence not yet, decision 0021); a URL with a password is better given by
     /// the environment or the TOML file, since command lines are visible to
     /// other local users [default: memory].
     #[arg(long, env = "HERALD_BROKER", hide_env_values = true)]

@@ -335,6 +335,14 @@ mod tests {
         })
         .unwrap();
         assert_eq!(c.redis.as_deref(), Some(sentinel));
+        let cluster = "redis-cluster://127.0.0.1:7000,127.0.0.1:7001";
+        std::fs::write(&path, format!("broker = \"{cluster}\"\n")).unwrap();
+        let c = ServerConfig::load(ServeArgs {
+            config: Some(path.clone()),
+            ..ServeArgs::default()
+        })
+        .unwrap();
+        assert_eq!(c.redis.as_deref(), Some(cluster));
         for (bad, why) in [("nats://x:1", "expected `memory`"), ("", "")] {
             std::fs::write(&path, format!("broker = \"{bad}\"\n")).unwrap();
             let r = ServerConfig::load(ServeArgs {

@@ -211,12 +211,16 @@ impl ServerConfig {
 fn broker(a: &ServeArgs) -> Result<(Option<String>, String), ConfigError> {
     let redis = match a.broker.as_deref().map(str::trim) {
         None | Some("" | "memory") => None,
-        Some(url) if url.starts_with("redis://") || url.starts_with("redis-sentinel://") => {
+        Some(url)
+            if url.starts_with("redis://")
+                || url.starts_with("redis-sentinel://")
+                || url.starts_with("redis-cluster://") =>
+        {
             Some(url.to_string())
         }
         Some(other) => {
             return Err(ConfigError::Invalid(format!(
-                "broker = {other:?}: expected `memory`, a redis://HOST:PORT URL or redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER"
+                "broker = {other:?}: expected `memory`, a redis://HOST:PORT URL, redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER or redis-cluster://HOST:PORT[,HOST:PORT...]"
             )))
         }
     };

@@ -1,0 +1,191 @@
+//! [`Target`]: where Redis is, as a `redis://`, `redis-sentinel://`
+//! (decision 0020) or `redis-cluster://` (decision 0021) URL says. A leaf
+//! beside the resolvers it holds ([`crate::sentinel`],
+//! [`crate::topology`]): the links ([`crate::conn`], `pipe.rs`,
+//! `pubsub.rs`) read it, it knows nothing of them.
+
+use crate::sentinel::Sentinel;
+use crate::topology::Topology;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Where to find Redis: one address (`redis://`), or a master found
+/// through Sentinel (`redis-sentinel://`, [`crate::sentinel`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `host:port`; with Sentinel, the master's name (for the logs).
+    pub(crate) addr: String,
+    /// Database number (`SELECT`), 0 by default.
+    pub(crate) db: u32,
+    /// Password (`AUTH`), if any.
+    pub(crate) password: Option<String>,
+    /// The sentinels to ask for the master, if the target is one.
+    pub(crate) sentinel: Option<Arc<Sentinel>>,
+    /// The cluster's seeds and slot map, if the target is a Redis Cluster
+    /// (`redis-cluster://`, [`crate::cluster`]).
+    pub(crate) cluster: Option<Arc<Topology>>,
+}
+
+/// A `redis://` or `redis-sentinel://` URL could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB], redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] or redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...])")]
+pub struct UrlError {
+    url: String,
+    why: &'static str,
+}
+
+/// Splits `[:PASSWORD@]REST` into the password and the rest.
+fn auth(rest: &str) -> (Option<String>, &str) {
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((a, r)) => (Some(a), r),
+        None => (None, rest),
+    };
+    let password = auth
+        .map(|a| a.strip_prefix(':').unwrap_or(a).to_string())
+        .filter(|p| !p.is_empty());
+    (password, rest)
+}
+
+impl Target {
+    /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default)
+    /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
+    /// (sentinels on port 26379 by default; the password is the master's,
+    /// the sentinels are asked without one) or
+    /// `redis-cluster://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]` (seed
+    /// nodes of a Redis Cluster, port 6379 by default; database 0 only, as
+    /// Redis Cluster has no other).
+    pub fn parse(url: &str) -> Result<Target, UrlError> {
+        let err = |why| UrlError {
+            url: url.to_string(),
+            why,
+        };
+        let db = |d: Option<&str>| match d {
+            None | Some("") => Ok(0),
+            Some(d) => d.parse().map_err(|_| err("the database is not a number")),
+        };
+        if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+            let (password, rest) = auth(rest);
+            let mut parts = rest.splitn(3, '/');
+            let hosts = parts.next().unwrap_or_default();
+            let name = parts.next().ok_or_else(|| err("no master name"))?;
+            let db = db(parts.next())?;
+            let sentinel = Sentinel::parse(hosts, name).map_err(err)?;
+            return Ok(Target {
+                addr: format!("sentinel master {name}"),
+                db,
+                password,
+                sentinel: Some(Arc::new(sentinel)),
+                cluster: None,
+            });
+        }
+        if let Some(rest) = url.strip_prefix("redis-cluster://") {
+            let (password, hosts) = auth(rest);
+            if hosts.contains('/') {
+                return Err(err("a Redis Cluster has only database 0: no /DB"));
+            }
+            let topology = Topology::parse(hosts).map_err(err)?;
+            return Ok(Target {
+                addr: format!("redis cluster {hosts}"),
+                db: 0,
+                password,
+                sentinel: None,
+                cluster: Some(Arc::new(topology)),
+            });
+        }
+        let rest = url
+            .strip_prefix("redis://")
+            .ok_or_else(|| err("not a redis://, redis-sentinel:// or redis-cluster:// URL"))?;
+        let (password, rest) = auth(rest);
+        let (hostport, db) = match rest.split_once('/') {
+            Some((h, d)) => (h, db(Some(d))?),
+            None => (rest, 0),
+        };
+        if hostport.is_empty() {
+            return Err(err("no host"));
+        }
+        let addr = if hostport
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        {
+            hostport.to_string()
+        } else if hostport.contains(':') && !hostport.ends_with(']') {
+            return Err(err("the port is not a number"));
+        } else {
+            format!("{hostport}:6379")
+        };
+        Ok(Target {
+            addr,
+            db,
+            password,
+            sentinel: None,
+            cluster: None,
+        })
+    }
+
+    /// The cluster's topology, if the target is a Redis Cluster.
+    pub fn cluster(&self) -> Option<&Arc<Topology>> {
+        self.cluster.as_ref()
+    }
+
+    /// The sentinels, if the target is found through them.
+    pub fn sentinel(&self) -> Option<&Arc<Sentinel>> {
+        self.sentinel.as_ref()
+    }
+
+    /// The address last connected or learned: the fixed one, or the
+    /// master's as Sentinel last said (`None` before it answered).
+    pub fn master(&self) -> Option<String> {
+        if let Some(c) = &self.cluster {
+            return c
+                .map()
+                .and_then(|m| m.masters().first().map(|m| m.addr.clone()));
+        }
+        match &self.sentinel {
+            None => Some(self.addr.clone()),
+            Some(s) => s.master(),
+        }
+    }
+
+    /// Changes when the master may have moved (never for a fixed address).
+    pub(crate) fn switches(&self) -> Option<watch::Receiver<u64>> {
+        self.sentinel.as_ref().map(|s| s.switches())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_redis_urls() {
+        let t = Target::parse("redis://127.0.0.1:6380").expect("url");
+        assert_eq!(
+            (t.addr.as_str(), t.db, t.password),
+            ("127.0.0.1:6380", 0, None)
+        );
+        let t = Target::parse("redis://:s3cret@localhost/2").expect("url");
+        assert_eq!(
+            (t.addr.as_str(), t.db, t.password.as_deref()),
+            ("localhost:6379", 2, Some("s3cret"))
+        );
+        for bad in ["http://x", "redis://", "redis://h:port", "redis://h:1/x"] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+        let t = Target::parse("redis-sentinel://:pw@s1:26379,s2/mymaster/3").expect("url");
+        let s = t.sentinel().expect("sentinel");
+        assert_eq!(s.sentinels(), ["s1:26379", "s2:26379"]);
+        assert_eq!(
+            (s.name(), t.db, t.password.as_deref()),
+            ("mymaster", 3, Some("pw"))
+        );
+        for bad in [
+            "redis-sentinel://s1:26379",
+            "redis-sentinel://s1:26379/",
+            "redis-sentinel:///m",
+            "redis-sentinel://s1:x/m",
+            "redis-sentinel://s1/m/x",
+        ] {
+            assert!(Target::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,810 @@
+//! A Herald cluster on Redis Cluster (decision 0021), with real processes:
+//! three masters with one replica each (`herald_redis::testing::
+//! RedisCluster`), two or three Herald nodes given `redis-cluster://…`.
+//!
+//! - Channels whose keys live on different masters: publications made on
+//!   one node reach subscribers on the other in offset order, and a client
+//!   recovers on the other node what it missed.
+//! - The master of a channel's slot is SIGKILLed mid-fan-out, or the slot
+//!   is resharded to another master under traffic: every subscriber gets
+//!   every publication or is told to resynchronise (3004, then
+//!   `recovered: false`), and no (epoch, offset) carries two messages.
+//!   `/readyz`, `/api/nodes` and `/metrics` show the masters and the
+//!   fail-over.
+//! - A master without a replica dies: its channels answer 114, the other
+//!   masters' channels go on being published and delivered.
+//! - Presence across nodes, and a dead node's members leaving.
+//! - A game table (lease, token, saves, lobby): one owner; its master
+//!   SIGKILLed mid-hand: still one owner, tokens above every earlier one,
+//!   every chip kept.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+#[path = "common/game.rs"]
+mod game_common;
+
+use common::{
+    assert_metrics_documented, http, json_client, recv_json, request, user_token, Ws, WAIT,
+};
+use futures_util::StreamExt;
+use game_common::{chips, cluster_args, owner, seeded, Player};
+use herald_redis::slot;
+use herald_redis::testing::RedisCluster;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_tungstenite::tungstenite::Message;
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn node(url: &str) -> NodeHandle {
+    NodeHandle::start(ServeArgs {
+        broker: Some(url.to_string()),
+        ..ServeArgs::default()
+    })
+}
+
+/// Retries until the node serves the subscribe (it may still be learning
+/// the slot map).
+async fn subscribe(ws: &mut Ws, id: u32, sub: Value) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = request(ws, json!({"id": id, "subscribe": sub.clone()})).await;
+        if r["subscribe"].is_object() || Instant::now() > deadline {
+            assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn publish(ws: &mut Ws, id: u32, channel: &str, data: Value) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = request(
+            ws,
+            json!({"id": id, "publish": {"channel": channel, "data": data.clone()}}),
+        )
+        .await;
+        if r["publish"].is_object() || Instant::now() > deadline {
+            assert!(r["publish"].is_object(), "publish failed: {r}");
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_on_every_master_publish_subscribe_and_recover() {
+    let Some(redis) = tokio::task::block_in_place(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let (a, b) = (node(&redis.url()), node(&redis.url()));
+    let channels: Vec<String> = (0..6).map(|i| format!("room{i}")).collect();
+    let owners: HashSet<u16> = channels
+        .iter()
+        .map(|c| {
+            let s = slot::slot(format!("herald:{{{c}}}:m").as_bytes());
+            tokio::task::block_in_place(|| redis.owner_of(s)).unwrap()
+        })
+        .collect();
+    assert!(owners.len() >= 2, "the channels span masters: {owners:?}");
+
+    let mut sub = json_client(b.addr).await;
+    let mut epochs = Vec::new();
+    for (i, c) in channels.iter().enumerate() {
+        let r = subscribe(&mut sub, 100 + i as u32, json!({"channel": c})).await;
+        epochs.push(r["subscribe"]["epoch"].as_str().unwrap().to_string());
+    }
+    let mut publisher = json_client(a.addr).await;
+    let mut id = 1000;
+    for n in 1..=10u64 {
+        for (i, c) in channels.iter().enumerate() {
+            id += 1;
+            let r = publish(&mut publisher, id, c, json!({"n": n})).await;
+            assert_eq!(r["publish"]["offset"], n, "{r}");
+            assert_eq!(r["publish"]["epoch"], epochs[i].as_str(), "{r}");
+        }
+    }
+    // Each channel's publications arrive in offset order, none missing.
+    let mut next: Vec<u64> = vec![1; channels.len()];
+    while next.iter().any(|n| *n <= 10) {
+        let m = recv_json(&mut sub).await;
+        let Some(ch) = m["pub"]["channel"].as_str() else {
+            continue;
+        };
+        let i = channels.iter().position(|c| c == ch).unwrap();
+        assert_eq!(m["pub"]["offset"], next[i], "{m}");
+        assert_eq!(m["pub"]["data"]["n"], next[i], "{m}");
+        next[i] += 1;
+    }
+    // Sharded pub/sub: each channel's topic is a shard channel at its
+    // slot's master, and no classic subscription carries channel traffic.
+    for c in &channels {
+        let topic = format!("herald:c:{{{c}}}");
+        let owner = blocking(|| redis.owner_of(slot::slot(topic.as_bytes()))).unwrap();
+        let v = herald_redis::testing::command(owner, &["PUBSUB", "SHARDNUMSUB", &topic]).unwrap();
+        assert_eq!(
+            v.items().get(1).and_then(|n| n.int()),
+            Some(1),
+            "{c}: {v:?}"
+        );
+        let classic = format!("herald:c:{c}");
+        let v = herald_redis::testing::command(owner, &["PUBSUB", "NUMSUB", &classic]).unwrap();
+        assert_eq!(
+            v.items().get(1).and_then(|n| n.int()),
+            Some(0),
+            "{c}: {v:?}"
+        );
+    }
+    // A wildcard subscriber on node B gets publications made on node A
+    // (classic pattern topic, published while some node has a pattern).
+    let mut wild = json_client(b.addr).await;
+    subscribe(&mut wild, 2, json!({"channel": "news.*"})).await;
+    let deadline = Instant::now() + WAIT;
+    let mut n = 5000;
+    loop {
+        n += 1;
+        publish(&mut publisher, n, "news.warmup", json!(n)).await;
+        let got = tokio::time::timeout(Duration::from_millis(300), recv_json(&mut wild)).await;
+        if got.is_ok_and(|m| m["pub"]["channel"] == "news.warmup") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pattern delivery across nodes"
+        );
+    }
+    publish(&mut publisher, 9000, "news.sport", json!("goal")).await;
+    loop {
+        let m = recv_json(&mut wild).await;
+        if m["pub"]["channel"] == "news.sport" {
+            assert_eq!(m["pub"]["data"], "goal");
+            break;
+        }
+    }
+
+    // A client that saw up to 5 recovers 6..10 on the other node.
+    for (i, c) in channels.iter().enumerate() {
+        let mut ws = json_client(a.addr).await;
+        let r = subscribe(
+            &mut ws,
+            7,
+            json!({"channel": c, "recover": {"epoch": epochs[i], "offset": 5}}),
+        )
+        .await;
+        assert_eq!(r["subscribe"]["recovered"], true, "{r}");
+        let got: Vec<u64> = r["subscribe"]["publications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["offset"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, vec![6, 7, 8, 9, 10], "{c}: {r}");
+    }
+}
+
+/// One stretch of a subscriber's life: from a subscribe reply to a 3004
+/// (or the end), in one epoch.
+#[derive(Debug, Clone)]
+struct Segment {
+    epoch: String,
+    recovered: bool,
+    start: u64,
+    got: Vec<(u64, Value)>,
+}
+
+/// Subscribes to `feed` (recovering after the first time), retrying 114.
+async fn subscribe_feed(addr: SocketAddr, recover: Option<(&str, u64)>) -> (Ws, Segment) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut ws = json_client(addr).await;
+        let mut sub = json!({"channel": "feed"});
+        if let Some((e, o)) = recover {
+            sub["recover"] = json!({"epoch": e, "offset": o});
+        }
+        let r = request(&mut ws, json!({"id": 2, "subscribe": sub})).await;
+        if let Some(s) = r["subscribe"].as_object() {
+            let recovered = s.get("recovered").and_then(Value::as_bool) == Some(true);
+            let mut seg = Segment {
+                epoch: s["epoch"].as_str().unwrap().to_string(),
+                recovered,
+                start: recover.map_or(s["offset"].as_u64().unwrap(), |r| r.1),
+                got: Vec::new(),
+            };
+            if !recovered {
+                seg.start = s["offset"].as_u64().unwrap();
+            }
+            for p in s
+                .get("publications")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if recovered {
+                    seg.got
+                        .push((p["offset"].as_u64().unwrap(), p["data"].clone()));
+                }
+            }
+            return (ws, seg);
+        }
+        assert_eq!(r["error"]["code"], 114, "{r}");
+        assert!(Instant::now() < deadline, "never subscribed: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A subscriber to `feed` that resubscribes after each 3004, until it has
+/// `done`'s position.
+async fn subscriber(
+    addr: SocketAddr,
+    mut done: watch::Receiver<Option<(String, u64)>>,
+) -> Vec<Segment> {
+    let (mut ws, seg) = subscribe_feed(addr, None).await;
+    let mut segs = vec![seg];
+    loop {
+        let finished = |segs: &Vec<Segment>, target: &Option<(String, u64)>| {
+            let (Some(seg), Some((e, o))) = (segs.last(), target) else {
+                return false;
+            };
+            seg.epoch == *e && seg.got.last().map_or(seg.start, |p| p.0) >= *o
+        };
+        if finished(&segs, &done.borrow()) {
+            return segs;
+        }
+        let msg = tokio::select! {
+            m = ws.next() => m,
+            _ = done.changed() => continue,
+            _ = tokio::time::sleep(Duration::from_secs(40)) => panic!("subscriber stuck: {segs:?}"),
+        };
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                let m: Value = serde_json::from_str(t.as_str()).unwrap();
+                if m["pub"]["channel"] == "feed" {
+                    segs.last_mut().unwrap().got.push((
+                        m["pub"]["offset"].as_u64().unwrap(),
+                        m["pub"]["data"].clone(),
+                    ));
+                }
+            }
+            Some(Ok(Message::Close(frame))) => {
+                let code: u16 = frame.map(|f| f.code.into()).unwrap_or(0);
+                assert_eq!(code, 3004, "closed with {code}");
+                let last = segs.last().unwrap();
+                let pos = (
+                    last.epoch.clone(),
+                    last.got.last().map_or(last.start, |p| p.0),
+                );
+                let (w, seg) = subscribe_feed(addr, Some((&pos.0, pos.1))).await;
+                ws = w;
+                segs.push(seg);
+            }
+            Some(Ok(_)) => {}
+            other => panic!("subscriber connection ended: {other:?}"),
+        }
+    }
+}
+
+/// Checks what the subscribers saw against the acknowledged publications:
+/// no gap within a stretch, one message per (epoch, offset), a stretch
+/// after a 3004 recovered in the same epoch or told it was not, and the
+/// last stretch holding every acknowledged publication after its start.
+/// Returns how many were told to resynchronise.
+fn check(all: &[Vec<Segment>], acked: &[(String, u64, i64)]) -> usize {
+    let mut seen: HashMap<(String, u64), Value> = HashMap::new();
+    for (e, o, d) in acked {
+        seen.insert((e.clone(), *o), json!(d));
+    }
+    let mut told = 0;
+    for segs in all {
+        for (i, seg) in segs.iter().enumerate() {
+            let offsets: Vec<u64> = seg.got.iter().map(|p| p.0).collect();
+            let want: Vec<u64> = (seg.start + 1..=seg.start + offsets.len() as u64).collect();
+            assert_eq!(offsets, want, "a gap in {seg:?}");
+            for (o, d) in &seg.got {
+                let prev = seen.insert((seg.epoch.clone(), *o), d.clone());
+                assert!(
+                    prev.as_ref().is_none_or(|p| p == d),
+                    "two messages at {}:{o}: {prev:?} and {d}",
+                    seg.epoch
+                );
+            }
+            if i > 0 {
+                if seg.recovered {
+                    assert_eq!(seg.epoch, segs[i - 1].epoch);
+                } else {
+                    told += 1;
+                }
+            }
+        }
+        let seg = segs.last().unwrap();
+        for (e, o, d) in acked {
+            if *e == seg.epoch && *o > seg.start {
+                assert!(
+                    seg.got.contains(&(*o, json!(d))),
+                    "acknowledged {e}:{o} = {d} missing from {seg:?}"
+                );
+            }
+        }
+    }
+    told
+}
+
+/// Publishes `feed` through `addr` until `after` more were acknowledged
+/// after `disturb` ran (called once 30 were); returns the
+/// acknowledgements and how many publishes were refused (114).
+async fn publish_through(
+    addr: SocketAddr,
+    after: usize,
+    mut disturb: impl FnMut(),
+) -> (Vec<(String, u64, i64)>, u32) {
+    let mut publisher = json_client(addr).await;
+    let mut acked: Vec<(String, u64, i64)> = Vec::new();
+    let (mut refused, mut disturbed_at) = (0u32, None);
+    let started = Instant::now();
+    let mut n: i64 = 0;
+    while disturbed_at.is_none_or(|k| acked.len() < k + after) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "publishing never resumed"
+        );
+        n += 1;
+        let r = request(
+            &mut publisher,
+            json!({"id": 3, "publish": {"channel": "feed", "data": n}}),
+        )
+        .await;
+        match r["publish"].as_object() {
+            Some(p) => acked.push((
+                p["epoch"].as_str().unwrap().to_string(),
+                p["offset"].as_u64().unwrap(),
+                n,
+            )),
+            None => {
+                assert_eq!(r["error"]["code"], 114, "{r}");
+                refused += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        if acked.len() == 30 && disturbed_at.is_none() {
+            disturb();
+            disturbed_at = Some(acked.len());
+        }
+    }
+    (acked, refused)
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = http(addr, "GET", path, &[], "").await;
+    (status, body)
+}
+
+/// The slot of channel `feed`'s keys.
+fn feed_slot() -> u16 {
+    slot::slot(b"herald:{feed}:m")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subscriber_gets_everything_or_is_told_through_a_master_kill() {
+    let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b) = (node(&url), node(&url));
+    let (done_tx, done_rx) = watch::channel(None);
+    let mut subs = Vec::new();
+    for i in 0..6 {
+        let addr = if i % 2 == 0 { a.addr } else { b.addr };
+        subs.push(tokio::spawn(subscriber(addr, done_rx.clone())));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut old = 0;
+    let (acked, refused) = publish_through(b.addr, 40, || {
+        old = blocking(|| redis.kill_owner(feed_slot())).unwrap();
+        eprintln!("killed the master on port {old}");
+    })
+    .await;
+    assert!(
+        refused > 0,
+        "no publish failed while the slot had no master"
+    );
+    let last = acked.last().unwrap().clone();
+    let _ = done_tx.send(Some((last.0.clone(), last.1)));
+    let mut all = Vec::new();
+    for t in subs {
+        all.push(
+            tokio::time::timeout(Duration::from_secs(40), t)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let told = check(&all, &acked);
+    eprintln!("{told} resynchronisations told, {refused} publishes refused");
+    assert!(
+        acked.iter().any(|p| p.0 != acked[0].0),
+        "the channel's epoch ended with the fail-over"
+    );
+
+    // The topology: three masters, none the dead one, one fail-over seen.
+    let new =
+        blocking(|| redis.wait_owner_change(feed_slot(), old, Duration::from_secs(10))).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = get(a.addr, "/readyz").await;
+        if status == 200
+            && body.contains("redis cluster: 3 masters (1 fail-overs seen)")
+            && body.contains(&format!("redis master 127.0.0.1:{new} slots"))
+        {
+            assert!(!body.contains(&format!("127.0.0.1:{old} ")), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/readyz: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, nodes) = get(b.addr, "/api/nodes").await;
+    let nodes: Value = serde_json::from_str(&nodes).unwrap();
+    assert_eq!(nodes["redis"]["mode"], "cluster", "{nodes}");
+    assert_eq!(nodes["redis"]["failovers"], 1, "{nodes}");
+    let masters = nodes["redis"]["masters"].as_array().unwrap();
+    assert_eq!(masters.len(), 3, "{nodes}");
+    let slots: u64 = masters
+        .iter()
+        .flat_map(|m| m["slots"].as_array().unwrap().clone())
+        .map(|r| r[1].as_u64().unwrap() - r[0].as_u64().unwrap() + 1)
+        .sum();
+    assert_eq!(slots, 16384, "{nodes}");
+    let (_, metrics) = get(a.addr, "/metrics").await;
+    assert!(
+        metrics.contains("herald_cluster_redis_failovers_total 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "herald_cluster_redis_master{{mode=\"cluster\",addr=\"127.0.0.1:{new}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert_metrics_documented(&metrics, true);
+    common::promtool_check(&metrics);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resharding_a_channels_slot_under_traffic_loses_nothing_untold() {
+    let Some(redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b) = (node(&url), node(&url));
+    let (done_tx, done_rx) = watch::channel(None);
+    let mut subs = Vec::new();
+    for i in 0..4 {
+        let addr = if i % 2 == 0 { a.addr } else { b.addr };
+        subs.push(tokio::spawn(subscriber(addr, done_rx.clone())));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let from = blocking(|| redis.owner_of(feed_slot())).unwrap();
+    let to = redis
+        .nodes
+        .iter()
+        .map(|n| n.port)
+        .find(|p| *p != from && blocking(|| redis.owner_of_port_is_master(*p)))
+        .unwrap();
+    // The move runs on its own thread while the publisher goes on.
+    let mover = {
+        let slot = feed_slot();
+        let ports: Vec<u16> = redis.nodes.iter().map(|n| n.port).collect();
+        std::thread::spawn(move || {
+            herald_redis::testing::move_slot_between(&ports, slot, from, to, || {
+                std::thread::sleep(Duration::from_millis(30))
+            })
+        })
+    };
+    let (acked, refused) = publish_through(b.addr, 200, || {}).await;
+    blocking(|| mover.join()).unwrap();
+    // And more after the move has ended.
+    let (after, _) = publish_through(a.addr, 20, || {}).await;
+    let mut acked = acked;
+    acked.extend(after);
+    assert_eq!(blocking(|| redis.owner_of(feed_slot())), Some(to));
+    let last = acked.last().unwrap().clone();
+    let _ = done_tx.send(Some((last.0.clone(), last.1)));
+    let mut all = Vec::new();
+    for t in subs {
+        all.push(
+            tokio::time::timeout(Duration::from_secs(40), t)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let told = check(&all, &acked);
+    eprintln!("resharding: {told} resynchronisations told, {refused} publishes refused");
+}
+
+/// The client ids `presence` lists for `room` (`None`: an error).
+async fn presence_clients(ws: &mut Ws, id: u32) -> Option<Vec<String>> {
+    let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
+    let list = r["presence"]["clients"].as_array()?;
+    let mut ids: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["client"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// A JSON client on `addr` subscribed to `room`, and its client id.
+async fn member(addr: SocketAddr) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let r = subscribe(&mut ws, 2, json!({"channel": "room"})).await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    (ws, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_spans_nodes_and_a_dead_nodes_members_leave() {
+    let Some(redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b, mut c) = (node(&url), node(&url), node(&url));
+    let (_on_a, a1) = member(a.addr).await;
+    let (on_c, c1) = member(c.addr).await;
+    let mut asker = json_client(b.addr).await;
+    let mut want = vec![a1.clone(), c1];
+    want.sort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut id = 3;
+    while presence_clients(&mut asker, id).await.as_ref() != Some(&want) {
+        assert!(Instant::now() < deadline, "never both members");
+        id += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = request(
+        &mut asker,
+        json!({"id": 99, "presence_stats": {"channel": "room"}}),
+    )
+    .await;
+    assert_eq!(r["presence_stats"]["clients"], 2, "{r}");
+    // Every node is in the node list (it has heartbeated) before C dies.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, nodes) = get(a.addr, "/api/nodes").await;
+        let nodes: Value = serde_json::from_str(&nodes).unwrap();
+        if nodes["nodes"].as_array().map(Vec::len) == Some(3) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{nodes}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Node C dies: within the dead-node time its member is gone.
+    c.kill();
+    drop(on_c);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        id += 1;
+        let got = presence_clients(&mut asker, id).await;
+        if got.as_ref() == Some(&vec![a1.clone()]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "presence: {got:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The node list follows: two nodes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, nodes) = get(a.addr, "/api/nodes").await;
+        let nodes: Value = serde_json::from_str(&nodes).unwrap();
+        if nodes["nodes"].as_array().map(Vec::len) == Some(2) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{nodes}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+const SECRET: &str = "cluster-game-secret-cluster-game!!!";
+
+/// The tables `addr` owns (`/api/tables` entries with an `owner`).
+async fn owned(addr: SocketAddr) -> Vec<Value> {
+    let (status, body) = get(addr, "/api/tables").await;
+    if status != 200 {
+        return Vec::new();
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let all = v["tables"].as_array().cloned().unwrap_or_default();
+    all.into_iter().filter(|t| t["owner"].is_object()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_keeps_one_owner_and_every_chip_when_its_master_dies() {
+    let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let url = redis.url();
+    let game_node = || {
+        NodeHandle::start(ServeArgs {
+            table_lease: Some(500),
+            ..cluster_args(&url, "all", SECRET, 1, seeded(15_000))
+        })
+    };
+    let nodes = [game_node(), game_node()];
+    let first = owner(&[&nodes[0], &nodes[1]]).await;
+    let before_token = owned(nodes[first].addr).await[0]["owner"]["token"]
+        .as_u64()
+        .unwrap();
+    // The other node sees the same owner (registry and lobby).
+    let other = owned(nodes[1 - first].addr).await;
+    assert!(other.is_empty(), "two owners: {other:?}");
+    let users = ["ann", "bob", "cat"];
+    let mut players = Vec::new();
+    for u in users {
+        let mut p = Player::connect(nodes[first].addr, &user_token(SECRET, u)).await;
+        let r = p.sit(5).await;
+        assert!(r["sit"].is_object(), "{r}");
+        players.push(p);
+    }
+    let mut turn = players[0].game_event("turn").await;
+    for id in 10..12 {
+        let seat = turn["seat"].as_u64().unwrap() as usize;
+        players[seat].act(id, json!({"a": "call"})).await;
+        turn = players[0].game_event("turn").await;
+    }
+    let (_, body) = get(nodes[first].addr, "/api/tables/1").await;
+    let before: Value = serde_json::from_str::<Value>(&body).unwrap()["state"].clone();
+    let total = chips(&before);
+
+    // The master of the game keys' slot ({herald}) dies.
+    let game_slot = slot::slot(b"{herald}:t:1:lease");
+    let old = blocking(|| redis.kill_owner(game_slot)).unwrap();
+    blocking(|| redis.wait_owner_change(game_slot, old, Duration::from_secs(30))).unwrap();
+    drop(players);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (at, listed) = loop {
+        let a = owned(nodes[0].addr).await;
+        let b = owned(nodes[1].addr).await;
+        assert!(a.is_empty() || b.is_empty(), "two owners: {a:?} {b:?}");
+        if !a.is_empty() || !b.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let (a2, b2) = (owned(nodes[0].addr).await, owned(nodes[1].addr).await);
+            assert!(a2.is_empty() || b2.is_empty(), "two owners: {a2:?} {b2:?}");
+            if a2.len() + b2.len() == 1 {
+                break if a2.is_empty() { (1, b2) } else { (0, a2) };
+            }
+        }
+        assert!(Instant::now() < deadline, "no owner after the fail-over");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let token = listed[0]["owner"]["token"].as_u64().unwrap();
+    assert!(
+        token == before_token || token > u64::from(u32::MAX),
+        "token {token} after a fail-over (was {before_token})"
+    );
+    let mut players = Vec::new();
+    let mut snap = Value::Null;
+    for (seat, u) in users.iter().enumerate() {
+        let mut p = Player::connect(nodes[at].addr, &user_token(SECRET, u)).await;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let r = loop {
+            let r = p.sit(5).await;
+            if r["sit"].is_object() || Instant::now() > deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        snap = r["sit"]["data"].clone();
+        assert_eq!(chips(&snap), total, "chips conserved: {snap}");
+        players.push(p);
+    }
+    let seat = snap["turn"].as_u64().expect("a turn") as usize;
+    players[seat].act(20, json!({"a": "call"})).await;
+    let ev = players[(seat + 1) % 3].game_event("action").await;
+    assert_eq!(ev["seat"].as_u64(), Some(seat as u64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_cluster_address_is_error_114_and_not_ready() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let n = node(&format!("redis-cluster://127.0.0.1:{port}"));
+    let mut ws = json_client(n.addr).await;
+    let r = request(
+        &mut ws,
+        json!({"id": 1, "publish": {"channel": "x", "data": 1}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], 114, "{r}");
+    let (status, body) = get(n.addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("redis cluster: 0 masters"), "{body}");
+}
+
+/// Three masters without replicas; one dies and its slots stay uncovered:
+/// publishes to its channels answer 114, and channels on the two others
+/// go on being published and delivered (after the node resynchronises).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_without_replica_dies_the_other_channels_go_on() {
+    let Some(mut redis) = blocking(|| RedisCluster::start_with(3, 0)) else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b) = (node(&url), node(&url));
+    let channels: Vec<String> = (0..9).map(|i| format!("room{i}")).collect();
+    let owner_of = |c: &str| {
+        let s = slot::slot(format!("herald:{{{c}}}:m").as_bytes());
+        blocking(|| redis.owner_of(s)).unwrap()
+    };
+    let owners: Vec<u16> = channels.iter().map(|c| owner_of(c)).collect();
+    let dead = owners[0];
+    assert!(owners.iter().any(|o| *o != dead), "{owners:?}");
+    let mut sub = json_client(b.addr).await;
+    for (i, c) in channels.iter().enumerate() {
+        subscribe(&mut sub, 100 + i as u32, json!({"channel": c})).await;
+    }
+    let mut publisher = json_client(a.addr).await;
+    blocking(|| redis.node(dead).unwrap().kill());
+    // The dead master's channels: 114 once the node sees it (at once, as
+    // its connection is gone).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = request(
+            &mut publisher,
+            json!({"id": 1, "publish": {"channel": channels[0], "data": 0}}),
+        )
+        .await;
+        if r["error"]["code"] == 114 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The others: published, and delivered to the subscriber in order.
+    let alive: Vec<&String> = channels
+        .iter()
+        .zip(&owners)
+        .filter(|(_, o)| **o != dead)
+        .map(|(c, _)| c)
+        .collect();
+    let mut id = 10;
+    for n in 1..=5u64 {
+        for c in &alive {
+            id += 1;
+            let r = publish(&mut publisher, id, c, json!({"n": n})).await;
+            assert!(r["publish"].is_object(), "{r}");
+        }
+    }
+    let mut got: HashMap<String, Vec<u64>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while alive
+        .iter()
+        .any(|c| got.get(c.as_str()).map_or(0, Vec::len) < 5)
+    {
+        assert!(Instant::now() < deadline, "delivered: {got:?}");
+        let m = match tokio::time::timeout(Duration::from_secs(1), recv_json(&mut sub)).await {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if let (Some(c), Some(n)) = (m["pub"]["channel"].as_str(), m["pub"]["data"]["n"].as_u64()) {
+            got.entry(c.to_string()).or_default().push(n);
+        }
+    }
+    for c in &alive {
+        assert_eq!(got[c.as_str()], vec![1, 2, 3, 4, 5], "{c}");
+    }
+}
