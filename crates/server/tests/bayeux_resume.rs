@@ -386,10 +386,13 @@ async fn lost_websocket_session(redis: &RedisServer, a: &mut NodeHandle, b: &Nod
     }
     api_publish(b.addr, json!(4)).await;
     api_publish(b.addr, json!(5)).await;
+    // Never acknowledged: a connect that came back with only 4 is answered
+    // with 4 again and 5.
     let mut d = Vec::new();
-    while d.len() < 2 {
+    while !d.contains(&5) {
         d.extend(ws_connect(&mut sock, &id, batch).await.0);
     }
+    d.dedup();
     assert_eq!(d, [4, 5]);
     a.kill();
     api_publish(b.addr, json!(6)).await;
