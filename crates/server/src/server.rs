@@ -669,7 +669,8 @@ async fn drain(server: &Server) {
 /// ping before it can be closed. (Sweeping once per `ping_interval` closed
 /// clients that fell silent just after a sweep without ever pinging them.)
 /// A client that answers a ping is not pinged again before its share of
-/// the interval has passed in silence once more.
+/// the interval has passed in silence once more. A parked connection is
+/// pinged where it is parked, and stays parked ([`crate::hibernate::ping_parked`]).
 async fn heartbeats(server: Arc<Server>, shutdown: CancellationToken) {
     let interval = server.config.node.ping_interval;
     let timeout = server.config.pong_timeout.as_secs() as u32;
@@ -685,7 +686,9 @@ async fn heartbeats(server: Arc<Server>, shutdown: CancellationToken) {
             let silent = now.saturating_sub(c.last_seen());
             if silent >= interval + timeout {
                 c.outbox.close(DisconnectCode::NoPong.code(), true);
-            } else if silent >= ping_due(interval, c.id) {
+            } else if silent >= ping_due(interval, c.id) && !crate::hibernate::ping_parked(c) {
+                // Not parked (or its socket is full): queued, which resumes
+                // a parked connection.
                 c.outbox.push(Frame::Ping);
             }
         });
