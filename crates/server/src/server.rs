@@ -603,19 +603,25 @@ async fn deadlines(server: Arc<Server>, shutdown: CancellationToken) {
 
 /// Every [`herald_core::broker::HOUSEKEEPING`]: the broker's housekeeping
 /// (the in-memory broker sweeps one shard: expired history and idle
-/// channels go even when no traffic comes to sweep them).
+/// channels go even when no traffic comes to sweep them), and the reclaim
+/// hook when the node is quiet or a wave of parks is over
+/// ([`crate::reclaim`]).
 async fn housekeeping(server: Arc<Server>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(herald_core::broker::HOUSEKEEPING);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let activity = || crate::reclaim::activity(&server.node.metrics);
     let mut quiet = crate::reclaim::Quiet::new(activity(), Instant::now());
+    let parked = || server.drivers.parker.as_ref().map_or(0, |p| p.parked());
+    let mut wave = crate::reclaim::ParkWave::new(parked());
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
                 server.node.broker.housekeep();
                 if let Some(r) = &server.config.reclaim {
-                    if quiet.tick(activity(), Instant::now()) {
+                    let now = Instant::now();
+                    let quiet_due = quiet.tick(activity(), now);
+                    if wave.tick(parked(), now) || quiet_due {
                         (r.0)();
                     }
                 }
