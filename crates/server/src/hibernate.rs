@@ -769,7 +769,8 @@ mod tests {
         let (server, mut peer) = pair();
         let watch = server.try_clone().expect("clone");
         parker.park(server, p);
-        peer.write_all(&[0, 0, 0, 0, 0, 0, 0, 1, b'x']).expect("write");
+        peer.write_all(&[0, 0, 0, 0, 0, 0, 0, 1, b'x'])
+            .expect("write");
         until(|| resumed.load(Ordering::SeqCst) == 1).await;
         assert_eq!(parker.heartbeats(), (0, 1));
         let mut left = [0u8; 16];

@@ -359,7 +359,10 @@ async fn pongs_are_read_while_parked_without_resuming() {
     });
     let until = tokio::time::Instant::now() + WAIT;
     while metric(srv.addr, "herald_hibernated_pongs_total").await < 3 {
-        assert!(tokio::time::Instant::now() < until, "pongs never read parked");
+        assert!(
+            tokio::time::Instant::now() < until,
+            "pongs never read parked"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(metric(srv.addr, "herald_hibernated_pings_total").await >= 3);
@@ -367,7 +370,9 @@ async fn pongs_are_read_while_parked_without_resuming() {
     assert_eq!(metric(srv.addr, "herald_hibernated_connections").await, 1);
     // A publication still resumes it and arrives.
     publish(srv.addr, "beat", json!("after")).await;
-    let m = tokio::time::timeout(WAIT, rx.recv()).await.expect("publication");
+    let m = tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("publication");
     let text = m.expect("message").into_text().expect("text");
     let v: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(v["pub"]["data"], json!("after"), "{v}");
