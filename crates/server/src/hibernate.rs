@@ -29,9 +29,11 @@
 //! against 0.33 with pings far apart). Instead the heartbeat sweep writes
 //! the ping frame straight to a parked connection's socket
 //! ([`ping_parked`]: a non-blocking write of 2 or 4 bytes), and the epoll
-//! thread reads the answer there: it peeks at what arrived and, if it is
-//! only whole heartbeat answers ([`Wire::heartbeat_answer`]), consumes
-//! them, records the client's activity and leaves it parked. Anything
+//! thread reads the answer there: on input to a connection pinged since it
+//! parked, it peeks at what arrived and, if it is only whole heartbeat
+//! answers ([`Wire::heartbeat_answer`]), consumes them, records the
+//! client's activity and leaves it parked (input to a connection not
+//! pinged resumes it at once, as before). Anything
 //! else — a message, a partial or bad frame, a close, end of stream — is
 //! left in the socket and the connection resumes to handle it as before;
 //! so does a ping the socket would not take at once (it is then queued
@@ -92,6 +94,11 @@ struct Entry {
     stream: Option<std::net::TcpStream>,
     gen: u16,
     state: State,
+    /// A ping was written here since it parked: input is looked at for
+    /// its answer. Until then any input resumes it at once, as it always
+    /// did (no peek: a connection woken by its messages pays nothing for
+    /// heartbeats). In the entry's padding.
+    pinged: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -292,6 +299,7 @@ impl Parker {
                         stream: None,
                         gen: 0,
                         state: State::Armed,
+                        pinged: false,
                     });
                     (s.entries.len() - 1) as u32
                 }
@@ -300,6 +308,7 @@ impl Parker {
             e.dormant = Some(dormant);
             e.stream = Some(stream);
             e.state = State::Parking;
+            e.pinged = false;
             let gen = e.gen;
             s.parked += 1;
             if s.token.is_none() {
@@ -341,8 +350,9 @@ impl Parker {
     }
 
     /// The socket of slot `key` (of generation `gen`) reported input or a
-    /// hang-up: heartbeat answers are read here and the connection stays
-    /// parked; anything else resumes it, with those bytes still unread.
+    /// hang-up: if it was pinged here, heartbeat answers are read here and
+    /// the connection stays parked; anything else resumes it, with those
+    /// bytes still unread.
     fn readable(self: &Arc<Self>, key: u32, gen: u16) {
         let s = self.lock();
         if let Some(Entry {
@@ -350,6 +360,7 @@ impl Parker {
             stream: Some(stream),
             gen: g,
             state: State::Armed,
+            pinged: true,
         }) = s.entries.get(key as usize)
         {
             if *g == gen {
@@ -371,13 +382,14 @@ impl Parker {
     /// socket if it is parked. Called under its outbox's lock, with nothing
     /// queued (see [`ping_parked`]).
     fn write_ping(&self, key: u32, gen: u16) -> Wrote {
-        let s = self.lock();
+        let mut s = self.lock();
         let Some(Entry {
             dormant: Some(d),
             stream: Some(stream),
             gen: g,
             state: State::Armed,
-        }) = s.entries.get(key as usize)
+            pinged,
+        }) = s.entries.get_mut(key as usize)
         else {
             return Wrote::Nothing;
         };
@@ -386,10 +398,11 @@ impl Parker {
         }
         let mut frame = [0u8; 14];
         let len = d.ping(&mut frame);
-        let mut out: &std::net::TcpStream = stream;
+        let mut out: &std::net::TcpStream = &*stream;
         match out.write(&frame[..len]) {
             Ok(n) if n == len => {
                 d.wrote(n, true);
+                *pinged = true;
                 self.pings.fetch_add(1, Ordering::Relaxed);
                 Wrote::All
             }
@@ -765,14 +778,15 @@ mod tests {
     async fn anything_but_an_answer_resumes_and_stays_unread() {
         use std::io::Write;
         let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
-        let (p, _client, resumed) = probe();
+        let (p, client, resumed) = probe();
         let (server, mut peer) = pair();
         let watch = server.try_clone().expect("clone");
         parker.park(server, p);
+        assert!(ping_parked(&client));
         peer.write_all(&[0, 0, 0, 0, 0, 0, 0, 1, b'x'])
             .expect("write");
         until(|| resumed.load(Ordering::SeqCst) == 1).await;
-        assert_eq!(parker.heartbeats(), (0, 1));
+        assert_eq!(parker.heartbeats(), (1, 1));
         let mut left = [0u8; 16];
         assert_eq!(watch.peek(&mut left).expect("peek"), 5);
         assert_eq!(&left[..5], &[0, 0, 0, 1, b'x']);
@@ -784,6 +798,25 @@ mod tests {
         drop(peer);
         until(|| resumed.load(Ordering::SeqCst) == 1).await;
         assert_eq!(parker.parked(), 0);
+        parker.stop();
+    }
+
+    /// A connection not pinged since it parked is resumed by any input, an
+    /// answer too, without its socket being read (as before heartbeats
+    /// were answered in place).
+    #[tokio::test]
+    async fn input_to_a_connection_not_pinged_resumes_it_unread() {
+        use std::io::Write;
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, _client, resumed) = probe();
+        let (server, mut peer) = pair();
+        let watch = server.try_clone().expect("clone");
+        parker.park(server, p);
+        peer.write_all(&[0, 0, 0, 0]).expect("write");
+        until(|| resumed.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(parker.heartbeats(), (0, 0));
+        let mut left = [0u8; 8];
+        assert_eq!(watch.peek(&mut left).expect("peek"), 4);
         parker.stop();
     }
 

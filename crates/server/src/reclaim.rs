@@ -107,9 +107,7 @@ pub struct ParkWave {
     /// the number parked swings by more than a wave (every connection
     /// parking between messages and waking for the next), and a purge at
     /// each swing would hand the allocator's pages back only for the next
-    /// wakes to fault them in again (measured: the `--verify` fan-out's
-    /// median latency rose by half when it was measured from the lowest
-    /// point).
+    /// wakes to fault them in again.
     base: usize,
     /// Parked at the previous tick.
     prev: usize,

@@ -394,15 +394,29 @@ fn masked(opcode: herald_ws::OpCode, payload: &[u8]) -> Vec<u8> {
     out.to_vec()
 }
 
-/// A pong followed by the first half of a command, while parked: the pong
-/// is read there, the half frame resumes the connection (it leaves its
-/// parking place and stays awake while the frame is incomplete), and the
-/// command, once whole, is answered as before.
+/// Waits until at least `n` pings were written to parked connections.
+async fn pinged(addr: SocketAddr, n: u64) {
+    let until = tokio::time::Instant::now() + WAIT;
+    while metric(addr, "herald_hibernated_pings_total").await < n {
+        assert!(tokio::time::Instant::now() < until, "never pinged parked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A pong followed by the first half of a command, while parked (and
+/// pinged there): the pong is read there, the half frame resumes the
+/// connection (it leaves its parking place and stays awake while the frame
+/// is incomplete), and the command, once whole, is answered as before.
 #[tokio::test]
 async fn a_partial_frame_while_parked_resumes_and_is_handled() {
-    let srv = start(args(20)).await;
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
     let mut raw = raw_client(srv.addr).await;
     parked(srv.addr, 1).await;
+    pinged(srv.addr, 1).await;
     let pongs = metric(srv.addr, "herald_hibernated_pongs_total").await;
     let cmd = masked(herald_ws::OpCode::Text, br#"{"id":7,"ping":{}}"#);
     let mut bytes = masked(herald_ws::OpCode::Pong, b"");
@@ -422,9 +436,14 @@ async fn a_partial_frame_while_parked_resumes_and_is_handled() {
 /// and closes with 1002 as a running one does.
 #[tokio::test]
 async fn garbage_while_parked_resumes_and_closes_with_1002() {
-    let srv = start(args(20)).await;
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
     let mut raw = raw_client(srv.addr).await;
     parked(srv.addr, 1).await;
+    pinged(srv.addr, 1).await;
     // An unmasked pong: not an answer the parked connection may read.
     raw.send_raw(&[0x8a, 0x00]).await;
     assert_eq!(raw.close_code().await, Some(1002));
