@@ -274,11 +274,11 @@ const HEARTBEAT_REST: Duration = Duration::from_millis(100);
 
 /// How long a new connection stays awake after its opening exchange (the
 /// handshake, `connect`, the first subscriptions) if nothing else happens
-/// (decision 0010, "Heartbeats while parked, and from the first second"): a client that connects and
-/// then waits costs its task, registration and timer (≈ 0.75 KiB more than
-/// parked) for `--hibernate-after` (2 s) and up to twice that, and 10,000
-/// clients connecting together all held them at once. With this rest they
-/// park within half a second of going quiet.
+/// (decision 0010, "Heartbeats while parked, and from the first second"):
+/// a client that connects and then waits cost its task, registration and
+/// timer (≈ 0.75 KiB more than parked) for `--hibernate-after` (2 s) and up
+/// to twice that, and 10,000 clients connecting together all held them at
+/// once. With this rest they park within half a second of going quiet.
 const FIRST_REST: Duration = Duration::from_millis(250);
 
 /// For how many of [`FIRST_REST`]'s periods, while busy in each, a new
