@@ -418,6 +418,33 @@ impl Queue {
         self.closing
     }
 
+    /// The waker registered to be woken by the next push or close, if any:
+    /// a parked connection's (decision 0010) says where it is parked, so
+    /// that a heartbeat can be written there without resuming it.
+    pub fn waker(&self) -> Option<&Waker> {
+        self.waker.as_ref()
+    }
+
+    /// Queues `frame` on an empty queue, its first `written` bytes already
+    /// sent by another path (a heartbeat written to a parked connection's
+    /// socket that took only part of it, decision 0010), and wakes the
+    /// driver to send the rest before anything else. The bound is not
+    /// applied: this is one control frame. The queue must be empty (the
+    /// caller saw it so under this same lock): otherwise the frame is queued
+    /// last, as sent from its start.
+    pub fn push_started(&mut self, frame: Frame, written: u32) {
+        self.bytes = self.bytes.saturating_add(cost(&frame));
+        if self.frames.is_empty() {
+            self.head_written = written;
+        } else {
+            debug_assert!(false, "push_started on a queue with frames");
+        }
+        self.frames.push_back(frame);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
     /// Registers the driver's waker, to be woken by the next push or close.
     pub fn set_waker(&mut self, waker: &Waker) {
         match &self.waker {

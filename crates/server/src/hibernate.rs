@@ -14,11 +14,33 @@
 //!
 //! A parked connection is resumed — a new driver task with a fresh
 //! registration — when:
-//! - its socket becomes readable or hangs up (the epoll thread sees it);
-//! - anything is pushed to its outbox, or a close is asked (heartbeat pings,
-//!   publications, missing pongs, shutdown's 1001): while parked, the outbox's
-//!   waker is a plain value (server, slot, generation) whose wake resumes it;
+//! - its socket becomes readable with anything but a heartbeat answer, or
+//!   hangs up (the epoll thread sees it);
+//! - anything is pushed to its outbox, or a close is asked (publications,
+//!   missing pongs, shutdown's 1001): while parked, the outbox's waker is a
+//!   plain value (server, slot, generation) whose wake resumes it;
 //! - shutdown ([`Parker::resume_all`]).
+//!
+//! Heartbeats do not resume it (decision 0010, "Heartbeats and
+//! hibernation"): resuming for each ping allocated a task, a registration
+//! and a timer, and parking again allocated the parked state, at other
+//! addresses each time, so the allocator's pages of those sizes stayed
+//! partly used (0.48 KiB per idle WebSocket with the default 25 s pings
+//! against 0.33 with pings far apart). Instead the heartbeat sweep writes
+//! the ping frame straight to a parked connection's socket
+//! ([`ping_parked`]: a non-blocking write of 2 or 4 bytes), and the epoll
+//! thread reads the answer there: on input to a connection pinged since it
+//! parked, it peeks at what arrived and, if it is only whole heartbeat
+//! answers ([`Wire::heartbeat_answer`]), consumes them, records the
+//! client's activity and leaves it parked (input to a connection not
+//! pinged resumes it at once, as before). Anything
+//! else — a message, a partial or bad frame, a close, end of stream — is
+//! left in the socket and the connection resumes to handle it as before;
+//! so does a ping the socket would not take at once (it is then queued
+//! as for a running connection, or, if only part of it went out, queued
+//! as partly written).
+//!
+//! [`Wire::heartbeat_answer`]: crate::conn::Wire::heartbeat_answer
 //!
 //! Races: parking sets that waker under the outbox's lock, after checking the
 //! queue is empty (a push before it is seen by the check, a push after it
@@ -33,9 +55,11 @@
 //! The tracker (shutdown's "one thing to wait on") holds one token while any
 //! connection is parked, so `drain` waits for them as for running drivers.
 
+use herald_core::outbox::Frame;
 use herald_core::Client;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Token};
+use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -52,6 +76,16 @@ pub trait Dormant: Send + 'static {
     fn resume(self: Box<Self>, stream: TcpStream, parker: &Arc<Parker>);
     /// The client whose outbox wakes it.
     fn client(&self) -> &Arc<Client>;
+    /// Renders its transport's heartbeat ping (a whole frame) into `out`;
+    /// returns its length.
+    fn ping(&self, out: &mut [u8; 14]) -> usize;
+    /// The length of the whole heartbeat answer at the front of `buf`, if
+    /// that is what it starts with ([`crate::conn::Wire::heartbeat_answer`]).
+    fn heartbeat_answer(&self, buf: &[u8]) -> Option<usize>;
+    /// Records that the peer was heard from (its answers were read here).
+    fn heard(&self);
+    /// Counts `bytes` written here, `whole` if they end a frame (metrics).
+    fn wrote(&self, bytes: usize, whole: bool);
 }
 
 /// A slot of the slab: 24 bytes.
@@ -60,6 +94,11 @@ struct Entry {
     stream: Option<std::net::TcpStream>,
     gen: u16,
     state: State,
+    /// A ping was written here since it parked: input is looked at for
+    /// its answer. Until then any input resumes it at once, as it always
+    /// did (no peek: a connection woken by its messages pays nothing for
+    /// heartbeats). In the entry's padding.
+    pinged: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +157,10 @@ pub struct Parker {
     stopping: AtomicBool,
     /// Times a connection parked (metrics).
     parks: AtomicU64,
+    /// Heartbeat pings written to parked connections (metrics).
+    pings: AtomicU64,
+    /// Heartbeat answers read from parked connections (metrics).
+    pongs: AtomicU64,
     slots: Mutex<Slots>,
 }
 
@@ -162,6 +205,8 @@ impl Parker {
             stop,
             stopping: AtomicBool::new(false),
             parks: AtomicU64::new(0),
+            pings: AtomicU64::new(0),
+            pongs: AtomicU64::new(0),
             slots: Mutex::new(Slots::default()),
         });
         table[id] = Some(parker.clone());
@@ -194,6 +239,14 @@ impl Parker {
         self.parks.load(Ordering::Relaxed)
     }
 
+    /// Heartbeat pings written and answers read while parked, so far.
+    pub fn heartbeats(&self) -> (u64, u64) {
+        (
+            self.pings.load(Ordering::Relaxed),
+            self.pongs.load(Ordering::Relaxed),
+        )
+    }
+
     fn lock(&self) -> MutexGuard<'_, Slots> {
         // Every mutation of the slab is complete before anything can panic.
         self.slots.lock().unwrap_or_else(|p| p.into_inner())
@@ -215,7 +268,7 @@ impl Parker {
                     return;
                 }
                 let t = ev.token().0 as u64;
-                self.request(t as u32, (t >> 32) as u16);
+                self.readable(t as u32, (t >> 32) as u16);
             }
         }
     }
@@ -246,6 +299,7 @@ impl Parker {
                         stream: None,
                         gen: 0,
                         state: State::Armed,
+                        pinged: false,
                     });
                     (s.entries.len() - 1) as u32
                 }
@@ -254,6 +308,7 @@ impl Parker {
             e.dormant = Some(dormant);
             e.stream = Some(stream);
             e.state = State::Parking;
+            e.pinged = false;
             let gen = e.gen;
             s.parked += 1;
             if s.token.is_none() {
@@ -291,6 +346,73 @@ impl Parker {
         drop(s);
         if let Some(t) = taken {
             self.resume(t);
+        }
+    }
+
+    /// The socket of slot `key` (of generation `gen`) reported input or a
+    /// hang-up: if it was pinged here, heartbeat answers are read here and
+    /// the connection stays parked; anything else resumes it, with those
+    /// bytes still unread.
+    fn readable(self: &Arc<Self>, key: u32, gen: u16) {
+        let s = self.lock();
+        if let Some(Entry {
+            dormant: Some(d),
+            stream: Some(stream),
+            gen: g,
+            state: State::Armed,
+            pinged: true,
+        }) = s.entries.get(key as usize)
+        {
+            if *g == gen {
+                let (answers, stay) = read_answers(&**d, stream);
+                if answers > 0 {
+                    d.heard();
+                    self.pongs.fetch_add(answers, Ordering::Relaxed);
+                }
+                if stay {
+                    return;
+                }
+            }
+        }
+        drop(s);
+        self.request(key, gen);
+    }
+
+    /// Writes the heartbeat ping of slot `key` (generation `gen`) to its
+    /// socket if it is parked. Called under its outbox's lock, with nothing
+    /// queued (see [`ping_parked`]).
+    fn write_ping(&self, key: u32, gen: u16) -> Wrote {
+        let mut s = self.lock();
+        let Some(Entry {
+            dormant: Some(d),
+            stream: Some(stream),
+            gen: g,
+            state: State::Armed,
+            pinged,
+        }) = s.entries.get_mut(key as usize)
+        else {
+            return Wrote::Nothing;
+        };
+        if *g != gen {
+            return Wrote::Nothing;
+        }
+        let mut frame = [0u8; 14];
+        let len = d.ping(&mut frame);
+        let mut out: &std::net::TcpStream = &*stream;
+        match out.write(&frame[..len]) {
+            Ok(n) if n == len => {
+                d.wrote(n, true);
+                *pinged = true;
+                self.pings.fetch_add(1, Ordering::Relaxed);
+                Wrote::All
+            }
+            Ok(n) if n > 0 => {
+                d.wrote(n, false);
+                Wrote::Part(n as u32)
+            }
+            // Would block, failed, or took nothing: the connection resumes
+            // to write it (or to find the socket gone).
+            _ => Wrote::Nothing,
         }
     }
 
@@ -351,6 +473,99 @@ impl Parker {
     }
 }
 
+/// What [`Parker::write_ping`] managed.
+enum Wrote {
+    /// The whole ping: the connection stays parked.
+    All,
+    /// Only this many bytes: the rest must go out before anything else.
+    Part(u32),
+    /// Nothing (not parked, or the socket would not take it).
+    Nothing,
+}
+
+/// Reads every whole heartbeat answer waiting in a parked connection's
+/// socket: how many it read, and whether it may stay parked (nothing else
+/// waits: no other input, no end of stream, no error). What is not an
+/// answer is only peeked at, so the resumed driver reads it as before.
+fn read_answers(d: &dyn Dormant, stream: &std::net::TcpStream) -> (u64, bool) {
+    // Room for a WebSocket pong with the largest payload (131 bytes).
+    let mut buf = [0u8; 256];
+    let mut answers = 0;
+    let mut input: &std::net::TcpStream = stream;
+    loop {
+        let n = match stream.peek(&mut buf) {
+            Ok(0) => return (answers, false),
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return (answers, true),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return (answers, false),
+        };
+        let mut whole = 0;
+        let mut count = 0;
+        while let Some(len) = buf.get(whole..n).and_then(|b| d.heartbeat_answer(b)) {
+            whole += len;
+            count += 1;
+        }
+        if whole == 0 {
+            return (answers, false);
+        }
+        // Consume exactly the answers: the peek showed they are there.
+        let mut taken = 0;
+        while taken < whole {
+            match input.read(&mut buf[taken..whole]) {
+                Ok(0) => return (answers, false),
+                Ok(m) => taken += m,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return (answers, false),
+            }
+        }
+        answers += count;
+    }
+}
+
+/// Writes a heartbeat ping to `client` where it is parked, without resuming
+/// it: true if that was done (the whole ping went out, or part of it and
+/// the rest is queued and resumes it). False if it is not parked, has
+/// anything queued, or its socket would take none of it: the caller then
+/// pushes the ping to its outbox as for a running connection (which
+/// resumes a parked one, as before). Run by the heartbeat sweep.
+pub fn ping_parked(client: &Client) -> bool {
+    client.outbox.with_queue(|q| {
+        if !q.frames.is_empty() || q.closing().is_some() {
+            return false;
+        }
+        let Some((id, key, gen)) = q.waker().and_then(parked_at) else {
+            return false;
+        };
+        let parker = match PARKERS.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            Some(Some(p)) => p.clone(),
+            _ => return false,
+        };
+        // Under the queue's lock (the same order as a push's wake: queue,
+        // then slab), so nothing is queued between the check and the write.
+        match parker.write_ping(key, gen) {
+            Wrote::All => true,
+            Wrote::Part(n) => {
+                // Wakes the parked waker: the connection resumes and sends
+                // the rest first.
+                q.push_started(Frame::Ping, n);
+                true
+            }
+            Wrote::Nothing => false,
+        }
+    })
+}
+
+/// Where a parked connection's waker says it is parked: (parker id, slot
+/// key, generation); `None` for any other waker.
+fn parked_at(w: &Waker) -> Option<(usize, u32, u16)> {
+    if !std::ptr::eq(w.vtable(), &VTABLE) {
+        return None;
+    }
+    let v = w.data() as usize as u64;
+    Some(((v >> 48) as usize, v as u32, (v >> 32) as u16))
+}
+
 /// A parked connection's waker: the parker's id, the slot's generation and
 /// its key, packed in the pointer (no allocation, nothing to free).
 fn waker(id: u16, key: u32, gen: u16) -> Waker {
@@ -399,7 +614,8 @@ mod tests {
         assert_eq!(size_of::<Entry>(), 24);
     }
 
-    /// A parked connection that only records its resumes.
+    /// A parked connection that only records its resumes, with the raw TCP
+    /// transport's heartbeat (an empty frame: four zero bytes).
     struct Probe {
         client: Arc<Client>,
         resumed: Arc<AtomicU64>,
@@ -413,6 +629,21 @@ mod tests {
         fn client(&self) -> &Arc<Client> {
             &self.client
         }
+
+        fn ping(&self, out: &mut [u8; 14]) -> usize {
+            out[..4].fill(0);
+            4
+        }
+
+        fn heartbeat_answer(&self, buf: &[u8]) -> Option<usize> {
+            (buf.get(..4)? == [0u8; 4]).then_some(4)
+        }
+
+        fn heard(&self) {
+            self.client.touch(self.client.last_seen() + 1);
+        }
+
+        fn wrote(&self, _: usize, _: bool) {}
     }
 
     /// A connected pair of real sockets: the server's end (to park) and the
@@ -496,6 +727,149 @@ mod tests {
         parker.stop();
     }
 
+    /// Waits (bounded) until `f` holds; the epoll thread acts on its own.
+    async fn until(mut f: impl FnMut() -> bool) {
+        for _ in 0..2000 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(f(), "never happened");
+    }
+
+    /// A heartbeat ping reaches a parked connection's peer without resuming
+    /// it, and the peer's answer is read there: still parked, the client's
+    /// activity recorded, both counted. Then a half answer resumes it, with
+    /// the bytes left for the driver.
+    #[tokio::test]
+    async fn heartbeats_are_written_and_answered_while_parked() {
+        use std::io::{Read, Write};
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, client, resumed) = probe();
+        let (server, mut peer) = pair();
+        parker.park(server, p);
+        assert_eq!(parker.parked(), 1);
+        for round in 1..=3u64 {
+            assert!(ping_parked(&client));
+            let mut ping = [9u8; 4];
+            peer.read_exact(&mut ping).expect("ping");
+            assert_eq!(ping, [0; 4]);
+            let seen = client.last_seen();
+            peer.write_all(&[0; 4]).expect("pong");
+            until(|| parker.heartbeats() == (round, round)).await;
+            assert_eq!(client.last_seen(), seen + 1);
+            assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (0, 1));
+        }
+        // Nothing was queued and no buffer allocated for it.
+        assert_eq!(client.outbox.with_queue(|q| q.frames.capacity()), 0);
+        // Part of an answer: not an answer yet, so the driver gets it.
+        peer.write_all(&[0, 0]).expect("half");
+        until(|| resumed.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(parker.parked(), 0);
+        assert_eq!(parker.heartbeats(), (3, 3));
+        parker.stop();
+    }
+
+    /// Input that is not only heartbeat answers — a message after an answer,
+    /// the end of the stream — resumes the connection; the answers before it
+    /// are read, the rest is left unread for the driver.
+    #[tokio::test]
+    async fn anything_but_an_answer_resumes_and_stays_unread() {
+        use std::io::Write;
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, client, resumed) = probe();
+        let (server, mut peer) = pair();
+        let watch = server.try_clone().expect("clone");
+        parker.park(server, p);
+        assert!(ping_parked(&client));
+        peer.write_all(&[0, 0, 0, 0, 0, 0, 0, 1, b'x'])
+            .expect("write");
+        until(|| resumed.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(parker.heartbeats(), (1, 1));
+        let mut left = [0u8; 16];
+        assert_eq!(watch.peek(&mut left).expect("peek"), 5);
+        assert_eq!(&left[..5], &[0, 0, 0, 1, b'x']);
+        // A peer that closes while parked resumes it too (its driver sees
+        // the end of the stream and cleans up).
+        let (p, _client, resumed) = probe();
+        let (server, peer) = pair();
+        parker.park(server, p);
+        drop(peer);
+        until(|| resumed.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(parker.parked(), 0);
+        parker.stop();
+    }
+
+    /// A connection not pinged since it parked is resumed by any input, an
+    /// answer too, without its socket being read (as before heartbeats
+    /// were answered in place).
+    #[tokio::test]
+    async fn input_to_a_connection_not_pinged_resumes_it_unread() {
+        use std::io::Write;
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, _client, resumed) = probe();
+        let (server, mut peer) = pair();
+        let watch = server.try_clone().expect("clone");
+        parker.park(server, p);
+        peer.write_all(&[0, 0, 0, 0]).expect("write");
+        until(|| resumed.load(Ordering::SeqCst) == 1).await;
+        assert_eq!(parker.heartbeats(), (0, 0));
+        let mut left = [0u8; 8];
+        assert_eq!(watch.peek(&mut left).expect("peek"), 4);
+        parker.stop();
+    }
+
+    /// A parked connection whose socket takes no more bytes is not pinged
+    /// there: the ping is queued as for a running connection, which resumes
+    /// it to write it when it can.
+    #[tokio::test]
+    async fn a_ping_the_socket_would_block_on_resumes() {
+        use std::io::Write;
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        let (p, client, resumed) = probe();
+        let (server, _peer) = pair();
+        // Fill the socket (the peer reads nothing) before parking.
+        let mut fill = server.try_clone().expect("clone");
+        let chunk = [7u8; 65536];
+        loop {
+            match fill.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        parker.park(server, p);
+        assert_eq!(parker.parked(), 1);
+        assert!(!ping_parked(&client));
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (0, 1));
+        // What the heartbeat sweep then does.
+        client.outbox.push(herald_core::outbox::Frame::Ping);
+        assert_eq!((resumed.load(Ordering::SeqCst), parker.parked()), (1, 0));
+        assert_eq!(parker.heartbeats(), (0, 0));
+        parker.stop();
+    }
+
+    /// Only a parked connection with nothing queued is pinged in place.
+    #[tokio::test]
+    async fn only_parked_idle_connections_are_pinged_in_place() {
+        let parker = Parker::start(Duration::from_millis(1), TaskTracker::new()).expect("start");
+        // Not parked: its waker is a running driver's (here: none).
+        let (_p, client, _) = probe();
+        assert!(!ping_parked(&client));
+        // Closing: not pinged.
+        let (p, client, _) = probe();
+        let (server, _peer) = pair();
+        parker.park(server, p);
+        client.outbox.with_queue(|q| {
+            assert!(parked_at(q.waker().expect("waker")).is_some());
+        });
+        client.outbox.close(1000, false);
+        assert!(!ping_parked(&client));
+        assert_eq!(parker.heartbeats(), (0, 0));
+        parker.stop();
+    }
+
     #[test]
     fn wakers_carry_id_generation_and_key() {
         let w = waker(7, 0xdead_beef, 0x1234);
@@ -504,6 +878,8 @@ mod tests {
             ((v >> 48) as u16, (v >> 32) as u16, v as u32),
             (7, 0x1234, 0xdead_beef)
         );
+        assert_eq!(parked_at(&w), Some((7, 0xdead_beef, 0x1234)));
+        assert_eq!(parked_at(std::task::Waker::noop()), None);
         // Waking a parker that does not exist does nothing.
         w.wake();
     }

@@ -9,6 +9,8 @@
 //! | `herald_connections_refused_total` | counter | — (connection caps, Origin, handshake timeout) |
 //! | `herald_hibernated_connections` | gauge | — (idle connections parked off tokio, [`crate::hibernate`]) |
 //! | `herald_hibernations_total` | counter | — (times a connection parked) |
+//! | `herald_hibernated_pings_total` | counter | — (heartbeat pings written to parked connections without resuming them) |
+//! | `herald_hibernated_pongs_total` | counter | — (heartbeat answers read from parked connections without resuming them) |
 //! | `herald_disconnects_total` | counter | `code` (the close code; 0 = closed by the client; `other`) |
 //! | `herald_messages_received_total`, `herald_received_bytes_total` | counter | — |
 //! | `herald_messages_sent_total`, `herald_sent_bytes_total` | counter | — (socket transports) |
@@ -169,10 +171,10 @@ fn connections(out: &mut String, scrape: &Scrape) {
         "Connections turned away before a session existed (connection caps, Origin, handshake timeout).",
     );
     let _ = writeln!(out, "herald_connections_refused_total {}", m.refused.get());
-    let (parked, parks) = scrape
+    let (parked, parks, (pings, pongs)) = scrape
         .parker
         .as_ref()
-        .map_or((0, 0), |p| (p.parked(), p.parks()));
+        .map_or((0, 0, (0, 0)), |p| (p.parked(), p.parks(), p.heartbeats()));
     head(
         out,
         "herald_hibernated_connections",
@@ -187,6 +189,20 @@ fn connections(out: &mut String, scrape: &Scrape) {
         "Times an idle connection parked.",
     );
     let _ = writeln!(out, "herald_hibernations_total {parks}");
+    head(
+        out,
+        "herald_hibernated_pings_total",
+        "counter",
+        "Heartbeat pings written to parked connections without resuming them.",
+    );
+    let _ = writeln!(out, "herald_hibernated_pings_total {pings}");
+    head(
+        out,
+        "herald_hibernated_pongs_total",
+        "counter",
+        "Heartbeat answers read from parked connections without resuming them.",
+    );
+    let _ = writeln!(out, "herald_hibernated_pongs_total {pongs}");
 
     head(
         out,

@@ -607,19 +607,25 @@ async fn deadlines(server: Arc<Server>, shutdown: CancellationToken) {
 
 /// Every [`herald_core::broker::HOUSEKEEPING`]: the broker's housekeeping
 /// (the in-memory broker sweeps one shard: expired history and idle
-/// channels go even when no traffic comes to sweep them).
+/// channels go even when no traffic comes to sweep them), and the reclaim
+/// hook when the node is quiet or a wave of parks is over
+/// ([`crate::reclaim`]).
 async fn housekeeping(server: Arc<Server>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(herald_core::broker::HOUSEKEEPING);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let activity = || crate::reclaim::activity(&server.node.metrics);
     let mut quiet = crate::reclaim::Quiet::new(activity(), Instant::now());
+    let parked = || server.drivers.parker.as_ref().map_or(0, |p| p.parked());
+    let mut wave = crate::reclaim::ParkWave::new(parked());
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
                 server.node.broker.housekeep();
                 if let Some(r) = &server.config.reclaim {
-                    if quiet.tick(activity(), Instant::now()) {
+                    let now = Instant::now();
+                    let quiet_due = quiet.tick(activity(), now);
+                    if wave.tick(parked(), now) || quiet_due {
                         (r.0)();
                     }
                 }
@@ -673,7 +679,8 @@ async fn drain(server: &Server) {
 /// ping before it can be closed. (Sweeping once per `ping_interval` closed
 /// clients that fell silent just after a sweep without ever pinging them.)
 /// A client that answers a ping is not pinged again before its share of
-/// the interval has passed in silence once more.
+/// the interval has passed in silence once more. A parked connection is
+/// pinged where it is parked, and stays parked ([`crate::hibernate::ping_parked`]).
 async fn heartbeats(server: Arc<Server>, shutdown: CancellationToken) {
     let interval = server.config.node.ping_interval;
     let timeout = server.config.pong_timeout.as_secs() as u32;
@@ -689,7 +696,9 @@ async fn heartbeats(server: Arc<Server>, shutdown: CancellationToken) {
             let silent = now.saturating_sub(c.last_seen());
             if silent >= interval + timeout {
                 c.outbox.close(DisconnectCode::NoPong.code(), true);
-            } else if silent >= ping_due(interval, c.id) {
+            } else if silent >= ping_due(interval, c.id) && !crate::hibernate::ping_parked(c) {
+                // Not parked (or its socket is full): queued, which resumes
+                // a parked connection.
                 c.outbox.push(Frame::Ping);
             }
         });

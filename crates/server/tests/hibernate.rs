@@ -287,11 +287,11 @@ async fn a_parked_tcp_client_resumes_on_publication_and_command() {
     }
 }
 
-/// A connection woken by a heartbeat parks again soon after the client's
-/// pong, not a whole `--hibernate-after` later: with 60 s of
-/// `--hibernate-after` and a ping every 0.5–1 s, the client (which answers
-/// pings and sends nothing else) is parked well within `WAIT`; without the
-/// short rest it would stay awake for a minute.
+/// A connection that is awake when it is pinged parks again soon after the
+/// client's pong, not a whole `--hibernate-after` later: with 60 s of
+/// `--hibernate-after` and a ping every second, the client (woken by a
+/// command of its own, then only answering pings) is parked well within
+/// `WAIT`; without the short rest it would stay awake for a minute.
 #[tokio::test]
 async fn a_heartbeat_answer_lets_the_connection_park_again_soon() {
     let srv = start(ServeArgs {
@@ -300,11 +300,202 @@ async fn a_heartbeat_answer_lets_the_connection_park_again_soon() {
     })
     .await;
     let mut ws = json_client(srv.addr).await;
+    // A new connection parks after its opening exchange; a command resumes
+    // it, and a resumed connection stays awake for `--hibernate-after`.
+    parked(srv.addr, 1).await;
+    send_json(&mut ws, json!({"id": 5, "ping": {}})).await;
+    assert_eq!(recv_json(&mut ws).await["id"], 5);
+    parked(srv.addr, 0).await;
+    let woken = metric(srv.addr, "herald_hibernations_total").await;
     // Keep reading, so that the client library answers every ping.
     let reader = tokio::spawn(async move {
         use futures_util::StreamExt;
         while let Some(Ok(_)) = ws.next().await {}
     });
     parked(srv.addr, 1).await;
+    assert_eq!(
+        metric(srv.addr, "herald_hibernations_total").await,
+        woken + 1
+    );
     reader.abort();
+}
+
+/// A new connection parks as soon as its opening exchange is over, not a
+/// whole `--hibernate-after` later: with 60 s of it, a client that connects
+/// and waits is parked well within `WAIT`.
+#[tokio::test]
+async fn a_new_connection_parks_after_its_opening_exchange() {
+    let srv = start(args(60_000)).await;
+    let mut ws = json_client(srv.addr).await;
+    subscribe_json(&mut ws, 2, "first").await;
+    parked(srv.addr, 1).await;
+    publish(srv.addr, "first", json!(1)).await;
+    assert_eq!(recv_json(&mut ws).await["pub"]["data"], json!(1));
+}
+
+/// Pings reach a parked connection and its pongs are read where it is
+/// parked: it answers several without ever resuming (the number of parks
+/// does not move), and is still served afterwards.
+#[tokio::test]
+async fn pongs_are_read_while_parked_without_resuming() {
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
+    let mut ws = json_client(srv.addr).await;
+    subscribe_json(&mut ws, 2, "beat").await;
+    parked(srv.addr, 1).await;
+    let parks = metric(srv.addr, "herald_hibernations_total").await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let reader = tokio::spawn(async move {
+        use futures_util::StreamExt;
+        // tungstenite answers each ping as it reads.
+        while let Some(Ok(m)) = ws.next().await {
+            if !m.is_ping() && tx.send(m).await.is_err() {
+                return;
+            }
+        }
+    });
+    let until = tokio::time::Instant::now() + WAIT;
+    while metric(srv.addr, "herald_hibernated_pongs_total").await < 3 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "pongs never read parked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(metric(srv.addr, "herald_hibernated_pings_total").await >= 3);
+    assert_eq!(metric(srv.addr, "herald_hibernations_total").await, parks);
+    assert_eq!(metric(srv.addr, "herald_hibernated_connections").await, 1);
+    // A publication still resumes it and arrives.
+    publish(srv.addr, "beat", json!("after")).await;
+    let m = tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("publication");
+    let text = m.expect("message").into_text().expect("text");
+    let v: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(v["pub"]["data"], json!("after"), "{v}");
+    reader.abort();
+}
+
+/// The JSON client of `Raw`: connected, its `connect` answered.
+async fn raw_client(addr: SocketAddr) -> Raw {
+    let mut raw = Raw::connect(addr, "/ws", Some("herald.json")).await;
+    raw.send_frame(herald_ws::OpCode::Text, br#"{"id":1,"connect":{}}"#)
+        .await;
+    assert!(raw.next_json().await["connect"].is_object());
+    raw
+}
+
+fn masked(opcode: herald_ws::OpCode, payload: &[u8]) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    herald_ws::encode_frame(&mut out, opcode, payload, Some(herald_ws::random_mask()));
+    out.to_vec()
+}
+
+/// Waits until at least `n` pings were written to parked connections.
+async fn pinged(addr: SocketAddr, n: u64) {
+    let until = tokio::time::Instant::now() + WAIT;
+    while metric(addr, "herald_hibernated_pings_total").await < n {
+        assert!(tokio::time::Instant::now() < until, "never pinged parked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A pong followed by the first half of a command, while parked (and
+/// pinged there): the pong is read there, the half frame resumes the
+/// connection (it leaves its parking place and stays awake while the frame
+/// is incomplete), and the command, once whole, is answered as before.
+#[tokio::test]
+async fn a_partial_frame_while_parked_resumes_and_is_handled() {
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
+    let mut raw = raw_client(srv.addr).await;
+    parked(srv.addr, 1).await;
+    pinged(srv.addr, 1).await;
+    let pongs = metric(srv.addr, "herald_hibernated_pongs_total").await;
+    let cmd = masked(herald_ws::OpCode::Text, br#"{"id":7,"ping":{}}"#);
+    let mut bytes = masked(herald_ws::OpCode::Pong, b"");
+    bytes.extend_from_slice(&cmd[..5]);
+    raw.send_raw(&bytes).await;
+    parked(srv.addr, 0).await;
+    assert_eq!(
+        metric(srv.addr, "herald_hibernated_pongs_total").await,
+        pongs + 1
+    );
+    raw.send_raw(&cmd[5..]).await;
+    assert_eq!(raw.next_json().await, json!({"id": 7, "ping": {}}));
+    parked(srv.addr, 1).await;
+}
+
+/// Bytes that are not a valid frame reach a parked connection: it resumes
+/// and closes with 1002 as a running one does.
+#[tokio::test]
+async fn garbage_while_parked_resumes_and_closes_with_1002() {
+    let srv = start(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
+    let mut raw = raw_client(srv.addr).await;
+    parked(srv.addr, 1).await;
+    pinged(srv.addr, 1).await;
+    // An unmasked pong: not an answer the parked connection may read.
+    raw.send_raw(&[0x8a, 0x00]).await;
+    assert_eq!(raw.close_code().await, Some(1002));
+    assert_eq!(metric(srv.addr, "herald_hibernated_pongs_total").await, 0);
+}
+
+/// A raw TCP client answers the server's empty frames while parked (each
+/// answer read there, the connection never resumed), then goes away: it is
+/// unregistered as before.
+#[tokio::test]
+async fn a_parked_tcp_client_answers_heartbeats_then_goes_away() {
+    let srv = start_with_tcp(ServeArgs {
+        ping_interval: Some(1),
+        ..args(20)
+    })
+    .await;
+    let addr = srv.tcp_addr.expect("tcp");
+    let mut t = Tcp(TcpStream::connect(addr).await.expect("connect"));
+    t.send(
+        1,
+        Command::Connect {
+            token: None,
+            name: None,
+        },
+    )
+    .await;
+    assert!(matches!(t.recv().await, ServerMsg::Reply { id: 1, .. }));
+    parked(srv.addr, 1).await;
+    let parks = metric(srv.addr, "herald_hibernations_total").await;
+    for _ in 0..2 {
+        let mut beat = [9u8; 4];
+        tokio::time::timeout(WAIT, t.0.read_exact(&mut beat))
+            .await
+            .expect("heartbeat")
+            .expect("read");
+        assert_eq!(beat, [0; 4]);
+        t.0.write_all(&[0; 4]).await.expect("answer");
+    }
+    let until = tokio::time::Instant::now() + WAIT;
+    while metric(srv.addr, "herald_hibernated_pongs_total").await < 2 {
+        assert!(tokio::time::Instant::now() < until, "answers never read");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(metric(srv.addr, "herald_hibernations_total").await, parks);
+    drop(t);
+    let until = tokio::time::Instant::now() + WAIT;
+    while metric(srv.addr, "herald_connections{transport=\"tcp\"}").await != 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "client never unregistered"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    parked(srv.addr, 0).await;
 }

@@ -66,6 +66,11 @@ impl Wire for TcpWire {
         PREFIX
     }
 
+    fn heartbeat_answer(&self, buf: &[u8]) -> Option<usize> {
+        // An empty frame: its length prefix, zero.
+        (buf.get(..PREFIX)? == [0u8; PREFIX]).then_some(PREFIX)
+    }
+
     fn close_payload(&self, c: &Closing, out: &mut [u8; 125]) -> usize {
         let mut buf = BytesMut::new();
         Encoding::Binary.encode_server(
@@ -120,5 +125,23 @@ mod tests {
         ));
         let mut buf = [0xffu8, 0xff, 0xff, 0xff];
         assert_eq!(w.decode(&mut buf).err(), Some(1009));
+    }
+
+    /// What a parked connection reads as a heartbeat answer is exactly what
+    /// the decoder takes as one, and nothing else.
+    #[test]
+    fn heartbeat_answers_agree_with_the_decoder() {
+        let w = TcpWire::new(8);
+        assert_eq!(w.heartbeat_answer(&[0, 0, 0, 0]), Some(4));
+        assert_eq!(w.heartbeat_answer(&[0, 0, 0, 0, 0, 0, 0, 2, 9]), Some(4));
+        for other in [&[][..], &[0, 0, 0], &[0, 0, 0, 1, 7], &[0, 0, 1, 0]] {
+            assert_eq!(w.heartbeat_answer(other), None, "{other:?}");
+        }
+        let mut d = TcpWire::new(8);
+        let mut buf = [0u8, 0, 0, 0];
+        assert!(matches!(
+            d.decode(&mut buf),
+            Ok(Some((4, Some(Incoming::Heartbeat))))
+        ));
     }
 }

@@ -143,11 +143,71 @@ impl Wire for WsWire {
         })
     }
 
+    fn heartbeat_answer(&self, buf: &[u8]) -> Option<usize> {
+        // A whole, masked pong (FIN, no RSV bits: `parse_header` checks the
+        // control-frame rules); its payload, at most 125 bytes, is ignored as
+        // the decoder ignores it.
+        let h = herald_ws::parse_header(buf).ok()??;
+        let end = h.header_len + usize::try_from(h.payload_len).ok()?;
+        (h.opcode == OpCode::Pong && h.mask.is_some() && buf.len() >= end).then_some(end)
+    }
+
     fn close_payload(&self, c: &Closing, out: &mut [u8; 125]) -> usize {
         out[..2].copy_from_slice(&c.code.to_be_bytes());
         let reason = c.reason();
         let n = reason.len().min(123);
         out[2..2 + n].copy_from_slice(&reason.as_bytes()[..n]);
         2 + n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    fn frame(opcode: OpCode, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        herald_ws::encode_frame(&mut out, opcode, payload, mask);
+        out.to_vec()
+    }
+
+    /// What a parked connection reads as a heartbeat answer (a whole masked
+    /// pong) is exactly what the decoder takes as one; a partial pong, an
+    /// unmasked one, a ping, a message or a close is left for the decoder.
+    #[test]
+    fn heartbeat_answers_agree_with_the_decoder() {
+        let w = WsWire::new(1 << 20);
+        let mask = Some([1, 2, 3, 4]);
+        for payload in [&b""[..], b"abc", &[7u8; 125]] {
+            let pong = frame(OpCode::Pong, payload, mask);
+            assert_eq!(w.heartbeat_answer(&pong), Some(pong.len()));
+            let mut d = WsWire::new(1 << 20);
+            let mut copy = pong.clone();
+            assert!(matches!(
+                d.decode(&mut copy),
+                Ok(Some((n, Some(Incoming::Heartbeat)))) if n == pong.len()
+            ));
+            // Followed by anything: only the pong's own bytes.
+            let mut two = pong.clone();
+            two.extend(frame(OpCode::Text, b"x", mask));
+            assert_eq!(w.heartbeat_answer(&two), Some(pong.len()));
+            for cut in 0..pong.len() {
+                assert_eq!(w.heartbeat_answer(&pong[..cut]), None, "cut at {cut}");
+            }
+        }
+        let others = [
+            frame(OpCode::Pong, b"", None),
+            frame(OpCode::Ping, b"", mask),
+            frame(OpCode::Text, b"", mask),
+            frame(OpCode::Binary, b"\0\0", mask),
+            frame(OpCode::Close, b"\x03\xe8", mask),
+            vec![0x8a | 0x40, 0x80, 1, 2, 3, 4], // RSV1 on a control frame
+            vec![0x0a, 0x80, 1, 2, 3, 4],        // a pong without FIN
+            b"GET / HTTP/1.1\r\n".to_vec(),
+        ];
+        for other in others {
+            assert_eq!(w.heartbeat_answer(&other), None, "{other:?}");
+        }
     }
 }
