@@ -12,133 +12,27 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
+#[path = "common/failover.rs"]
+mod failover;
 #[path = "common/game.rs"]
 mod game_common;
 
 use common::{assert_metrics_documented, http, json_client, request, user_token, Ws};
-use futures_util::StreamExt;
+use failover::{check, publish_through, subscriber};
 use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::testing::Sentinels;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use tokio_tungstenite::tungstenite::Message;
 
 fn node(url: &str) -> NodeHandle {
     NodeHandle::start(ServeArgs {
         broker: Some(url.to_string()),
         ..ServeArgs::default()
     })
-}
-
-/// One stretch of a subscriber's life: from a subscribe reply to a 3004
-/// (or the end), in one epoch.
-#[derive(Debug, Clone)]
-struct Segment {
-    epoch: String,
-    /// The subscribe reply's `recovered`.
-    recovered: bool,
-    /// The position the stretch starts after.
-    start: u64,
-    /// What it received, in order: (offset, data).
-    got: Vec<(u64, Value)>,
-}
-
-/// Subscribes (with `recover` after the first time), retrying 114 until
-/// the node can serve again.
-async fn subscribe(addr: SocketAddr, recover: Option<(&str, u64)>) -> (Ws, Segment) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut ws = json_client(addr).await;
-        let mut sub = json!({"channel": "feed"});
-        if let Some((e, o)) = recover {
-            sub["recover"] = json!({"epoch": e, "offset": o});
-        }
-        let r = request(&mut ws, json!({"id": 2, "subscribe": sub})).await;
-        if let Some(s) = r["subscribe"].as_object() {
-            let epoch = s["epoch"].as_str().unwrap().to_string();
-            let recovered = s.get("recovered").and_then(Value::as_bool) == Some(true);
-            let mut seg = Segment {
-                epoch,
-                recovered,
-                start: recover.map_or(s["offset"].as_u64().unwrap(), |r| r.1),
-                got: Vec::new(),
-            };
-            if !recovered {
-                seg.start = s["offset"].as_u64().unwrap();
-            }
-            for p in s
-                .get("publications")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if recovered {
-                    seg.got
-                        .push((p["offset"].as_u64().unwrap(), p["data"].clone()));
-                }
-            }
-            return (ws, seg);
-        }
-        assert!(Instant::now() < deadline, "never subscribed: {r}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A subscriber until it has the publisher's last acknowledged position
-/// (`done`) in its current segment; reconnects and recovers after a 3004.
-async fn subscriber(
-    addr: SocketAddr,
-    mut done: watch::Receiver<Option<(String, u64)>>,
-) -> Vec<Segment> {
-    let (mut ws, seg) = subscribe(addr, None).await;
-    let mut segs = vec![seg];
-    loop {
-        let finished = |segs: &Vec<Segment>, target: &Option<(String, u64)>| {
-            let (Some(seg), Some((e, o))) = (segs.last(), target) else {
-                return false;
-            };
-            seg.epoch == *e && seg.got.last().map_or(seg.start, |p| p.0) >= *o
-        };
-        if finished(&segs, &done.borrow()) {
-            return segs;
-        }
-        let msg = tokio::select! {
-            m = ws.next() => m,
-            _ = done.changed() => continue,
-            _ = tokio::time::sleep(Duration::from_secs(40)) => panic!("subscriber stuck: {segs:?}"),
-        };
-        match msg {
-            Some(Ok(Message::Text(t))) => {
-                let m: Value = serde_json::from_str(t.as_str()).unwrap();
-                if m["pub"]["channel"] == "feed" {
-                    let seg = segs.last_mut().unwrap();
-                    seg.got.push((
-                        m["pub"]["offset"].as_u64().unwrap(),
-                        m["pub"]["data"].clone(),
-                    ));
-                }
-            }
-            Some(Ok(Message::Close(frame))) => {
-                let code: u16 = frame.map(|f| f.code.into()).unwrap_or(0);
-                assert_eq!(code, 3004, "closed with {code}");
-                let last = segs.last().unwrap();
-                let pos = (
-                    last.epoch.clone(),
-                    last.got.last().map_or(last.start, |p| p.0),
-                );
-                let (w, seg) = subscribe(addr, Some((&pos.0, pos.1))).await;
-                ws = w;
-                segs.push(seg);
-            }
-            Some(Ok(_)) => {}
-            other => panic!("subscriber connection ended: {other:?}"),
-        }
-    }
 }
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -163,40 +57,11 @@ async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
 
     // Publish through node B; SIGKILL the master after 30 acknowledged
     // publications; go on until 40 more were acknowledged after it.
-    let mut publisher = json_client(b.addr).await;
-    let mut acked: Vec<(String, u64, i64)> = Vec::new();
-    let (mut refused, mut killed_at) = (0u32, None);
-    let started = Instant::now();
-    let mut n: i64 = 0;
-    while killed_at.is_none_or(|k| acked.len() < k + 40) {
-        assert!(
-            started.elapsed() < Duration::from_secs(45),
-            "publishing never resumed"
-        );
-        n += 1;
-        let r = request(
-            &mut publisher,
-            json!({"id": 3, "publish": {"channel": "feed", "data": n}}),
-        )
-        .await;
-        match r["publish"].as_object() {
-            Some(p) => acked.push((
-                p["epoch"].as_str().unwrap().to_string(),
-                p["offset"].as_u64().unwrap(),
-                n,
-            )),
-            None => {
-                assert_eq!(r["error"]["code"], 114, "{r}");
-                refused += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        if acked.len() == 30 && killed_at.is_none() {
-            let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
-            killed_at = Some(acked.len());
-            eprintln!("killed the master on port {old}");
-        }
-    }
+    let (acked, refused) = publish_through(b.addr, 40, || {
+        let old = tokio::task::block_in_place(|| s.kill_master()).unwrap();
+        eprintln!("killed the master on port {old}");
+    })
+    .await;
     assert!(refused > 0, "no publish failed while there was no master");
     let last = acked.last().unwrap().clone();
     let _ = done_tx.send(Some((last.0.clone(), last.1)));
@@ -211,48 +76,8 @@ async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
     }
 
     // One message per (epoch, offset) across every subscriber and the
-    // publisher's acknowledgements.
-    let mut seen: HashMap<(String, u64), Value> = HashMap::new();
-    for (e, o, d) in &acked {
-        seen.insert((e.clone(), *o), json!(d));
-    }
-    let mut told = 0;
-    for segs in &all {
-        for (i, seg) in segs.iter().enumerate() {
-            // Contiguous from where it started: no untold gap.
-            let offsets: Vec<u64> = seg.got.iter().map(|p| p.0).collect();
-            let want: Vec<u64> = (seg.start + 1..=seg.start + offsets.len() as u64).collect();
-            assert_eq!(offsets, want, "a gap in {seg:?}");
-            for (o, d) in &seg.got {
-                let prev = seen.insert((seg.epoch.clone(), *o), d.clone());
-                assert!(
-                    prev.as_ref().is_none_or(|p| p == d),
-                    "two messages at {}:{o}: {prev:?} and {d}",
-                    seg.epoch
-                );
-            }
-            if i > 0 {
-                // After a 3004: recovered with everything, or told not.
-                let before = &segs[i - 1];
-                if seg.recovered {
-                    assert_eq!(seg.epoch, before.epoch);
-                } else {
-                    told += 1;
-                }
-            }
-        }
-        // The last stretch has every acknowledged publication of its epoch
-        // after its start.
-        let seg = segs.last().unwrap();
-        for (e, o, d) in &acked {
-            if *e == seg.epoch && *o > seg.start {
-                assert!(
-                    seg.got.contains(&(*o, json!(d))),
-                    "acknowledged {e}:{o} = {d} missing from {seg:?}"
-                );
-            }
-        }
-    }
+    // publisher's acknowledgements; no untold gap.
+    let told = check(&all, &acked);
     eprintln!("{told} resynchronisations told, {refused} publishes refused");
 
     // The nodes say where the master is now, and that one fail-over happened.
