@@ -679,3 +679,19 @@ pub fn move_slot_between(ports: &[u16], slot: u16, from: u16, to: u16, mut pause
         }
     }
 }
+
+/// A link to `url` with Herald's scripts loaded and a 2 s timeout, as the
+/// broker makes it. Panics on a URL it cannot parse (tests give good ones).
+pub fn link(url: &str) -> std::sync::Arc<crate::conn::Link> {
+    let target = crate::conn::Target::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+    crate::conn::Link::start(target, crate::lua::setup(), Duration::from_secs(2))
+}
+
+/// Waits until `link` is connected, or panics after `within`.
+pub async fn wait_up(link: &crate::conn::Link, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !link.is_up() {
+        assert!(Instant::now() < deadline, "the link never came up");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

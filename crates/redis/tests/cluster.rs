@@ -11,31 +11,12 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use herald_redis::cluster::SHARD_EPOCH;
-use herald_redis::conn::{Link, Target};
-use herald_redis::lua;
 use herald_redis::slot;
 use herald_redis::testing::{self, RedisCluster};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
-}
-
-async fn up(link: &Link, within: Duration) {
-    let deadline = Instant::now() + within;
-    while !link.is_up() {
-        assert!(Instant::now() < deadline, "the link never came up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn link(url: &str) -> Arc<Link> {
-    Link::start(
-        Target::parse(url).unwrap(),
-        lua::setup(),
-        Duration::from_secs(2),
-    )
 }
 
 fn text(v: &herald_redis::resp::Value) -> String {
@@ -58,8 +39,8 @@ async fn commands_go_to_their_slots_master_and_follow_moves() {
     let Some(c) = blocking(|| RedisCluster::start(3)) else {
         return;
     };
-    let link = link(&c.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&c.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let map = link.target().cluster().unwrap().map().unwrap();
     assert_eq!(map.masters().len(), 3);
     assert_eq!(map.uncovered(), 0);
@@ -176,8 +157,8 @@ async fn a_killed_master_is_replaced_and_its_epoch_rises() {
     let Some(mut c) = blocking(|| RedisCluster::start(3)) else {
         return;
     };
-    let link = link(&c.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&c.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let s = slot::slot(b"foo");
     link.call(&["SET", "foo", "1"]).await.unwrap();
     let old = blocking(|| c.owner_of(s)).unwrap();
@@ -230,7 +211,7 @@ async fn bad_addresses_and_uncovered_slots_are_clear_errors() {
         .local_addr()
         .unwrap()
         .port();
-    let nowhere = link(&format!("redis-cluster://127.0.0.1:{port}"));
+    let nowhere = testing::link(&format!("redis-cluster://127.0.0.1:{port}"));
     let deadline = Instant::now() + Duration::from_secs(5);
     let e = loop {
         let e = nowhere.call(&["GET", "foo"]).await.unwrap_err().to_string();
@@ -246,7 +227,7 @@ async fn bad_addresses_and_uncovered_slots_are_clear_errors() {
     let Some(plain) = blocking(testing::RedisServer::start) else {
         return;
     };
-    let not_cluster = link(&format!("redis-cluster://127.0.0.1:{}", plain.port));
+    let not_cluster = testing::link(&format!("redis-cluster://127.0.0.1:{}", plain.port));
     let deadline = Instant::now() + Duration::from_secs(5);
     let e = loop {
         let e = not_cluster
@@ -266,8 +247,8 @@ async fn bad_addresses_and_uncovered_slots_are_clear_errors() {
     let Some(mut c) = blocking(|| RedisCluster::start_with(3, 0)) else {
         return;
     };
-    let link = link(&c.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&c.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let dead = blocking(|| c.owner_of(slot::slot(b"foo"))).unwrap();
     let alive_key = (0..100)
         .map(|i| format!("k{i}"))

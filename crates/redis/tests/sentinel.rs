@@ -9,31 +9,14 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use herald_core::BrokerError;
-use herald_redis::conn::{Link, Target};
+use herald_redis::conn::Link;
 use herald_redis::lua;
 use herald_redis::tables::{Claim, TableStore};
 use herald_redis::testing::{self, Sentinels};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
-}
-
-async fn up(link: &Link, within: Duration) {
-    let deadline = Instant::now() + within;
-    while !link.is_up() {
-        assert!(Instant::now() < deadline, "the link never came up");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn link(url: &str) -> Arc<Link> {
-    Link::start(
-        Target::parse(url).unwrap(),
-        lua::setup(),
-        Duration::from_secs(2),
-    )
 }
 
 /// Retries `SET k v` until it succeeds (at most 30 s); returns how long it took.
@@ -68,8 +51,8 @@ async fn the_links_follow_a_failover_and_tokens_never_repeat() {
         return;
     };
     let first = s.redis[0].port;
-    let link = link(&s.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&s.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     assert_eq!(link.target().master(), Some(format!("127.0.0.1:{first}")));
     let store = TableStore::new(link.clone(), "herald", "node-a");
     let before = claim(&store, 7, 0).await;
@@ -119,7 +102,7 @@ async fn sentinels_that_do_not_answer_are_a_clear_error() {
         .local_addr()
         .unwrap()
         .port();
-    let link = link(&format!("redis-sentinel://127.0.0.1:{port}/herald"));
+    let link = testing::link(&format!("redis-sentinel://127.0.0.1:{port}/herald"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!link.is_up());
     let err = link.call(&["PING"]).await.unwrap_err();
@@ -138,14 +121,14 @@ async fn an_unknown_master_name_and_all_sentinels_down() {
         .iter()
         .map(|p| format!("127.0.0.1:{p}"))
         .collect();
-    let wrong = link(&format!("redis-sentinel://{}/nosuch", hosts.join(",")));
+    let wrong = testing::link(&format!("redis-sentinel://{}/nosuch", hosts.join(",")));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!wrong.is_up());
     assert!(wrong.call(&["PING"]).await.is_err());
 
     // All sentinels down: a link that is connected keeps its master...
-    let link = link(&s.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&s.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     blocking(|| s.kill_sentinels());
     link.call(&["SET", "k", "1"]).await.unwrap();
     // ...but cannot find it again once its connection fails: calls fail
@@ -218,8 +201,8 @@ async fn a_failover_epoch_ends_the_channel_epochs_made_before_it() {
     let Some(redis) = testing::RedisServer::start() else {
         return;
     };
-    let link = link(&redis.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&redis.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let (e0, _) = publish(&link, "x", "1").await;
     publish(&link, "x", "2").await;
     assert_eq!(publish(&link, "x", "3").await, (e0.clone(), 3));
@@ -250,8 +233,8 @@ async fn a_graceful_failover_moves_the_links_off_the_demoted_master() {
         return;
     };
     let old = s.redis[0].port;
-    let link = link(&s.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&s.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let port = s.sentinel_ports()[0];
     let ok = testing::command(port, &["SENTINEL", "FAILOVER", testing::MASTER_NAME]);
     assert!(
@@ -300,8 +283,8 @@ async fn lobby_numbers_after_a_failover_are_above_every_earlier_one() {
     let Some(redis) = testing::RedisServer::start() else {
         return;
     };
-    let link = link(&redis.url());
-    up(&link, Duration::from_secs(10)).await;
+    let link = testing::link(&redis.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
     let store = TableStore::new(link.clone(), "herald", "node-a");
     let Claim::Won { lease, .. } = store.claim(5, 0, Duration::from_secs(30)).await.unwrap() else {
         panic!("not won");
