@@ -483,9 +483,26 @@ impl Hub {
     /// with [`crate::channel::validate_pattern`]. Returns false if it was
     /// already there. Delivery through it starts when this returns.
     pub fn subscribe_pattern(&self, pattern: &str, client: &Arc<Client>) -> bool {
+        self.subscribe_pattern_then(pattern, client, || {})
+    }
+
+    /// [`Hub::subscribe_pattern`], calling `announce` (which queues the
+    /// subscribe reply on `client`) after the pattern is in place and before
+    /// any publication can be delivered through it. So the reply comes
+    /// before every delivery through the pattern, and a publication made
+    /// after the client read the reply is delivered: the fan-out waits for
+    /// this lock. `announce` may push to outboxes (the fan-out's lock order,
+    /// hub then outbox) but must not touch the hub.
+    pub fn subscribe_pattern_then(
+        &self,
+        pattern: &str,
+        client: &Arc<Client>,
+        announce: impl FnOnce(),
+    ) -> bool {
         let mut patterns = write(&self.patterns);
         let added = patterns.insert(pattern, PatternSub(client.clone()));
         self.pattern_count.store(patterns.len(), Ordering::Release);
+        announce();
         added
     }
 
@@ -1192,6 +1209,29 @@ mod tests {
             1,
             "the exact subscription is untouched"
         );
+    }
+
+    /// The subscribe reply is queued with the pattern already in place, and
+    /// a publication racing it (here: delivered by another thread while the
+    /// reply is being queued) comes after the reply and is not lost.
+    #[test]
+    fn a_pattern_is_in_place_before_its_reply_and_no_delivery_overtakes_it() {
+        let hub = Arc::new(Hub::new());
+        let a = client(1, Encoding::Json);
+        let mut racer = None;
+        hub.subscribe_pattern_then("news.*", &a, || {
+            assert_eq!(hub.pattern_count(), 1, "in place when announced");
+            let h = hub.clone();
+            racer = Some(std::thread::spawn(move || publish(&h, "news.sport", 1)));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            a.send(Bytes::from_static(b"{\"id\":1,\"reply\":{}}"));
+        });
+        racer.expect("spawned").join().expect("racer");
+        let frames: Vec<Vec<u8>> = a
+            .outbox
+            .with_queue(|q| q.frames.iter().map(|f| f.payload().into_owned()).collect());
+        assert_eq!(frames.len(), 2, "the racing publication is delivered");
+        assert_eq!(frames[0], b"{\"id\":1,\"reply\":{}}", "the reply first");
     }
 
     /// Decodes everything queued for `c` (JSON or binary) and empties it.

@@ -422,20 +422,25 @@ impl Session {
         let name: Arc<str> = channel.into();
         self.subscriptions.push(name.clone());
         if pattern {
-            // Reply first, then register: every publication delivered through
-            // the pattern is queued after the reply. One published in between
-            // is simply before the subscription took effect.
-            self.reply(
-                id,
-                Reply::Subscribe {
-                    epoch: String::new(),
-                    offset: 0,
-                    recovered: false,
-                    publications: Vec::new(),
-                },
-            );
-            self.node.hub.subscribe_pattern(&name, &self.client);
+            // The reply is queued under the hub's pattern lock, once the
+            // pattern is in place: every delivery through the pattern comes
+            // after the reply, and a publication made once the client has
+            // the reply is delivered (replying before registering lost such
+            // a publication when this thread was preempted in between).
             self.node.broker.subscribe_pattern(&name);
+            self.node
+                .hub
+                .subscribe_pattern_then(&name, &self.client, || {
+                    self.reply(
+                        id,
+                        Reply::Subscribe {
+                            epoch: String::new(),
+                            offset: 0,
+                            recovered: false,
+                            publications: Vec::new(),
+                        },
+                    )
+                });
             return;
         }
         let node = self.node.clone();
