@@ -151,6 +151,8 @@ struct Inner {
     lobby_msgs: OnceLock<LobbyFn>,
     /// The cluster lobby's topic (`P:lobby`).
     lobby_topic: Bytes,
+    /// Game-table saves wait for replicas (`--table-save-replicas`).
+    save_wait: Option<Arc<tables::SaveWait>>,
 }
 
 fn random_id(n: usize) -> String {
@@ -178,8 +180,20 @@ impl RedisBroker {
             cfg.prefix.clone()
         };
         let lobby_topic = Bytes::from(tables::lobby_keys(&global).2);
+        let save_wait = (cfg.table_save_replicas > 0).then(|| {
+            // Saves and their WAITs on a link of their own (SaveWait).
+            let timeout = cfg
+                .command_timeout
+                .max(cfg.table_save_wait + Duration::from_secs(1));
+            Arc::new(tables::SaveWait::new(
+                cfg.table_save_replicas,
+                cfg.table_save_wait,
+                Link::start(target.clone(), lua::setup(), timeout),
+            ))
+        });
         let inner = Arc::new_cyclic(|me| Inner {
             me: me.clone(),
+            save_wait,
             global,
             own_topic,
             lobby_msgs: OnceLock::new(),
@@ -237,11 +251,21 @@ impl RedisBroker {
     /// Game tables' leases and saves for this node, on the broker's link
     /// (decision 0009).
     pub fn table_store(&self) -> tables::TableStore {
-        tables::TableStore::new(
+        let store = tables::TableStore::new(
             self.inner.link.clone(),
             self.inner.global.clone(),
             self.inner.node_id.clone(),
-        )
+        );
+        match &self.inner.save_wait {
+            Some(w) => store.with_wait(w.clone()),
+            None => store,
+        }
+    }
+
+    /// Game-table saves whose wait for replicas ended short
+    /// ([`tables::SaveWait::short`]; 0 when saves do not wait).
+    pub fn saves_unreplicated(&self) -> u64 {
+        self.inner.save_wait.as_ref().map_or(0, |w| w.short())
     }
 
     /// Which Redis this node uses and, through Sentinel, what it has seen

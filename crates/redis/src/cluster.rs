@@ -282,7 +282,16 @@ impl Router {
     /// keep their order) and returns the future of its reply, following
     /// redirections.
     pub fn call_later<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, BrokerError> {
-        let slot = command_slot(args)?;
+        self.call_later_at(command_slot(args)?, args)
+    }
+
+    /// [`Router::call_later`] for a command that goes to `slot`'s master
+    /// whatever its arguments (`WAIT` after a write to that slot).
+    pub fn call_later_at<A: AsRef<[u8]>>(
+        &self,
+        slot: Option<u16>,
+        args: &[A],
+    ) -> Result<Reply, BrokerError> {
         let args: Vec<Bytes> = args
             .iter()
             .map(|a| Bytes::copy_from_slice(a.as_ref()))

@@ -32,6 +32,12 @@ pub struct RedisConfig {
     /// observer hears it; occupied again sooner, neither the vacate nor the
     /// new occupation is reported (default zero: at once).
     pub vacated_delay: Duration,
+    /// Replicas that must acknowledge each game-table save before it is
+    /// answered (`WAIT`; default 0: none, Redis replicates asynchronously).
+    pub table_save_replicas: u32,
+    /// How long a save waits for them (default 100 ms); a wait that times
+    /// out is counted, and the save stands on the master alone.
+    pub table_save_wait: Duration,
 }
 
 impl RedisConfig {
@@ -49,6 +55,8 @@ impl RedisConfig {
             dead_after: Duration::from_secs(5),
             command_timeout: pipe::CALL_TIMEOUT,
             vacated_delay: Duration::ZERO,
+            table_save_replicas: 0,
+            table_save_wait: Duration::from_millis(100),
         }
     }
 }

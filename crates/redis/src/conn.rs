@@ -137,6 +137,24 @@ impl Link {
         }
     }
 
+    /// Sends one command to the master holding `key` (a cluster: its slot's
+    /// master; otherwise the one Redis) whatever the command's own keys,
+    /// and waits for its reply: `WAIT` after a write to `key`.
+    pub async fn call_where<A: AsRef<[u8]>>(
+        &self,
+        key: &[u8],
+        args: &[A],
+    ) -> Result<Value, BrokerError> {
+        let reply = match &self.route {
+            Route::One(c) => c.call_raw(&zero_epoch(args), false)?.await?,
+            Route::Cluster(r) => r.call_later_at(Some(crate::slot::slot(key)), args)?.await?,
+        };
+        match reply {
+            Value::Error(e) => Err(error_reply(&e)),
+            v => Ok(v),
+        }
+    }
+
     /// Sends one command without waiting for (or reading) its reply.
     pub(crate) fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
         match &self.route {

@@ -13,6 +13,12 @@
 //! (counter, never expires), `P:t:{T}:state` (hash: `tok` of the writer, `t`
 //! the Redis time of the write in ms, `v` the state).
 //!
+//! With [`SaveWait`] (`--table-save-replicas`, decision 0021), a save is
+//! answered only once that many replicas acknowledged it (`WAIT`) or the
+//! wait timed out (counted): Redis replicates asynchronously, and a
+//! master's death otherwise loses the saves its replicas had not received,
+//! which leaves the table closed (its chips unknown) rather than reset.
+//!
 //! Times come from Redis's clock (`TIME` in the scripts): a node taking a
 //! table over computes how long ago it was saved without trusting any
 //! node's clock.
@@ -23,6 +29,7 @@ use crate::resp::Value;
 use bytes::Bytes;
 use herald_core::BrokerError;
 use herald_game::durable as game;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,12 +95,51 @@ pub enum Claim {
     Held(String),
 }
 
+/// Saves that wait for replicas: after each save (or group of saves), a
+/// `WAIT replicas timeout` on the connection that sent it.
+///
+/// `WAIT` holds its connection until it returns, and it concerns the
+/// writes of that connection only: so saves have a link of their own
+/// (`link`), and a wait never holds up renewals, claims or publications
+/// (on the shared link, a promoted master without replicas held every
+/// renewal behind a 2 s wait, and the lease expired under its owner).
+#[derive(Debug)]
+pub struct SaveWait {
+    replicas: u32,
+    timeout: Duration,
+    link: Arc<Link>,
+    /// Waits that ended with fewer replicas than asked, or failed.
+    short: AtomicU64,
+}
+
+impl SaveWait {
+    /// Saves wait for `replicas` replicas, at most `timeout` each; they
+    /// and their waits go on `link` (which must load [`lua::setup`]),
+    /// used for nothing else.
+    pub fn new(replicas: u32, timeout: Duration, link: Arc<Link>) -> SaveWait {
+        SaveWait {
+            replicas,
+            timeout,
+            link,
+            short: AtomicU64::new(0),
+        }
+    }
+
+    /// Saves whose wait timed out short of the replicas asked, or failed
+    /// (`herald_table_saves_unreplicated_total`): they are on the master
+    /// only, and a fail-over now may lose them.
+    pub fn short(&self) -> u64 {
+        self.short.load(Ordering::Relaxed)
+    }
+}
+
 /// Leases and saved state of game tables, for one node.
 #[derive(Debug, Clone)]
 pub struct TableStore {
     link: Arc<Link>,
     prefix: String,
     node: String,
+    wait: Option<Arc<SaveWait>>,
 }
 
 impl TableStore {
@@ -104,6 +150,49 @@ impl TableStore {
             link,
             prefix: prefix.into(),
             node: node.into(),
+            wait: None,
+        }
+    }
+
+    /// This store with its saves waiting for replicas as `wait` says.
+    pub fn with_wait(mut self, wait: Arc<SaveWait>) -> TableStore {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// The link saves go on: their own when they wait for replicas.
+    fn save_link(&self) -> &Link {
+        match &self.wait {
+            Some(w) => &w.link,
+            None => &self.link,
+        }
+    }
+
+    /// After a save to `key`'s master: waits for the replicas asked, if
+    /// any. A wait that ends short is counted and logged, not an error:
+    /// the save is on the master, the table goes on.
+    async fn replicate(&self, table: u64, key: &str) {
+        let Some(w) = &self.wait else { return };
+        let n = w.replicas.to_string();
+        let ms = w.timeout.as_millis().max(1).to_string();
+        let got = w
+            .link
+            .call_where(key.as_bytes(), &["WAIT", n.as_str(), ms.as_str()])
+            .await;
+        let acked = match &got {
+            Ok(Value::Int(k)) => *k,
+            _ => -1,
+        };
+        // Counted every time, logged the first time (then see the metric).
+        if acked < i64::from(w.replicas) && w.short.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                table,
+                replicas = acked.max(0),
+                asked = w.replicas,
+                reply = ?got,
+                "a table save was not acknowledged by the replicas asked \
+                 (herald_table_saves_unreplicated_total counts them)"
+            );
         }
     }
 
@@ -226,7 +315,7 @@ impl TableStore {
         let holder = self.holder(lease);
         let token = lease.token.to_string();
         let reply = self
-            .link
+            .save_link()
             .call(&[
                 "EVALSHA".as_bytes(),
                 lua::TABLE_SAVE.sha().as_bytes(),
@@ -240,10 +329,14 @@ impl TableStore {
             .await?;
         let items = reply.items();
         match (items.first().and_then(Value::int), items.get(1)) {
-            (Some(1), now) => uint(now).ok_or_else(|| TableStoreError::Protocol {
-                table: lease.table,
-                reply: format!("{reply:?}"),
-            }),
+            (Some(1), now) => {
+                let now = uint(now).ok_or_else(|| TableStoreError::Protocol {
+                    table: lease.table,
+                    reply: format!("{reply:?}"),
+                })?;
+                self.replicate(lease.table, &k_state).await;
+                Ok(now)
+            }
             (Some(0), holder) => Err(TableStoreError::Fenced {
                 table: lease.table,
                 holder: text(holder),
@@ -280,7 +373,7 @@ impl TableStore {
             args.push(Bytes::from(lease.token.to_string()));
             args.push(data.clone());
         }
-        let reply = self.link.call(&args).await?;
+        let reply = self.save_link().call(&args).await?;
         let items = reply.items();
         let bad = || TableStoreError::Protocol {
             table: saves[0].0.table,
@@ -290,6 +383,11 @@ impl TableStore {
             return Err(bad());
         }
         let now = uint(items.first()).ok_or_else(bad)?;
+        if items[1..].iter().any(|r| matches!(r, Value::Int(1))) {
+            let first = &saves[0].0;
+            self.replicate(first.table, &self.key(first.table, "state"))
+                .await;
+        }
         Ok(saves
             .iter()
             .zip(&items[1..])

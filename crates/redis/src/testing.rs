@@ -139,6 +139,17 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Stops (SIGSTOP, `true`) or resumes (SIGCONT) the process: a replica
+    /// stopped acknowledges nothing, its connections stay open.
+    pub fn freeze(&self, stopped: bool) {
+        if let Some(c) = &self.child {
+            let sig = if stopped { "-STOP" } else { "-CONT" };
+            let _ = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status();
+        }
+    }
+
     /// Kills it (SIGKILL: no goodbye to its clients; with no persistence,
     /// everything it held is gone).
     pub fn kill(&mut self) {
@@ -496,7 +507,8 @@ impl RedisCluster {
     }
 
     /// Waits (at most `within`) until every running node says
-    /// `cluster_state:ok` and knows as many nodes as there are.
+    /// `cluster_state:ok` and knows as many nodes as there are, and every
+    /// running replica has finished its sync with its master.
     pub fn wait_ok(&self, within: Duration) {
         let deadline = Instant::now() + within;
         loop {
@@ -508,9 +520,20 @@ impl RedisCluster {
                     .and_then(|v| v.bytes().cloned())
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .unwrap_or_default();
+                let replication = n
+                    .command(&["INFO", "replication"])
+                    .and_then(|v| v.bytes().cloned())
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                // A replica still in its first sync has nothing: a master
+                // killed then loses everything, not just its last writes.
+                let synced = replication.contains("role:master")
+                    || (replication.contains("master_link_status:up")
+                        && replication.contains("master_sync_in_progress:0"));
                 info.contains("cluster_state:ok")
                     && info.contains(&format!("cluster_known_nodes:{}", self.nodes.len()))
                     && info.contains("cluster_slots_ok:16384")
+                    && synced
             });
             if ok {
                 return;

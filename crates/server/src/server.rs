@@ -260,6 +260,8 @@ fn node(config: &ServerConfig) -> Result<(Arc<Node>, Option<Arc<RedisBroker>>), 
             };
             cfg.by_namespace = config.node.history_by_namespace.clone();
             cfg.vacated_delay = config.pusher.vacated_delay;
+            cfg.table_save_replicas = config.table_save_replicas;
+            cfg.table_save_wait = config.table_save_wait;
             let broker = herald_redis::RedisBroker::start(cfg, hub.clone())?;
             let mut node_config = config.node.clone();
             // Client ids are shown to every node (presence): a random base in

@@ -438,11 +438,11 @@ async fn owned(addr: SocketAddr) -> Vec<Value> {
     all.into_iter().filter(|t| t["owner"].is_object()).collect()
 }
 
-// Ignored until fixed: about 1 run in 4 no node owns the table within
-// 30 s of the game slot's master being replaced (issue 29's note; run it
-// with `cargo test -p herald-server --test cluster_rediscluster -- --ignored`).
+// Without `table_save_replicas` this failed about 1 run in 4 under load:
+// the promoted replica lacked the table's saves (asynchronous replication,
+// or a replica still in its first sync), and a table whose saves are lost
+// stays closed rather than start afresh with its chips unknown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "flaky: no owner after the game slot's master fail-over in ~1 of 4 runs (issue 29)"]
 async fn a_table_keeps_one_owner_and_every_chip_when_its_master_dies() {
     let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
         return;
@@ -451,6 +451,10 @@ async fn a_table_keeps_one_owner_and_every_chip_when_its_master_dies() {
     let game_node = || {
         NodeHandle::start(ServeArgs {
             table_lease: Some(500),
+            // Each save is on the replica before its action is answered:
+            // the promoted replica has every chip (decision 0021).
+            table_save_replicas: Some(1),
+            table_save_wait: Some(200),
             ..cluster_args(&url, "all", SECRET, 1, seeded(15_000))
         })
     };

@@ -137,6 +137,9 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     let game_node = || {
         NodeHandle::start(ServeArgs {
             table_lease: Some(500),
+            // Saves acknowledged by the replica (decision 0021).
+            table_save_replicas: Some(1),
+            table_save_wait: Some(200),
             ..cluster_args(&url, "all", SECRET, 1, seeded(15_000))
         })
     };

@@ -5,7 +5,9 @@
 //! on the surviving node, find their seats, their cards and every chip of
 //! the same hand. And keepers started together split the tables, and read
 //! the leases before they claim: no claim script per table another node
-//! holds, every scan.
+//! holds, every scan. With `--table-save-replicas`, saves wait for the
+//! replica, and a replica that stops answering slows saves without holding
+//! up the lease's renewals.
 mod common;
 #[path = "common/game.rs"]
 mod game_common;
@@ -198,4 +200,85 @@ async fn keepers_started_together_split_the_tables_and_run_no_claim_per_held_tab
     // Still one owner per table, nothing moved.
     let owned = tables(&nodes[0]).await.len() + tables(&nodes[1]).await.len();
     assert_eq!(owned, 40);
+}
+
+/// `name`'s value in `n`'s `/metrics`.
+async fn metric(n: &NodeHandle, name: &str) -> f64 {
+    let (_, _, body) = http(n.addr, "GET", "/metrics", &[], "").await;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+/// `--table-save-replicas 1`: an acknowledged action's save is on the
+/// replica when its reply comes. A stopped replica makes each save wait
+/// out `--table-save-wait` (counted), but the waits are on the saves' own
+/// link: renewals go on, and the table keeps its owner and token for
+/// longer than several leases (on the shared link a 2 s wait held the
+/// renewals behind it, and the 500 ms lease expired under its owner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_wait_for_the_replica_and_a_stopped_replica_holds_up_no_renewal() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let Some(replica) = RedisServer::start_replica_of(redis.port) else {
+        return;
+    };
+    let n = NodeHandle::start(ServeArgs {
+        table_lease: Some(500),
+        table_save_replicas: Some(1),
+        table_save_wait: Some(2_000),
+        ..cluster_args(&redis.url(), "all", SECRET, 1, seeded(15_000))
+    });
+    owner(&[&n]).await;
+    let token_before = tables(&n).await[0]["owner"]["token"].clone();
+    let users = ["ann", "bob"];
+    let mut players = Vec::new();
+    for u in users {
+        let mut p = Player::connect(n.addr, &token(u)).await;
+        let r = p.sit(5).await;
+        assert!(r["sit"].is_object(), "{r}");
+        players.push(p);
+    }
+    let state = |port: u16| {
+        herald_redis::testing::command(port, &["HGET", "herald:t:{1}:state", "v"])
+            .and_then(|v| v.bytes().cloned())
+    };
+    // The replica may still be in its first sync for the first saves;
+    // once it is up, every acknowledged save is on it when answered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state(replica.port).is_none() || state(replica.port) != state(redis.port) {
+        assert!(Instant::now() < deadline, "the replica never caught up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let short_before = metric(&n, "herald_table_saves_unreplicated_total").await;
+    let turn = players[0].game_event("turn").await;
+    let seat = turn["seat"].as_u64().expect("seat") as usize;
+    players[seat].act(10, json!({"a": "call"})).await;
+    assert_eq!(
+        state(replica.port),
+        state(redis.port),
+        "the acknowledged save is on the replica"
+    );
+    assert_eq!(
+        metric(&n, "herald_table_saves_unreplicated_total").await,
+        short_before
+    );
+
+    // The replica stops: the next action waits out its 2 s, 4 leases.
+    replica.freeze(true);
+    let turn = players[0].game_event("turn").await;
+    let seat = turn["seat"].as_u64().expect("seat") as usize;
+    let sent = Instant::now();
+    players[seat].act(11, json!({"a": "call"})).await;
+    let waited = sent.elapsed();
+    replica.freeze(false);
+    assert!(waited >= Duration::from_millis(1_900), "{waited:?}");
+    assert!(metric(&n, "herald_table_saves_unreplicated_total").await > short_before);
+    let listed = tables(&n).await;
+    assert_eq!(listed.len(), 1, "the table still runs here");
+    assert_eq!(
+        listed[0]["owner"]["token"], token_before,
+        "never lost its lease: {listed:?}"
+    );
 }

@@ -277,6 +277,20 @@ pub struct ServeArgs {
     #[arg(long, env = "HERALD_TABLE_LEASE")]
     pub table_lease: Option<u64>,
 
+    /// Replicas of the Redis master that must acknowledge each game-table
+    /// save before the action it saves is answered (`WAIT`; decision
+    /// 0021): with 1, an acknowledged action survives the master's death
+    /// (Sentinel, Redis Cluster). 0: Redis's asynchronous replication
+    /// alone [default: 0].
+    #[arg(long, env = "HERALD_TABLE_SAVE_REPLICAS")]
+    pub table_save_replicas: Option<u32>,
+
+    /// Milliseconds a save waits for those replicas; past it the action is
+    /// answered anyway and `herald_table_saves_unreplicated_total` counts
+    /// it [default: 100].
+    #[arg(long, env = "HERALD_TABLE_SAVE_WAIT")]
+    pub table_save_wait: Option<u64>,
+
     /// What this node does in a cluster (decision 0009): `all` (holds
     /// client connections and runs game tables), `edge` (holds connections
     /// and serves the lobby; never runs a table: players' commands go to
@@ -390,6 +404,8 @@ impl ServeArgs {
                 .or(other.play_max_tables_per_user),
             play_empty_close: self.play_empty_close.or(other.play_empty_close),
             table_lease: self.table_lease.or(other.table_lease),
+            table_save_replicas: self.table_save_replicas.or(other.table_save_replicas),
+            table_save_wait: self.table_save_wait.or(other.table_save_wait),
             role: self.role.or(other.role),
             games: if self.games.is_empty() {
                 other.games

@@ -52,5 +52,7 @@ pub const DEMO_RATE_MAX: u32 = 10_000;
 pub const MAX_CONNECTIONS_PER_IP: usize = 0;
 /// `--table-lease` (decision 0009).
 pub const TABLE_LEASE: Duration = Duration::from_millis(3_000);
+/// How long a game-table save waits for its replicas (`--table-save-wait`).
+pub const TABLE_SAVE_WAIT: Duration = Duration::from_millis(100);
 /// The most tables one `[[tables]]` entry may ask for.
 pub const TABLES_PER_ENTRY_MAX: u32 = 100_000;

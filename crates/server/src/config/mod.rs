@@ -95,6 +95,11 @@ pub struct ServerConfig {
     pub tables: Vec<TableConfig>,
     /// A game table's lease in a cluster (`--table-lease`, default 3 s).
     pub table_lease: Duration,
+    /// Replicas that acknowledge each table save (`--table-save-replicas`,
+    /// default 0).
+    pub table_save_replicas: u32,
+    /// How long a save waits for them (`--table-save-wait`, default 100 ms).
+    pub table_save_wait: Duration,
     /// This node's role in a cluster (`--role`, default `all`).
     pub role: Role,
     /// Pusher apps and settings (no apps: the endpoint refuses every key).
@@ -219,6 +224,8 @@ mod tests {
             ),
             ("play-empty-close", secs(c.games.play.empty_close)),
             ("table-lease", ms(c.table_lease)),
+            ("table-save-replicas", c.table_save_replicas.to_string()),
+            ("table-save-wait", ms(c.table_save_wait)),
             ("role", c.role.name().to_string()),
             ("test-echo-route", c.test_echo_route.to_string()),
         ]

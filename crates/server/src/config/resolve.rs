@@ -124,6 +124,20 @@ impl ServerConfig {
                 "table_lease must be 100 to 600000 ms".into(),
             ));
         }
+        let table_save_replicas = a.table_save_replicas.unwrap_or(0);
+        let table_save_wait = a
+            .table_save_wait
+            .map_or(defaults::TABLE_SAVE_WAIT, Duration::from_millis);
+        if table_save_replicas > 16 {
+            return Err(ConfigError::Invalid(
+                "table_save_replicas must be 0 to 16".into(),
+            ));
+        }
+        if table_save_wait < Duration::from_millis(1) || table_save_wait > Duration::from_secs(10) {
+            return Err(ConfigError::Invalid(
+                "table_save_wait must be 1 to 10000 ms".into(),
+            ));
+        }
         let role = role(a.role.as_deref(), redis.is_some())?;
         let listen = a.listen.unwrap_or(defaults::LISTEN);
         let api_key = a.api_key.clone().filter(|k| !k.is_empty()).map(Secret);
@@ -197,6 +211,8 @@ impl ServerConfig {
             game_modules: a.games,
             tables: a.tables,
             table_lease,
+            table_save_replicas,
+            table_save_wait,
             role,
             pusher,
             bayeux,
