@@ -65,6 +65,10 @@ struct Chan {
     syncing: bool,
     /// The sync must (re)subscribe first.
     resubscribe: bool,
+    /// The subscriber link its topic was last subscribed on
+    /// ([`crate::pubsub::PubSub::id`]): that link's loss pauses it, that
+    /// link's return resubscribes it (decision 0021, per shard).
+    link: u64,
     buffer: Vec<(Bytes, u64, Bytes)>,
     waiters: Vec<oneshot::Sender<()>>,
 }
@@ -669,6 +673,7 @@ impl Broker for RedisBroker {
                         topic: inner.topic(channel),
                         attached: 0,
                         removed: false,
+                        link: crate::pubsub::CLASSIC,
                         known: None,
                         live: false,
                         syncing: false,

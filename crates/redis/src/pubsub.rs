@@ -49,11 +49,17 @@ pub trait Sink: Send + Sync + 'static {
     /// local subscriber's writer is woken once per read rather than once
     /// per message (decision 0003, "Coalescing").
     fn messages(&self, batch: &[Incoming]);
-    /// The link (re)connected with no subscriptions: subscribe again.
-    fn reconnected(&self);
-    /// The link went down: messages may be missed until `reconnected`.
-    fn disconnected(&self);
+    /// Link `link` ([`PubSub::id`]) (re)connected with no subscriptions:
+    /// subscribe again what was on it.
+    fn reconnected(&self, link: u64);
+    /// Link `link` went down: its messages may be missed until
+    /// `reconnected`.
+    fn disconnected(&self, link: u64);
 }
+
+/// The id of the classic link ([`PubSub::start`]): node-wide topics, and
+/// outside a Redis Cluster every channel. Sharded links have others.
+pub const CLASSIC: u64 = 0;
 
 enum Cmd {
     Subscribe(Bytes, oneshot::Sender<()>),
@@ -66,6 +72,7 @@ enum Cmd {
 pub struct PubSub {
     tx: mpsc::Sender<Cmd>,
     up: AtomicBool,
+    id: u64,
 }
 
 /// A confirmation awaited: who waits for it, and whether it is for an
@@ -84,23 +91,30 @@ impl std::fmt::Debug for PubSub {
 impl PubSub {
     /// Starts the link; `sink` receives its messages.
     pub fn start(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {
-        PubSub::start_with(target, sink, false)
+        PubSub::start_with(target, sink, None)
     }
 
     /// Starts a sharded link (`SSUBSCRIBE`/`SUNSUBSCRIBE`, Redis Cluster)
-    /// to the one Redis `target` names (`shards.rs`).
-    pub(crate) fn start_sharded(target: Target, sink: Weak<dyn Sink>) -> Arc<PubSub> {
-        PubSub::start_with(target, sink, true)
+    /// to the one Redis `target` names (`shards.rs`), with id `id` (not
+    /// [`CLASSIC`]) in the sink's calls.
+    pub(crate) fn start_sharded(target: Target, sink: Weak<dyn Sink>, id: u64) -> Arc<PubSub> {
+        PubSub::start_with(target, sink, Some(id))
     }
 
-    fn start_with(target: Target, sink: Weak<dyn Sink>, sharded: bool) -> Arc<PubSub> {
+    fn start_with(target: Target, sink: Weak<dyn Sink>, sharded: Option<u64>) -> Arc<PubSub> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let link = Arc::new(PubSub {
             tx,
             up: AtomicBool::new(false),
+            id: sharded.unwrap_or(CLASSIC),
         });
         tokio::spawn(run(Arc::downgrade(&link), target, sink, rx, sharded));
         link
+    }
+
+    /// This link's id in the sink's calls ([`CLASSIC`] for a classic link).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Whether the connection is up.
@@ -148,8 +162,10 @@ async fn run(
     target: Target,
     sink: Weak<dyn Sink>,
     mut rx: mpsc::Receiver<Cmd>,
-    sharded: bool,
+    sharded: Option<u64>,
 ) {
+    let id = sharded.unwrap_or(CLASSIC);
+    let sharded = sharded.is_some();
     let mut backoff = Duration::from_millis(50);
     let mut switches = target.switches();
     loop {
@@ -178,7 +194,7 @@ async fn run(
         l.up.store(true, Ordering::Release);
         drop(l);
         if let Some(s) = sink.upgrade() {
-            s.reconnected();
+            s.reconnected(id);
         }
         let stop = tokio::select! {
             s = serve(stream, &mut rx, &sink, sharded) => s,
@@ -188,7 +204,7 @@ async fn run(
             l.up.store(false, Ordering::Release);
         }
         if let Some(s) = sink.upgrade() {
-            s.disconnected();
+            s.disconnected(id);
         }
         if stop {
             return;

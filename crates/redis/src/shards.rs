@@ -19,9 +19,15 @@
 //! dropped). A master that loses a slot tells its subscribers with a
 //! `sunsubscribe` they did not ask for, and one that does not own a slot
 //! answers `SSUBSCRIBE` with `-MOVED`: either way the connection is
-//! dropped and reconnected, and the sink resubscribes every channel (now
-//! routed by the refreshed map) and fills the gaps from the streams, as
-//! after any reconnection.
+//! dropped and reconnected, and the sink resubscribes the channels that
+//! were on it (now routed by the refreshed map) and fills their gaps from
+//! the streams, as after any reconnection.
+//!
+//! Per shard: each connection has its own id in the sink's calls
+//! ([`Sink::reconnected`], [`Sink::disconnected`]), and each channel
+//! remembers the connection it subscribed on, so a master's death pauses
+//! and resynchronises only the channels of that master; the others'
+//! live delivery goes on.
 
 use crate::pubsub::{PubSub, Sink};
 use crate::slot;
@@ -29,9 +35,14 @@ use crate::target::Target;
 use crate::topology::Topology;
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// The link of a channel whose slot had no master when it subscribed:
+/// every sharded link's `reconnected` resubscribes it.
+pub(crate) const NO_LINK: u64 = u64::MAX;
 
 /// How often the sharded connections are matched with the map.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
@@ -46,6 +57,10 @@ pub(crate) struct Shards {
     target: Target,
     sink: Weak<dyn Sink>,
     subs: Mutex<HashMap<String, Arc<PubSub>>>,
+    /// The next connection's id (ids are never reused: a channel still
+    /// naming a dropped connection's id is resubscribed, not confused
+    /// with a new one's).
+    next_id: AtomicU64,
 }
 
 impl Shards {
@@ -55,6 +70,7 @@ impl Shards {
             target,
             sink,
             subs: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(crate::pubsub::CLASSIC + 1),
         });
         tokio::spawn(follow(Arc::downgrade(&s)));
         s
@@ -62,35 +78,48 @@ impl Shards {
 
     /// Matches the connections with the map's masters. A master gone from
     /// the map (failed, its slots uncovered or taken by a replica) takes
-    /// its connection with it; the sink then resubscribes every channel,
-    /// since the channels that were there may have no connection to come
-    /// back on (a new master's connection resubscribes them too when it
-    /// comes up).
+    /// its connection with it; the sink then resubscribes the channels
+    /// that were on it, by the new map (a new master's connection
+    /// resubscribes those that could not reach it yet when it comes up).
     fn sync(&self) {
         let Some(map) = self.topology.map() else {
             return;
         };
-        let dropped = {
+        let dropped: Vec<u64> = {
             let mut subs = lock(&self.subs);
-            let before = subs.len();
-            subs.retain(|a, _| map.masters().iter().any(|m| &m.addr == a));
-            let dropped = subs.len() < before;
+            let mut dropped = Vec::new();
+            subs.retain(|a, ps| {
+                let keep = map.masters().iter().any(|m| &m.addr == a);
+                if !keep {
+                    dropped.push(ps.id());
+                }
+                keep
+            });
             for m in map.masters() {
                 if !subs.contains_key(&m.addr) {
                     let mut t = self.target.clone();
                     t.addr = m.addr.clone();
                     t.cluster = None;
                     t.sentinel = None;
-                    subs.insert(m.addr.clone(), PubSub::start_sharded(t, self.sink.clone()));
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    subs.insert(
+                        m.addr.clone(),
+                        PubSub::start_sharded(t, self.sink.clone(), id),
+                    );
                 }
             }
             dropped
         };
-        if dropped {
-            if let Some(sink) = self.sink.upgrade() {
-                sink.reconnected();
+        if let Some(sink) = self.sink.upgrade() {
+            for id in dropped {
+                sink.reconnected(id);
             }
         }
+    }
+
+    /// Whether connection `id` is one of the map's and up.
+    fn link_up(&self, id: u64) -> bool {
+        lock(&self.subs).values().any(|p| p.id() == id && p.is_up())
     }
 
     /// The connection of the master owning `topic`'s slot.
@@ -146,15 +175,28 @@ impl Subscriber {
         }
     }
 
-    /// Subscribes to a channel's topic (sharded in a cluster).
-    pub(crate) fn subscribe_channel(&self, topic: Bytes) -> oneshot::Receiver<()> {
+    /// Subscribes to a channel's topic (sharded in a cluster): the id of
+    /// the link it goes on (whose `reconnected` must resubscribe it), and
+    /// the confirmation, which fails if that link is down or goes down
+    /// first.
+    pub(crate) fn subscribe_channel(&self, topic: Bytes) -> (u64, oneshot::Receiver<()>) {
         match &self.shards {
-            None => self.classic.subscribe(topic),
+            None => (self.classic.id(), self.classic.subscribe(topic)),
             Some(s) => match s.of(&topic) {
-                Some(ps) => ps.subscribe(topic),
-                None => oneshot::channel().1, // no owner: fails at once
+                Some(ps) => (ps.id(), ps.subscribe(topic)),
+                // No owner: fails at once; the new master's link
+                // resubscribes every channel left on an unknown link.
+                None => (NO_LINK, oneshot::channel().1),
             },
         }
+    }
+
+    /// Whether link `id` (from [`Subscriber::subscribe_channel`]) is up.
+    pub(crate) fn link_up(&self, id: u64) -> bool {
+        if id == self.classic.id() {
+            return self.classic.is_up();
+        }
+        self.shards.as_ref().is_some_and(|s| s.link_up(id))
     }
 
     /// Unsubscribes from a channel's topic.

@@ -188,7 +188,9 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
         };
         if resubscribe {
             let Some(ps) = inner.pubsub() else { return };
-            if ps.subscribe_channel(topic).await.is_err() {
+            let (link, confirmed) = ps.subscribe_channel(topic);
+            lock(&chan).link = link;
+            if confirmed.await.is_err() {
                 // The subscriber link went down under us. If it is still
                 // down, `reconnected` starts a sync when it comes back; but
                 // it may already have come back (and seen this sync still
@@ -198,7 +200,7 @@ async fn sync(inner: Arc<Inner>, chan: ChanRef) {
                 let back = {
                     let mut c = lock(&chan);
                     c.resubscribe = true;
-                    let back = ps.is_up();
+                    let back = ps.link_up(link);
                     if !back {
                         c.syncing = false;
                     }
@@ -306,7 +308,10 @@ impl Sink for Inner {
         }
     }
 
-    fn reconnected(&self) {
+    fn reconnected(&self, link: u64) {
+        if link != crate::pubsub::CLASSIC {
+            return self.resync_link(link);
+        }
         if let Some(ps) = self.pubsub() {
             // Confirmation not awaited: requests sent before it are missed,
             // as by a node whose link is down.
@@ -322,20 +327,34 @@ impl Sink for Inner {
                 ps.psubscribe(glob.clone());
             }
         }
+        self.resync_link(link);
+    }
+
+    fn disconnected(&self, link: u64) {
+        for chan in lock(&self.chans).values() {
+            let mut c = lock(chan);
+            if c.link == link {
+                c.live = false;
+                c.resubscribe = true;
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Link `link` is back (or gone from the map): the channels that were
+    /// subscribed on it, and those whose slot had no master when they
+    /// tried, subscribe again and fill their gaps from their streams. The
+    /// channels of other links are not touched (their delivery goes on).
+    fn resync_link(&self, link: u64) {
         let chans: Vec<ChanRef> = lock(&self.chans).values().cloned().collect();
         let Some(me) = self.me() else { return };
         for chan in chans {
             let mut c = lock(&chan);
-            c.resubscribe = true;
-            me.start_sync(&mut c, &chan);
-        }
-    }
-
-    fn disconnected(&self) {
-        for chan in lock(&self.chans).values() {
-            let mut c = lock(chan);
-            c.live = false;
-            c.resubscribe = true;
+            if c.link == link || c.link == crate::shards::NO_LINK {
+                c.resubscribe = true;
+                me.start_sync(&mut c, &chan);
+            }
         }
     }
 }
