@@ -52,16 +52,17 @@ use herald_redis::registry::DELETED_NODE;
 use herald_redis::tables::TableStore;
 use herald_redis::RedisBroker;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::Poll;
+use std::task::{Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// Message kinds on a node topic.
 const CMD: u8 = 1;
-const DELIVER: u8 = 2;
+// 2 was `DELIVER`, one proxy's frames per message: replaced by
+// [`DELIVER_MANY`] (a node of another version refuses it as malformed).
 const GONE: u8 = 3;
 /// A deleted table's owner is asked to close it (decision 0009).
 const CLOSE: u8 = 4;
@@ -70,6 +71,9 @@ const CLOSED: u8 = 5;
 /// A `play`'s seat (a [`CMD`] whose `sit` carries the reservation's reply
 /// fields: the owner answers it with the `play` reply).
 const PLAY: u8 = 6;
+/// What an owner's tables queued for some of an edge's players, frames
+/// shared by several of them sent once ([`DeliverMany`]).
+const DELIVER_MANY: u8 = 7;
 
 /// What an edge passes to a table's owner.
 enum Routed {
@@ -140,6 +144,8 @@ pub(crate) struct Routes {
     remotes: Mutex<HashMap<u64, Remote>>,
     /// Other nodes' players at this node's tables, by (edge, client id).
     proxies: Mutex<HashMap<(Arc<str>, u64), Proxy>>,
+    /// The pump of each edge with proxies here.
+    pumps: Mutex<HashMap<Arc<str>, Arc<EdgePump>>>,
     next_proxy: AtomicU64,
     /// Commands this node passed to another (for the log and tests).
     pub(crate) routed: AtomicU64,
@@ -178,6 +184,7 @@ impl Routes {
             owners: Mutex::new(HashMap::new()),
             remotes: Mutex::new(HashMap::new()),
             proxies: Mutex::new(HashMap::new()),
+            pumps: Mutex::new(HashMap::new()),
             next_proxy: AtomicU64::new(1),
             routed: AtomicU64::new(0),
         });
@@ -277,7 +284,7 @@ impl Routes {
         let parsed = match kind {
             CMD => self.on_cmd(&mut payload, false),
             PLAY => self.on_cmd(&mut payload, true),
-            DELIVER => self.on_deliver(&mut payload),
+            DELIVER_MANY => self.on_deliver_many(std::mem::take(&mut payload)),
             GONE => self.on_gone(&mut payload),
             CLOSE => self.on_close(&mut payload),
             CLOSED => self.on_closed(&mut payload),
@@ -367,7 +374,7 @@ impl Routes {
         if let Some(old) = old {
             self.drop_proxy(&old.client);
         }
-        tokio::spawn(drain(self.me.clone(), edge.clone(), client, proxy.clone()));
+        self.attach(edge, client, &proxy);
         proxy
     }
 
@@ -451,64 +458,78 @@ impl Routes {
         Some(())
     }
 
-    /// Edge side: what an owner's table sent to one of this node's players.
-    fn on_deliver(&self, p: &mut Bytes) -> Option<()> {
-        let owner: Arc<str> = get_str(p)?.into();
-        let client_id = get_u64(p)?;
-        let seq = get_u64(p)?;
-        let mut frames = Vec::new();
-        while p.has_remaining() {
-            let binary = get_u8(p)? == 1;
-            let len = get_u32(p)? as usize;
-            if p.remaining() < len {
-                return None;
+    /// Edge side: what an owner's tables sent to players of this node, one
+    /// message for all of them ([`DELIVER_MANY`]). The message is parsed
+    /// whole before anything is delivered: a malformed one is refused. Each
+    /// player's frames are slices of the message (a frame shared by several
+    /// players is not copied), queued under one lock of their outbox.
+    fn on_deliver_many(&self, p: Bytes) -> Option<()> {
+        let mut msg = DeliverMany::decode(p)?;
+        let owner: Arc<str> = std::mem::take(&mut msg.owner).into();
+        let mut lost = Vec::new();
+        {
+            let mut remotes = lock(&self.remotes);
+            let mut out: Vec<Frame> = Vec::new();
+            for d in &msg.proxies {
+                let Some(r) = remotes.get_mut(&d.client) else {
+                    continue; // gone meanwhile
+                };
+                let Some(client) = r.client.upgrade() else {
+                    continue;
+                };
+                let expected = r.seq.get(&owner).copied().unwrap_or(0);
+                if d.seq != expected {
+                    // A lost batch: this player's view of the owner's
+                    // tables may be missing something. Take them off those
+                    // tables here; the seats stay theirs at the owner,
+                    // `sit` brings a snapshot.
+                    let tables: Vec<u64> = r
+                        .tables
+                        .iter()
+                        .filter(|(_, o)| **o == owner)
+                        .map(|(t, _)| *t)
+                        .collect();
+                    r.tables.retain(|_, o| *o != owner);
+                    r.seq.remove(&owner);
+                    lost.push((client, d.client, tables, d.seq, expected));
+                    continue;
+                }
+                match r.seq.get_mut(&owner) {
+                    Some(s) => *s = d.seq + 1,
+                    None => {
+                        r.seq.insert(owner.clone(), d.seq + 1);
+                    }
+                }
+                for bytes in msg.frames_of(d) {
+                    if !r.pending.is_empty() || !r.expired.is_empty() {
+                        if let Ok(ServerMsg::Reply { id, .. } | ServerMsg::Error { id, .. }) =
+                            client.encoding.decode_server_bytes(bytes)
+                        {
+                            if let Some(i) = r.expired.iter().position(|e| *e == id) {
+                                r.expired.swap_remove(i);
+                                continue; // answered with 114 already
+                            }
+                            if let Some(i) = r.pending.iter().position(|(p, _)| *p == id) {
+                                r.pending.remove(i);
+                            }
+                        }
+                    }
+                    out.push(match client.encoding {
+                        Encoding::Json => Frame::Text(bytes.clone()),
+                        Encoding::Binary => Frame::Binary(bytes.clone()),
+                    });
+                }
+                if !out.is_empty() {
+                    client.outbox.push_many(out.drain(..));
+                }
             }
-            frames.push((binary, p.split_to(len)));
         }
-        let mut remotes = lock(&self.remotes);
-        let Some(r) = remotes.get_mut(&client_id) else {
-            return Some(()); // gone meanwhile
-        };
-        let Some(client) = r.client.upgrade() else {
-            return Some(());
-        };
-        let expected = r.seq.get(&owner).copied().unwrap_or(0);
-        if seq != expected {
-            // A lost batch: this player's view of the owner's tables may
-            // be missing something. Take them off those tables here; the
-            // seats stay theirs at the owner, `sit` brings a snapshot.
-            let lost: Vec<u64> = r
-                .tables
-                .iter()
-                .filter(|(_, o)| **o == owner)
-                .map(|(t, _)| *t)
-                .collect();
-            r.tables.retain(|_, o| *o != owner);
-            r.seq.remove(&owner);
-            drop(remotes);
+        for (client, client_id, tables, seq, expected) in lost {
             tracing::warn!(%owner, seq, expected, "routed table messages lost");
-            for t in lost {
+            for t in tables {
                 unseat(&client, t, "messages from the table were lost: sit again");
             }
             self.send_gone(&owner, client_id);
-            return Some(());
-        }
-        r.seq.insert(owner, seq + 1);
-        for (_, bytes) in frames {
-            if !r.pending.is_empty() || !r.expired.is_empty() {
-                if let Ok(ServerMsg::Reply { id, .. } | ServerMsg::Error { id, .. }) =
-                    client.encoding.decode_server_bytes(&bytes)
-                {
-                    if let Some(i) = r.expired.iter().position(|e| *e == id) {
-                        r.expired.swap_remove(i);
-                        continue; // answered with 114 already
-                    }
-                    if let Some(i) = r.pending.iter().position(|(p, _)| *p == id) {
-                        r.pending.remove(i);
-                    }
-                }
-            }
-            client.send(bytes);
         }
         Some(())
     }
@@ -734,67 +755,431 @@ impl Routes {
     }
 }
 
-/// Owner side: publishes what the tables queue for `proxy` to its edge,
-/// everything queued at once in one message, until the proxy is closed.
-async fn drain(routes: Weak<Routes>, edge: Arc<str>, client: u64, proxy: Arc<Client>) {
-    let mut seq = 0u64;
-    loop {
-        let frames = std::future::poll_fn(|cx| {
-            proxy.outbox.with_queue(|q| {
-                if q.frames.is_empty() {
-                    if q.closing().is_some() {
-                        return Poll::Ready(None);
-                    }
-                    q.set_waker(cx.waker());
-                    return Poll::Pending;
+/// Owner side: what the tables queue for the proxies of one edge goes out
+/// through this, one task per edge ([`pump_edge`]) while the edge has
+/// proxies here. A proxy's outbox wakes its [`Member`], which marks itself
+/// dirty here and wakes the task; the task drains every dirty proxy and
+/// sends one [`DELIVER_MANY`] message (more past [`DELIVER_MAX`]).
+struct EdgePump {
+    edge: Arc<str>,
+    state: Mutex<PumpState>,
+}
+
+struct PumpState {
+    /// Proxies attached and not yet seen closed.
+    members: usize,
+    /// Proxies with frames (or a close) to take, each once.
+    dirty: Vec<Arc<Member>>,
+    /// The pump task, waiting for a dirty proxy.
+    waker: Option<Waker>,
+}
+
+/// One proxy in its edge's pump: the waker set on the proxy's outbox.
+/// Holds the proxy weakly (its outbox holds this).
+struct Member {
+    /// The edge's client id.
+    client: u64,
+    proxy: Weak<Client>,
+    pump: Weak<EdgePump>,
+    /// In the pump's dirty list (set by a wake, cleared by the pump just
+    /// before it drains the proxy, under whose outbox lock it sets the
+    /// waker again: a push after that wakes it again).
+    dirty: AtomicBool,
+    /// The proxy's next sequence number (only the pump task uses it).
+    seq: AtomicU64,
+}
+
+impl Wake for Member {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// Called under the proxy's outbox lock (a push or a close): locks
+    /// only the pump's state, which is never held while locking an outbox.
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.dirty.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(pump) = self.pump.upgrade() else {
+            return;
+        };
+        let waker = {
+            let mut s = lock(&pump.state);
+            s.dirty.push(self.clone());
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A [`DELIVER_MANY`] message is flushed once it would grow past this (a
+/// larger one only holds a single frame larger than this).
+const DELIVER_MAX: usize = 256 * 1024;
+
+impl Routes {
+    /// Attaches a new proxy of `edge` to the edge's pump (started with the
+    /// edge's first proxy): its outbox wakes the pump from now on.
+    fn attach(&self, edge: &Arc<str>, client: u64, proxy: &Arc<Client>) {
+        let (pump, started) = {
+            let mut pumps = lock(&self.pumps);
+            match pumps.get(edge) {
+                Some(p) => {
+                    lock(&p.state).members += 1;
+                    (p.clone(), false)
                 }
-                let frames: Vec<Frame> = q.frames.iter().cloned().collect();
-                q.advance(frames.len(), 0);
-                Poll::Ready(Some(frames))
-            })
+                None => {
+                    let p = Arc::new(EdgePump {
+                        edge: edge.clone(),
+                        state: Mutex::new(PumpState {
+                            members: 1,
+                            dirty: Vec::new(),
+                            waker: None,
+                        }),
+                    });
+                    pumps.insert(edge.clone(), p.clone());
+                    (p, true)
+                }
+            }
+        };
+        let member = Arc::new(Member {
+            client,
+            proxy: Arc::downgrade(proxy),
+            pump: Arc::downgrade(&pump),
+            dirty: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+        });
+        let waker = Waker::from(member);
+        let closed = proxy.outbox.with_queue(|q| {
+            let closed = q.closing().is_some();
+            if !closed {
+                q.set_waker(&waker);
+            }
+            closed
+        });
+        if closed {
+            // Closed before it was attached: the pump sees it closed.
+            waker.wake();
+        }
+        if started {
+            tokio::spawn(pump_edge(self.me.clone(), pump));
+        }
+    }
+
+    /// A proxy of `edge` closed: by its edge's departure, or overflowed (a
+    /// slow player): its seats go away either way.
+    fn proxy_closed(&self, edge: &Arc<str>, client: u64, proxy: &Arc<Client>) {
+        let mut proxies = lock(&self.proxies);
+        let key = (edge.clone(), client);
+        let ours = proxies
+            .get(&key)
+            .is_some_and(|p| Arc::ptr_eq(&p.client, proxy));
+        if ours {
+            proxies.remove(&key);
+            drop(proxies);
+            if let Some(engine) = self.engine.upgrade() {
+                engine.gone(proxy);
+            }
+        }
+    }
+}
+
+/// Owner side: sends what the tables queue for the proxies of `pump`'s
+/// edge, every dirty proxy's frames at once in one message, until the edge
+/// has no proxy left here.
+async fn pump_edge(routes: Weak<Routes>, pump: Arc<EdgePump>) {
+    let mut dirty: Vec<Arc<Member>> = Vec::new();
+    let mut taken: Vec<Frame> = Vec::new();
+    let mut msg = DeliverMany::encoder(DELIVER_MAX);
+    loop {
+        std::future::poll_fn(|cx| {
+            let mut s = lock(&pump.state);
+            if s.dirty.is_empty() {
+                match &s.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => s.waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+            std::mem::swap(&mut s.dirty, &mut dirty);
+            Poll::Ready(())
         })
         .await;
         let Some(routes) = routes.upgrade() else {
             return;
         };
-        let Some(frames) = frames else {
-            // Closed: by its edge's departure, or overflowed (a slow
-            // player): its seats go away either way.
-            let mut proxies = lock(&routes.proxies);
-            let ours = proxies
-                .get(&(edge.clone(), client))
-                .is_some_and(|p| Arc::ptr_eq(&p.client, &proxy));
-            if ours {
-                proxies.remove(&(edge.clone(), client));
-                drop(proxies);
-                if let Some(engine) = routes.engine.upgrade() {
-                    engine.gone(&proxy);
+        msg.start(&routes.node);
+        let mut send = |payload: &[u8]| {
+            if let Err(e) = routes.broker.send_to_node(&pump.edge, payload) {
+                // The edge will see the gaps and recover its players.
+                tracing::debug!(edge = %pump.edge, error = %e, "table messages for remote players lost");
+            }
+        };
+        let mut closed = Vec::new();
+        let mut gone = 0;
+        for m in dirty.drain(..) {
+            m.dirty.store(false, Ordering::Release);
+            let Some(proxy) = m.proxy.upgrade() else {
+                gone += 1; // dropped without a close: nothing to send
+                continue;
+            };
+            let waker = Waker::from(m.clone());
+            let closing = proxy.outbox.with_queue(|q| {
+                taken.extend(q.frames.iter().cloned());
+                q.advance(taken.len(), 0);
+                let closing = q.closing().is_some();
+                if !closing {
+                    q.set_waker(&waker);
                 }
+                closing
+            });
+            let mut seq = m.seq.load(Ordering::Relaxed);
+            msg.add(m.client, &mut seq, &taken, &mut send);
+            m.seq.store(seq, Ordering::Relaxed);
+            taken.clear();
+            if closing {
+                closed.push((m.client, proxy));
+            }
+        }
+        msg.flush(&mut send);
+        if closed.is_empty() && gone == 0 {
+            continue;
+        }
+        for (client, proxy) in &closed {
+            routes.proxy_closed(&pump.edge, *client, proxy);
+        }
+        // The pump ends with its last proxy; under the pumps' lock, so
+        // that no proxy attaches to it meanwhile.
+        let mut pumps = lock(&routes.pumps);
+        let mut s = lock(&pump.state);
+        s.members = s.members.saturating_sub(closed.len() + gone);
+        if s.members == 0 {
+            if pumps.get(&pump.edge).is_some_and(|p| Arc::ptr_eq(p, &pump)) {
+                pumps.remove(&pump.edge);
             }
             return;
-        };
-        let mut payload = BytesMut::with_capacity(64);
-        payload.put_u8(DELIVER);
-        put_str(&mut payload, &routes.node);
-        payload.put_u64(client);
-        payload.put_u64(seq);
-        for f in &frames {
-            let binary = match f {
-                Frame::Text(_) | Frame::Spliced(_) => 0,
-                Frame::Binary(_) => 1,
+        }
+    }
+}
+
+/// The [`DELIVER_MANY`] message: what an owner's tables queued for some of
+/// an edge's players.
+///
+/// ```text
+/// u8  DELIVER_MANY
+/// u16 len, owner node id
+/// u32 frame count, then per frame: u32 len, payload   (the frame table)
+/// u32 proxy count, then per proxy:
+///     u64 the edge's client id, u64 the proxy's sequence number,
+///     u32 n, n × u32 indexes into the frame table, in order
+/// ```
+///
+/// A frame the table encoded once for several players (the same bytes, by
+/// pointer and length) is in the table once.
+struct DeliverMany {
+    owner: String,
+    frames: Vec<Bytes>,
+    proxies: Vec<Delivered>,
+    order: Vec<u32>,
+}
+
+/// One proxy's part of a [`DeliverMany`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Delivered {
+    client: u64,
+    seq: u64,
+    /// Its frames' indexes, as a range of [`DeliverMany::order`].
+    at: std::ops::Range<usize>,
+}
+
+/// Builds [`DELIVER_MANY`] messages into one buffer, handed to a sender
+/// when full or flushed (the broker copies it into its link's buffer).
+struct DeliverManyEncoder {
+    limit: usize,
+    buf: BytesMut,
+    /// Where the frame count is, and the frame table's size so far.
+    frames_at: usize,
+    frames: u32,
+    /// The per-proxy part, appended to `buf` when the message is sent.
+    entries: BytesMut,
+    proxies: u32,
+    /// Where the open entry's count is, and how many it has.
+    open: Option<(usize, u32)>,
+    /// Frames in the table: (kind, pointer, length) → index.
+    index: HashMap<(u8, usize, usize), u32>,
+    head: usize,
+}
+
+impl DeliverMany {
+    fn encoder(limit: usize) -> DeliverManyEncoder {
+        DeliverManyEncoder {
+            limit,
+            buf: BytesMut::new(),
+            frames_at: 0,
+            frames: 0,
+            entries: BytesMut::new(),
+            proxies: 0,
+            open: None,
+            index: HashMap::new(),
+            head: 0,
+        }
+    }
+
+    /// Parses a message (after its kind byte). `None` unless it is whole
+    /// and well formed: every index within the frame table, nothing after
+    /// the last proxy.
+    fn decode(mut p: Bytes) -> Option<DeliverMany> {
+        let owner = get_str(&mut p)?;
+        let n = get_u32(&mut p)? as usize;
+        let mut frames = Vec::with_capacity(n.min(p.remaining() / 4));
+        for _ in 0..n {
+            let len = get_u32(&mut p)? as usize;
+            if p.remaining() < len {
+                return None;
+            }
+            frames.push(p.split_to(len));
+        }
+        let n = get_u32(&mut p)? as usize;
+        let mut proxies = Vec::with_capacity(n.min(p.remaining() / 20));
+        let mut order = Vec::new();
+        for _ in 0..n {
+            let client = get_u64(&mut p)?;
+            let seq = get_u64(&mut p)?;
+            let count = get_u32(&mut p)? as usize;
+            if p.remaining() < count.checked_mul(4)? {
+                return None;
+            }
+            let start = order.len();
+            for _ in 0..count {
+                let i = p.get_u32();
+                if i as usize >= frames.len() {
+                    return None;
+                }
+                order.push(i);
+            }
+            proxies.push(Delivered {
+                client,
+                seq,
+                at: start..order.len(),
+            });
+        }
+        if p.has_remaining() {
+            return None;
+        }
+        Some(DeliverMany {
+            owner,
+            frames,
+            proxies,
+            order,
+        })
+    }
+
+    /// `d`'s frames, in order.
+    fn frames_of<'a>(&'a self, d: &Delivered) -> impl Iterator<Item = &'a Bytes> + 'a {
+        self.order[d.at.clone()]
+            .iter()
+            .map(|i| &self.frames[*i as usize])
+    }
+}
+
+impl DeliverManyEncoder {
+    /// Starts the messages of `owner` (after a flush).
+    fn start(&mut self, owner: &str) {
+        self.buf.clear();
+        self.buf.put_u8(DELIVER_MANY);
+        put_str(&mut self.buf, owner);
+        self.head = self.buf.len();
+        self.reset();
+    }
+
+    fn reset(&mut self) {
+        self.buf.truncate(self.head);
+        self.frames_at = self.buf.len();
+        self.buf.put_u32(0);
+        self.frames = 0;
+        self.entries.clear();
+        self.proxies = 0;
+        self.open = None;
+        self.index.clear();
+    }
+
+    /// The message's size so far.
+    fn size(&self) -> usize {
+        self.buf.len() + 4 + self.entries.len()
+    }
+
+    /// Adds `frames` of the edge's `client`, numbered from `seq` (one
+    /// number per message they are in: more than one if they fill it).
+    fn add(&mut self, client: u64, seq: &mut u64, frames: &[Frame], send: &mut impl FnMut(&[u8])) {
+        for f in frames {
+            let key = match f {
+                Frame::Text(b) => (0, b.as_ptr() as usize, b.len()),
+                Frame::Binary(b) => (1, b.as_ptr() as usize, b.len()),
+                Frame::Spliced(s) => (2, Arc::as_ptr(s) as usize, s.len()),
                 _ => continue,
             };
-            payload.put_u8(binary);
-            payload.put_u32(f.payload_len() as u32);
-            for piece in f.pieces() {
-                payload.put_slice(piece);
+            let mut known = self.index.get(&key).copied();
+            let grow = 4
+                + known.map_or(4 + f.payload_len(), |_| 0)
+                + if self.open.is_some() { 0 } else { 20 };
+            if (self.open.is_some() || self.proxies > 0) && self.size() + grow > self.limit {
+                if self.open.is_some() {
+                    self.close_entry();
+                    *seq += 1;
+                }
+                self.flush(send);
+                known = None;
+            }
+            if self.open.is_none() {
+                self.entries.put_u64(client);
+                self.entries.put_u64(*seq);
+                self.open = Some((self.entries.len(), 0));
+                self.entries.put_u32(0);
+            }
+            let i = match known {
+                Some(i) => i,
+                None => {
+                    let i = self.frames;
+                    self.buf.put_u32(f.payload_len() as u32);
+                    for piece in f.pieces() {
+                        self.buf.put_slice(piece);
+                    }
+                    self.frames += 1;
+                    self.index.insert(key, i);
+                    i
+                }
+            };
+            self.entries.put_u32(i);
+            if let Some((_, n)) = &mut self.open {
+                *n += 1;
             }
         }
-        seq += 1;
-        if let Err(e) = routes.broker.send_to_node(&edge, &payload) {
-            // The edge will see the gap in `seq` and recover its player.
-            tracing::debug!(%edge, error = %e, "table messages for a remote player lost");
+        if self.open.is_some() {
+            self.close_entry();
+            *seq += 1;
         }
+    }
+
+    fn close_entry(&mut self) {
+        if let Some((at, n)) = self.open.take() {
+            self.entries[at..at + 4].copy_from_slice(&n.to_be_bytes());
+            self.proxies += 1;
+        }
+    }
+
+    /// Sends the message, if it has anything, and starts the next one.
+    fn flush(&mut self, send: &mut impl FnMut(&[u8])) {
+        self.close_entry();
+        if self.proxies == 0 {
+            return;
+        }
+        let at = self.frames_at;
+        self.buf[at..at + 4].copy_from_slice(&self.frames.to_be_bytes());
+        self.buf.put_u32(self.proxies);
+        self.buf.extend_from_slice(&self.entries);
+        send(&self.buf);
+        self.reset();
     }
 }
 
@@ -893,5 +1278,172 @@ mod tests {
         let mut p = full.clone();
         assert_eq!(get_str(&mut p).as_deref(), Some("node"));
         assert_eq!(get_u64(&mut p), Some(7));
+    }
+
+    /// Encodes `proxies` (client, first seq, frames) with `limit`: the
+    /// messages (after their kind byte) and each proxy's next seq.
+    fn encode(limit: usize, proxies: &[(u64, u64, Vec<Frame>)]) -> (Vec<Bytes>, Vec<u64>) {
+        let mut enc = DeliverMany::encoder(limit);
+        enc.start("owner-1");
+        let mut out = Vec::new();
+        let mut send = |m: &[u8]| out.push(Bytes::copy_from_slice(m));
+        let mut next = Vec::new();
+        for (client, seq, frames) in proxies {
+            let mut seq = *seq;
+            enc.add(*client, &mut seq, frames, &mut send);
+            next.push(seq);
+        }
+        enc.flush(&mut send);
+        let out = out
+            .into_iter()
+            .map(|mut m| {
+                assert_eq!(m.get_u8(), DELIVER_MANY);
+                m
+            })
+            .collect();
+        (out, next)
+    }
+
+    fn text(s: &str) -> Frame {
+        Frame::Text(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    /// Three proxies, each a reply of its own then the same broadcast: the
+    /// broadcast is in the frame table once, every proxy gets its frames
+    /// in order with its own sequence number, and the broadcast's three
+    /// copies are one slice of the message.
+    fn three_with_a_broadcast() -> Vec<(u64, u64, Vec<Frame>)> {
+        let event = Frame::Text(Bytes::from(b"{\"game\":\"flop\"}".to_vec()));
+        vec![
+            (11, 0, vec![text("reply-a"), event.clone()]),
+            (12, 7, vec![text("reply-b"), event.clone()]),
+            (13, 42, vec![event.clone(), text("reply-c")]),
+        ]
+    }
+
+    #[test]
+    fn deliver_many_round_trip_shares_a_broadcast() {
+        let proxies = three_with_a_broadcast();
+        let (msgs, next) = encode(DELIVER_MAX, &proxies);
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(next, [1, 8, 43]);
+        let msg = DeliverMany::decode(msgs[0].clone()).expect("a valid message");
+        assert_eq!(msg.owner, "owner-1");
+        assert_eq!(msg.frames.len(), 4, "the broadcast once, three replies");
+        let shared = msg
+            .frames
+            .iter()
+            .filter(|f| f.as_ref() == b"{\"game\":\"flop\"}")
+            .count();
+        assert_eq!(shared, 1);
+        assert_eq!(msg.proxies.len(), 3);
+        let mut event_ptrs = HashSet::new();
+        for (d, (client, seq, frames)) in msg.proxies.iter().zip(&proxies) {
+            assert_eq!((d.client, d.seq), (*client, *seq));
+            let got: Vec<&Bytes> = msg.frames_of(d).collect();
+            let want: Vec<Vec<u8>> = frames.iter().map(|f| f.payload().to_vec()).collect();
+            assert_eq!(got.iter().map(|b| b.to_vec()).collect::<Vec<_>>(), want);
+            for b in got {
+                if b.as_ref() == b"{\"game\":\"flop\"}" {
+                    event_ptrs.insert(b.as_ptr() as usize);
+                }
+            }
+        }
+        assert_eq!(event_ptrs.len(), 1, "one slice of the message, not copies");
+        // The same bytes in two buffers are two frames (no content
+        // comparison): correct, only larger.
+        let (msgs, _) = encode(
+            DELIVER_MAX,
+            &[(1, 0, vec![text("x")]), (2, 0, vec![text("x")])],
+        );
+        let msg = DeliverMany::decode(msgs[0].clone()).expect("valid");
+        assert_eq!(msg.frames.len(), 2);
+    }
+
+    #[test]
+    fn deliver_many_truncated_or_extended_is_refused_not_a_panic() {
+        let (msgs, _) = encode(DELIVER_MAX, &three_with_a_broadcast());
+        let full = &msgs[0];
+        for n in 0..full.len() {
+            assert!(
+                DeliverMany::decode(full.slice(..n)).is_none(),
+                "{n} bytes parsed"
+            );
+        }
+        let mut longer = BytesMut::from(full.as_ref());
+        longer.put_u8(0);
+        assert!(DeliverMany::decode(longer.freeze()).is_none());
+        // Counts far larger than the message: refused, nothing huge
+        // allocated.
+        let mut b = BytesMut::new();
+        put_str(&mut b, "o");
+        b.put_u32(u32::MAX);
+        assert!(DeliverMany::decode(b.clone().freeze()).is_none());
+        let mut b = BytesMut::new();
+        put_str(&mut b, "o");
+        b.put_u32(0);
+        b.put_u32(u32::MAX);
+        b.put_u64(1);
+        b.put_u64(0);
+        b.put_u32(u32::MAX);
+        assert!(DeliverMany::decode(b.freeze()).is_none());
+    }
+
+    #[test]
+    fn deliver_many_index_past_the_frame_table_is_refused() {
+        let (msgs, _) = encode(DELIVER_MAX, &three_with_a_broadcast());
+        let full = &msgs[0];
+        let frames = DeliverMany::decode(full.clone())
+            .expect("valid")
+            .frames
+            .len() as u32;
+        // The last four bytes are the last proxy's last index.
+        let at = full.len() - 4;
+        let with = |i: u32| {
+            let mut b = BytesMut::from(full.as_ref());
+            b[at..].copy_from_slice(&i.to_be_bytes());
+            DeliverMany::decode(b.freeze())
+        };
+        assert!(with(frames - 1).is_some());
+        assert!(with(frames).is_none());
+        assert!(with(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn deliver_many_past_its_bound_goes_out_in_several_numbered_messages() {
+        let event = Frame::Binary(Bytes::from(vec![7u8; 300]));
+        let mut proxies = Vec::new();
+        for c in 0..4u64 {
+            let frames: Vec<Frame> = (0..10)
+                .map(|i| Frame::Binary(Bytes::from(vec![c as u8 * 10 + i; 100])))
+                .chain([event.clone()])
+                .collect();
+            proxies.push((c, c * 100, frames));
+        }
+        let (msgs, next) = encode(1024, &proxies);
+        assert!(msgs.len() > 3, "{} messages", msgs.len());
+        let mut seen: HashMap<u64, (u64, Vec<Vec<u8>>)> = HashMap::new();
+        for m in &msgs {
+            assert!(m.len() < 1024, "{} bytes", m.len());
+            let msg = DeliverMany::decode(m.clone()).expect("valid");
+            for d in &msg.proxies {
+                let (c, s) = (d.client, d.seq);
+                let e = seen.entry(c).or_insert((c * 100, Vec::new()));
+                assert_eq!(s, e.0, "proxy {c}: consecutive numbers");
+                e.0 += 1;
+                e.1.extend(msg.frames_of(d).map(|b| b.to_vec()));
+            }
+        }
+        for (i, (c, _, frames)) in proxies.iter().enumerate() {
+            let (after, got) = &seen[c];
+            assert_eq!(*after, next[i]);
+            let want: Vec<Vec<u8>> = frames.iter().map(|f| f.payload().to_vec()).collect();
+            assert_eq!(got, &want, "proxy {c}: every frame, in order");
+        }
+        // A frame larger than the bound still goes, alone.
+        let big = Frame::Binary(Bytes::from(vec![1u8; 5000]));
+        let (msgs, next) = encode(1024, &[(1, 0, vec![text("a"), big.clone(), text("b")])]);
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(next, [3]);
     }
 }
