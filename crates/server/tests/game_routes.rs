@@ -348,3 +348,114 @@ async fn an_owner_cut_off_from_redis_loses_its_table_to_one_other_owner() {
     let after = get(&survivor, "/api/tables/1").await["state"].clone();
     assert_eq!(chips(&after), total, "{after}");
 }
+
+/// What one connection saw of table 1 until the hand's `result`: every
+/// game event but its private `cards`, and (for a player) whether each of
+/// its `act` replies came before the table's `action` for its seat.
+async fn see_a_hand(mut p: Player, seat: Option<u64>) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let mut acted: Option<u32> = None;
+    let mut next_id = 100;
+    loop {
+        let m = p.wait("a game message", |_| true).await;
+        if let Some(id) = acted {
+            if m["id"] == id {
+                assert!(m["act"].is_object(), "{m}");
+                acted = None;
+                continue;
+            }
+        }
+        let ev = &m["game"]["data"];
+        match ev["t"].as_str() {
+            None | Some("cards") => continue,
+            Some("action") if ev["seat"].as_u64() == seat => {
+                // The reply to a command comes before its broadcast.
+                assert!(
+                    acted.is_none(),
+                    "action of seat {seat:?} before its reply: {ev}"
+                );
+            }
+            Some("turn") if seat.is_some() && ev["seat"].as_u64() == seat => {
+                let a = if ev["to_call"].as_u64() == Some(0) {
+                    "check"
+                } else {
+                    "call"
+                };
+                next_id += 1;
+                send_json(
+                    &mut p.ws,
+                    json!({"id": next_id, "act": {"table": 1, "data": {"a": a}}}),
+                )
+                .await;
+                acted = Some(next_id);
+            }
+            _ => {}
+        }
+        seen.push(ev.clone());
+        if ev["t"] == "result" {
+            return seen;
+        }
+    }
+}
+
+/// Several players and watchers of one table on one edge: the owner sends
+/// each table event to the edge once for all of them (one message, the
+/// event's bytes once), and every one of them still gets every event, in
+/// order, and each player the reply to its `act` before the `action` it
+/// caused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_and_watchers_on_one_edge_all_see_every_event_in_order() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    owner(&[&game]).await;
+    // Watchers first: they see everything the table sends from then on.
+    let mut watchers = Vec::new();
+    for u in ["wes", "wyn"] {
+        let mut w = Player::connect(edge.addr, &token(u)).await;
+        send_json(&mut w.ws, json!({"id": 3, "watch": {"table": 1}})).await;
+        let r = w.wait("watch reply", |m| m["id"] == 3).await;
+        assert!(r["watch"].is_object(), "{r}");
+        watchers.push(w);
+    }
+    let mut players = Vec::new();
+    for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
+        let mut p = Player::connect(edge.addr, &token(u)).await;
+        let r = p.sit(5).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        players.push((p, seat as u64));
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in watchers {
+        tasks.spawn(async move { (None, see_a_hand(w, None).await) });
+    }
+    for (p, seat) in players {
+        tasks.spawn(async move { (Some(seat), see_a_hand(p, Some(seat)).await) });
+    }
+    let mut logs = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        logs.push(r.expect("a connection's task"));
+    }
+    let watched: Vec<&Vec<Value>> = logs
+        .iter()
+        .filter(|(s, _)| s.is_none())
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(watched.len(), 2);
+    assert_eq!(watched[0], watched[1], "both watchers saw the same events");
+    let all = watched[0];
+    for t in ["hand", "turn", "action", "result"] {
+        assert!(all.iter().any(|e| e["t"] == t), "no {t} in {all:?}");
+    }
+    // A player who sat after the hand began sees it from there on: what
+    // each saw is the watchers' events from some point, none missing.
+    for (seat, log) in &logs {
+        assert!(
+            all.ends_with(log),
+            "seat {seat:?} saw {log:?}, the watchers {all:?}"
+        );
+        assert!(log.len() > 1, "seat {seat:?} saw {log:?}");
+    }
+}
