@@ -459,3 +459,91 @@ async fn players_and_watchers_on_one_edge_all_see_every_event_in_order() {
         assert!(log.len() > 1, "seat {seat:?} saw {log:?}");
     }
 }
+
+/// Publishes `payload` (binary) on `topic` of the Redis at `port`.
+fn publish_raw(port: u16, topic: &str, payload: &[u8]) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("redis");
+    let mut cmd = Vec::new();
+    cmd.extend_from_slice(b"*3\r\n$7\r\nPUBLISH\r\n");
+    for arg in [topic.as_bytes(), payload] {
+        cmd.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        cmd.extend_from_slice(arg);
+        cmd.extend_from_slice(b"\r\n");
+    }
+    s.write_all(&cmd).expect("publish");
+    let mut reply = [0u8; 16];
+    let n = s.read(&mut reply).expect("publish reply");
+    assert!(reply[..n].starts_with(b":1"), "{:?}", &reply[..n]);
+}
+
+/// A `DELIVER_MANY` message (kind 7) from `owner`: one frame, for `client`
+/// with sequence number `seq`, at frame index `index`.
+fn deliver_many(owner: &str, client: u64, seq: u64, index: u32, frame: &[u8]) -> Vec<u8> {
+    let mut m = vec![7u8];
+    m.extend_from_slice(&(owner.len() as u16).to_be_bytes());
+    m.extend_from_slice(owner.as_bytes());
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    m.extend_from_slice(frame);
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&client.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&index.to_be_bytes());
+    m
+}
+
+/// The edge refuses a malformed owner message (truncated, an index past
+/// its frame table) and delivers nothing of it; a gap in a proxy's
+/// numbers takes the player off the table (`unseat` 115), and `sit` on
+/// the same connection gives the seat back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_refuses_bad_owner_messages_and_unseats_on_a_gap() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    owner(&[&game]).await;
+    let owner_id = get(&game, "/api/nodes").await["node"]
+        .as_str()
+        .expect("owner id")
+        .to_string();
+    let edge_id = get(&edge, "/api/nodes").await["node"]
+        .as_str()
+        .expect("edge id")
+        .to_string();
+    let (ws, r) = connect_with_token(edge.addr, Some(&token("ann"))).await;
+    let client = u64::from_str_radix(r["connect"]["client"].as_str().expect("client"), 16)
+        .expect("hex client id");
+    let mut ann = Player { ws };
+    let r = ann.sit(5).await;
+    assert_eq!(r["sit"]["seat"], 0, "{r}");
+    let topic = format!("herald:node:{edge_id}:cmd");
+    let junk = br#"{"game":{"table":1,"data":{"t":"junk"}}}"#;
+    let good = deliver_many(&owner_id, client, 1_000, 0, junk);
+    // Truncated, and an index past the frame table: refused.
+    publish_raw(redis.port, &topic, &good[..good.len() - 1]);
+    publish_raw(
+        redis.port,
+        &topic,
+        &deliver_many(&owner_id, client, 1_000, 1, junk),
+    );
+    // Had either been taken, its number (not the next) would unseat her.
+    let quiet = tokio::time::timeout(Duration::from_millis(500), recv_json(&mut ann.ws)).await;
+    assert!(quiet.is_err(), "{quiet:?}");
+    // A well-formed one whose number is not the next: the player is told
+    // to sit again, and gets no frame of it.
+    publish_raw(redis.port, &topic, &good);
+    let m = ann
+        .wait("unseat", |m| {
+            assert_ne!(m["game"]["data"]["t"], "junk", "{m}");
+            m["unseat"].is_object()
+        })
+        .await;
+    assert_eq!(m["unseat"]["code"], 115, "{m}");
+    assert_eq!(m["unseat"]["table"], 1, "{m}");
+    let r = ann.sit(6).await;
+    assert_eq!(r["sit"]["seat"], 0, "{r}");
+}
