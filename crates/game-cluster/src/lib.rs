@@ -13,7 +13,8 @@
 //! - `cluster_tables`: which tables the cluster has (configured, created
 //!   over HTTP, deleted) and the keeper that claims the free ones;
 //! - `table_routes`: a player on any node plays at a table run by another
-//!   (the edge → owner route), and deletes reach the owner;
+//!   (the edge → owner route), and deletes reach the owner; `wire`, its
+//!   messages' format;
 //! - `cluster_lobby`: one lobby across the nodes;
 //! - `cluster_play`: tables on demand (`play`), seats counted in Redis for
 //!   every node;
@@ -23,7 +24,7 @@
 //!   remote close) shows it.
 //!
 //! It is its own crate so that the server's transports and HTTP layer do
-//! not carry 1,400 lines of cluster logic written against the concrete
+//! not carry 2,500 lines of cluster logic written against the concrete
 //! `RedisBroker`: the server's composition root calls [`start`] and hands
 //! the [`TableDirectory`] it gets to `/api/tables`.
 
@@ -34,6 +35,7 @@ mod cluster_tables;
 pub mod directory;
 pub mod json;
 mod table_routes;
+mod wire;
 
 pub use cluster::{start, Options};
 pub use directory::{Closing, TableDirectory, Unreachable};

@@ -9,16 +9,26 @@
 //! remote one (same user, same encoding), so the table treats it exactly
 //! like a local player, seats, grace periods and fencing included. What the
 //! table queues for the proxy (replies, pushes, already encoded in the
-//! player's encoding) is drained by one task per proxy and published back
-//! on the edge's node topic in batches, each with the proxy's sequence
-//! number; the edge copies the bytes into the real client's outbox.
+//! player's encoding) goes back through the edge's *pump* on the owner: one
+//! task per edge with proxies here, which each proxy's outbox wakes (a
+//! [`Member`] waker marks the proxy dirty). The pump drains every dirty
+//! proxy of the edge and publishes one [`DELIVER_MANY`] message on the
+//! edge's node topic: a table of distinct frames (a broadcast the table
+//! encoded once for several players is in it once), then per proxy its
+//! sequence number and the indexes of its frames in order. The edge queues
+//! slices of the message into the real clients' outboxes (no copy).
 //!
 //! Why a proxy per remote client rather than one publication per table
 //! event (what 0009 first sketched): the table code stays the one path for
 //! local and remote players, and every order guarantee of a table towards
-//! a client holds through the hop (one proxy, one Redis link, one
-//! subscriber link). The cost is one publish per remote player per batch
-//! instead of one per event; measured in bench/RESULTS.md.
+//! a client holds through the hop (one proxy, one pump, one Redis link,
+//! one subscriber link). Why a pump per edge rather than a publish per
+//! proxy (as first built): a table event seen by 8 players of one edge was
+//! 8 Redis messages to that edge, each read, parsed and queued on its own;
+//! the edges, not the game nodes, bounded seed 003's split topology (an
+//! edge cost about 1.27 singletons per player, 65 % of it in the kernel:
+//! Redis reads, sends, wake-ups; bench/RESULTS.md). Now it is one message,
+//! and its bytes once.
 //!
 //! Failure handling, all of it at most once (Redis pub/sub):
 //! - A command that gets no answer within [`Routes::timeout`] is answered
@@ -40,6 +50,7 @@
 //!   seats.
 
 use crate::cluster_tables::ClusterTables;
+use crate::wire::{get_str, get_u64, get_u8, put_str, DeliverMany, DELIVER_MANY, DELIVER_MAX};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use herald_core::auth::Identity;
 use herald_core::games::Games;
@@ -52,16 +63,17 @@ use herald_redis::registry::DELETED_NODE;
 use herald_redis::tables::TableStore;
 use herald_redis::RedisBroker;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::Poll;
+use std::task::{Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 /// Message kinds on a node topic.
 const CMD: u8 = 1;
-const DELIVER: u8 = 2;
+// 2 was `DELIVER`, one proxy's frames per message: replaced by
+// [`DELIVER_MANY`] (a node of another version refuses it as malformed).
 const GONE: u8 = 3;
 /// A deleted table's owner is asked to close it (decision 0009).
 const CLOSE: u8 = 4;
@@ -140,6 +152,8 @@ pub(crate) struct Routes {
     remotes: Mutex<HashMap<u64, Remote>>,
     /// Other nodes' players at this node's tables, by (edge, client id).
     proxies: Mutex<HashMap<(Arc<str>, u64), Proxy>>,
+    /// The pump of each edge with proxies here.
+    pumps: Mutex<HashMap<Arc<str>, Arc<EdgePump>>>,
     next_proxy: AtomicU64,
     /// Commands this node passed to another (for the log and tests).
     pub(crate) routed: AtomicU64,
@@ -178,6 +192,7 @@ impl Routes {
             owners: Mutex::new(HashMap::new()),
             remotes: Mutex::new(HashMap::new()),
             proxies: Mutex::new(HashMap::new()),
+            pumps: Mutex::new(HashMap::new()),
             next_proxy: AtomicU64::new(1),
             routed: AtomicU64::new(0),
         });
@@ -277,7 +292,7 @@ impl Routes {
         let parsed = match kind {
             CMD => self.on_cmd(&mut payload, false),
             PLAY => self.on_cmd(&mut payload, true),
-            DELIVER => self.on_deliver(&mut payload),
+            DELIVER_MANY => self.on_deliver_many(std::mem::take(&mut payload)),
             GONE => self.on_gone(&mut payload),
             CLOSE => self.on_close(&mut payload),
             CLOSED => self.on_closed(&mut payload),
@@ -367,7 +382,7 @@ impl Routes {
         if let Some(old) = old {
             self.drop_proxy(&old.client);
         }
-        tokio::spawn(drain(self.me.clone(), edge.clone(), client, proxy.clone()));
+        self.attach(edge, client, &proxy);
         proxy
     }
 
@@ -451,64 +466,78 @@ impl Routes {
         Some(())
     }
 
-    /// Edge side: what an owner's table sent to one of this node's players.
-    fn on_deliver(&self, p: &mut Bytes) -> Option<()> {
-        let owner: Arc<str> = get_str(p)?.into();
-        let client_id = get_u64(p)?;
-        let seq = get_u64(p)?;
-        let mut frames = Vec::new();
-        while p.has_remaining() {
-            let binary = get_u8(p)? == 1;
-            let len = get_u32(p)? as usize;
-            if p.remaining() < len {
-                return None;
+    /// Edge side: what an owner's tables sent to players of this node, one
+    /// message for all of them ([`DELIVER_MANY`]). The message is parsed
+    /// whole before anything is delivered: a malformed one is refused. Each
+    /// player's frames are slices of the message (a frame shared by several
+    /// players is not copied), queued under one lock of their outbox.
+    fn on_deliver_many(&self, p: Bytes) -> Option<()> {
+        let mut msg = DeliverMany::decode(p)?;
+        let owner: Arc<str> = std::mem::take(&mut msg.owner).into();
+        let mut lost = Vec::new();
+        {
+            let mut remotes = lock(&self.remotes);
+            let mut out: Vec<Frame> = Vec::new();
+            for d in &msg.proxies {
+                let Some(r) = remotes.get_mut(&d.client) else {
+                    continue; // gone meanwhile
+                };
+                let Some(client) = r.client.upgrade() else {
+                    continue;
+                };
+                let expected = r.seq.get(&owner).copied().unwrap_or(0);
+                if d.seq != expected {
+                    // A lost batch: this player's view of the owner's
+                    // tables may be missing something. Take them off those
+                    // tables here; the seats stay theirs at the owner,
+                    // `sit` brings a snapshot.
+                    let tables: Vec<u64> = r
+                        .tables
+                        .iter()
+                        .filter(|(_, o)| **o == owner)
+                        .map(|(t, _)| *t)
+                        .collect();
+                    r.tables.retain(|_, o| *o != owner);
+                    r.seq.remove(&owner);
+                    lost.push((client, d.client, tables, d.seq, expected));
+                    continue;
+                }
+                match r.seq.get_mut(&owner) {
+                    Some(s) => *s = d.seq + 1,
+                    None => {
+                        r.seq.insert(owner.clone(), d.seq + 1);
+                    }
+                }
+                for bytes in msg.frames_of(d) {
+                    if !r.pending.is_empty() || !r.expired.is_empty() {
+                        if let Ok(ServerMsg::Reply { id, .. } | ServerMsg::Error { id, .. }) =
+                            client.encoding.decode_server_bytes(bytes)
+                        {
+                            if let Some(i) = r.expired.iter().position(|e| *e == id) {
+                                r.expired.swap_remove(i);
+                                continue; // answered with 114 already
+                            }
+                            if let Some(i) = r.pending.iter().position(|(p, _)| *p == id) {
+                                r.pending.remove(i);
+                            }
+                        }
+                    }
+                    out.push(match client.encoding {
+                        Encoding::Json => Frame::Text(bytes.clone()),
+                        Encoding::Binary => Frame::Binary(bytes.clone()),
+                    });
+                }
+                if !out.is_empty() {
+                    client.outbox.push_many(out.drain(..));
+                }
             }
-            frames.push((binary, p.split_to(len)));
         }
-        let mut remotes = lock(&self.remotes);
-        let Some(r) = remotes.get_mut(&client_id) else {
-            return Some(()); // gone meanwhile
-        };
-        let Some(client) = r.client.upgrade() else {
-            return Some(());
-        };
-        let expected = r.seq.get(&owner).copied().unwrap_or(0);
-        if seq != expected {
-            // A lost batch: this player's view of the owner's tables may
-            // be missing something. Take them off those tables here; the
-            // seats stay theirs at the owner, `sit` brings a snapshot.
-            let lost: Vec<u64> = r
-                .tables
-                .iter()
-                .filter(|(_, o)| **o == owner)
-                .map(|(t, _)| *t)
-                .collect();
-            r.tables.retain(|_, o| *o != owner);
-            r.seq.remove(&owner);
-            drop(remotes);
+        for (client, client_id, tables, seq, expected) in lost {
             tracing::warn!(%owner, seq, expected, "routed table messages lost");
-            for t in lost {
+            for t in tables {
                 unseat(&client, t, "messages from the table were lost: sit again");
             }
             self.send_gone(&owner, client_id);
-            return Some(());
-        }
-        r.seq.insert(owner, seq + 1);
-        for (_, bytes) in frames {
-            if !r.pending.is_empty() || !r.expired.is_empty() {
-                if let Ok(ServerMsg::Reply { id, .. } | ServerMsg::Error { id, .. }) =
-                    client.encoding.decode_server_bytes(&bytes)
-                {
-                    if let Some(i) = r.expired.iter().position(|e| *e == id) {
-                        r.expired.swap_remove(i);
-                        continue; // answered with 114 already
-                    }
-                    if let Some(i) = r.pending.iter().position(|(p, _)| *p == id) {
-                        r.pending.remove(i);
-                    }
-                }
-            }
-            client.send(bytes);
         }
         Some(())
     }
@@ -734,66 +763,206 @@ impl Routes {
     }
 }
 
-/// Owner side: publishes what the tables queue for `proxy` to its edge,
-/// everything queued at once in one message, until the proxy is closed.
-async fn drain(routes: Weak<Routes>, edge: Arc<str>, client: u64, proxy: Arc<Client>) {
-    let mut seq = 0u64;
-    loop {
-        let frames = std::future::poll_fn(|cx| {
-            proxy.outbox.with_queue(|q| {
-                if q.frames.is_empty() {
-                    if q.closing().is_some() {
-                        return Poll::Ready(None);
-                    }
-                    q.set_waker(cx.waker());
-                    return Poll::Pending;
+/// Owner side: what the tables queue for the proxies of one edge goes out
+/// through this, one task per edge ([`pump_edge`]) while the edge has
+/// proxies here. A proxy's outbox wakes its [`Member`], which marks itself
+/// dirty here and wakes the task; the task drains every dirty proxy and
+/// sends one [`DELIVER_MANY`] message (more past [`DELIVER_MAX`]).
+struct EdgePump {
+    edge: Arc<str>,
+    state: Mutex<PumpState>,
+}
+
+struct PumpState {
+    /// Proxies attached and not yet seen closed.
+    members: usize,
+    /// Proxies with frames (or a close) to take, each once.
+    dirty: Vec<Arc<Member>>,
+    /// The pump task, waiting for a dirty proxy.
+    waker: Option<Waker>,
+}
+
+/// One proxy in its edge's pump: the waker set on the proxy's outbox.
+/// Holds the proxy weakly (its outbox holds this).
+struct Member {
+    /// The edge's client id.
+    client: u64,
+    proxy: Weak<Client>,
+    pump: Weak<EdgePump>,
+    /// In the pump's dirty list (set by a wake, cleared by the pump just
+    /// before it drains the proxy, under whose outbox lock it sets the
+    /// waker again: a push after that wakes it again).
+    dirty: AtomicBool,
+    /// The proxy's next sequence number (only the pump task uses it).
+    seq: AtomicU64,
+}
+
+impl Wake for Member {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// Called under the proxy's outbox lock (a push or a close): locks
+    /// only the pump's state, which is never held while locking an outbox.
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.dirty.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(pump) = self.pump.upgrade() else {
+            return;
+        };
+        let waker = {
+            let mut s = lock(&pump.state);
+            s.dirty.push(self.clone());
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Routes {
+    /// Attaches a new proxy of `edge` to the edge's pump (started with the
+    /// edge's first proxy): its outbox wakes the pump from now on.
+    fn attach(&self, edge: &Arc<str>, client: u64, proxy: &Arc<Client>) {
+        let (pump, started) = {
+            let mut pumps = lock(&self.pumps);
+            match pumps.get(edge) {
+                Some(p) => {
+                    lock(&p.state).members += 1;
+                    (p.clone(), false)
                 }
-                let frames: Vec<Frame> = q.frames.iter().cloned().collect();
-                q.advance(frames.len(), 0);
-                Poll::Ready(Some(frames))
-            })
+                None => {
+                    let p = Arc::new(EdgePump {
+                        edge: edge.clone(),
+                        state: Mutex::new(PumpState {
+                            members: 1,
+                            dirty: Vec::new(),
+                            waker: None,
+                        }),
+                    });
+                    pumps.insert(edge.clone(), p.clone());
+                    (p, true)
+                }
+            }
+        };
+        let member = Arc::new(Member {
+            client,
+            proxy: Arc::downgrade(proxy),
+            pump: Arc::downgrade(&pump),
+            dirty: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+        });
+        let waker = Waker::from(member);
+        let closed = proxy.outbox.with_queue(|q| {
+            let closed = q.closing().is_some();
+            if !closed {
+                q.set_waker(&waker);
+            }
+            closed
+        });
+        if closed {
+            // Closed before it was attached: the pump sees it closed.
+            waker.wake();
+        }
+        if started {
+            tokio::spawn(pump_edge(self.me.clone(), pump));
+        }
+    }
+
+    /// A proxy of `edge` closed: by its edge's departure, or overflowed (a
+    /// slow player): its seats go away either way.
+    fn proxy_closed(&self, edge: &Arc<str>, client: u64, proxy: &Arc<Client>) {
+        let mut proxies = lock(&self.proxies);
+        let key = (edge.clone(), client);
+        let ours = proxies
+            .get(&key)
+            .is_some_and(|p| Arc::ptr_eq(&p.client, proxy));
+        if ours {
+            proxies.remove(&key);
+            drop(proxies);
+            if let Some(engine) = self.engine.upgrade() {
+                engine.gone(proxy);
+            }
+        }
+    }
+}
+
+/// Owner side: sends what the tables queue for the proxies of `pump`'s
+/// edge, every dirty proxy's frames at once in one message, until the edge
+/// has no proxy left here.
+async fn pump_edge(routes: Weak<Routes>, pump: Arc<EdgePump>) {
+    let mut dirty: Vec<Arc<Member>> = Vec::new();
+    let mut taken: Vec<Frame> = Vec::new();
+    let mut msg = DeliverMany::encoder(DELIVER_MAX);
+    loop {
+        std::future::poll_fn(|cx| {
+            let mut s = lock(&pump.state);
+            if s.dirty.is_empty() {
+                match &s.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => s.waker = Some(cx.waker().clone()),
+                }
+                return Poll::Pending;
+            }
+            std::mem::swap(&mut s.dirty, &mut dirty);
+            Poll::Ready(())
         })
         .await;
         let Some(routes) = routes.upgrade() else {
             return;
         };
-        let Some(frames) = frames else {
-            // Closed: by its edge's departure, or overflowed (a slow
-            // player): its seats go away either way.
-            let mut proxies = lock(&routes.proxies);
-            let ours = proxies
-                .get(&(edge.clone(), client))
-                .is_some_and(|p| Arc::ptr_eq(&p.client, &proxy));
-            if ours {
-                proxies.remove(&(edge.clone(), client));
-                drop(proxies);
-                if let Some(engine) = routes.engine.upgrade() {
-                    engine.gone(&proxy);
-                }
+        msg.start(&routes.node);
+        let mut send = |payload: &[u8]| {
+            if let Err(e) = routes.broker.send_to_node(&pump.edge, payload) {
+                // The edge will see the gaps and recover its players.
+                tracing::debug!(edge = %pump.edge, error = %e, "table messages for remote players lost");
             }
-            return;
         };
-        let mut payload = BytesMut::with_capacity(64);
-        payload.put_u8(DELIVER);
-        put_str(&mut payload, &routes.node);
-        payload.put_u64(client);
-        payload.put_u64(seq);
-        for f in &frames {
-            let binary = match f {
-                Frame::Text(_) | Frame::Spliced(_) => 0,
-                Frame::Binary(_) => 1,
-                _ => continue,
+        let mut closed = Vec::new();
+        let mut gone = 0;
+        for m in dirty.drain(..) {
+            m.dirty.store(false, Ordering::Release);
+            let Some(proxy) = m.proxy.upgrade() else {
+                gone += 1; // dropped without a close: nothing to send
+                continue;
             };
-            payload.put_u8(binary);
-            payload.put_u32(f.payload_len() as u32);
-            for piece in f.pieces() {
-                payload.put_slice(piece);
+            let waker = Waker::from(m.clone());
+            let closing = proxy.outbox.with_queue(|q| {
+                taken.extend(q.frames.iter().cloned());
+                q.advance(taken.len(), 0);
+                let closing = q.closing().is_some();
+                if !closing {
+                    q.set_waker(&waker);
+                }
+                closing
+            });
+            let mut seq = m.seq.load(Ordering::Relaxed);
+            msg.add(m.client, &mut seq, &taken, &mut send);
+            m.seq.store(seq, Ordering::Relaxed);
+            taken.clear();
+            if closing {
+                closed.push((m.client, proxy));
             }
         }
-        seq += 1;
-        if let Err(e) = routes.broker.send_to_node(&edge, &payload) {
-            // The edge will see the gap in `seq` and recover its player.
-            tracing::debug!(%edge, error = %e, "table messages for a remote player lost");
+        msg.flush(&mut send);
+        if closed.is_empty() && gone == 0 {
+            continue;
+        }
+        for (client, proxy) in &closed {
+            routes.proxy_closed(&pump.edge, *client, proxy);
+        }
+        // The pump ends with its last proxy; under the pumps' lock, so
+        // that no proxy attaches to it meanwhile.
+        let mut pumps = lock(&routes.pumps);
+        let mut s = lock(&pump.state);
+        s.members = s.members.saturating_sub(closed.len() + gone);
+        if s.members == 0 {
+            if pumps.get(&pump.edge).is_some_and(|p| Arc::ptr_eq(p, &pump)) {
+                pumps.remove(&pump.edge);
+            }
+            return;
         }
     }
 }
@@ -844,54 +1013,4 @@ fn unseat(client: &Client, table: u64, reason: &str) {
         reason: reason.to_string(),
     });
     client.send(client.encoding.encode_server_bytes(&msg));
-}
-
-fn put_str(b: &mut BytesMut, s: &str) {
-    let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
-    b.put_u16(s.len() as u16);
-    b.put_slice(s);
-}
-
-fn get_str(p: &mut Bytes) -> Option<String> {
-    if p.remaining() < 2 {
-        return None;
-    }
-    let n = p.get_u16() as usize;
-    if p.remaining() < n {
-        return None;
-    }
-    String::from_utf8(p.split_to(n).to_vec()).ok()
-}
-
-fn get_u8(p: &mut Bytes) -> Option<u8> {
-    p.has_remaining().then(|| p.get_u8())
-}
-
-fn get_u32(p: &mut Bytes) -> Option<u32> {
-    (p.remaining() >= 4).then(|| p.get_u32())
-}
-
-fn get_u64(p: &mut Bytes) -> Option<u64> {
-    (p.remaining() >= 8).then(|| p.get_u64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncated_input_is_refused_not_a_panic() {
-        let mut b = BytesMut::new();
-        put_str(&mut b, "node");
-        b.put_u64(7);
-        let full = b.freeze();
-        for n in 0..full.len() {
-            let mut p = full.slice(..n);
-            let parsed = get_str(&mut p).and_then(|_| get_u64(&mut p));
-            assert!(parsed.is_none(), "{n} bytes parsed");
-        }
-        let mut p = full.clone();
-        assert_eq!(get_str(&mut p).as_deref(), Some("node"));
-        assert_eq!(get_u64(&mut p), Some(7));
-    }
 }

@@ -348,3 +348,202 @@ async fn an_owner_cut_off_from_redis_loses_its_table_to_one_other_owner() {
     let after = get(&survivor, "/api/tables/1").await["state"].clone();
     assert_eq!(chips(&after), total, "{after}");
 }
+
+/// What one connection saw of table 1 until the hand's `result`: every
+/// game event but its private `cards`, and (for a player) whether each of
+/// its `act` replies came before the table's `action` for its seat.
+async fn see_a_hand(mut p: Player, seat: Option<u64>) -> Vec<Value> {
+    let mut seen = Vec::new();
+    let mut acted: Option<u32> = None;
+    let mut next_id = 100;
+    loop {
+        let m = p.wait("a game message", |_| true).await;
+        if let Some(id) = acted {
+            if m["id"] == id {
+                assert!(m["act"].is_object(), "{m}");
+                acted = None;
+                continue;
+            }
+        }
+        let ev = &m["game"]["data"];
+        match ev["t"].as_str() {
+            None | Some("cards") => continue,
+            Some("action") if ev["seat"].as_u64() == seat => {
+                // The reply to a command comes before its broadcast.
+                assert!(
+                    acted.is_none(),
+                    "action of seat {seat:?} before its reply: {ev}"
+                );
+            }
+            Some("turn") if seat.is_some() && ev["seat"].as_u64() == seat => {
+                let a = if ev["to_call"].as_u64() == Some(0) {
+                    "check"
+                } else {
+                    "call"
+                };
+                next_id += 1;
+                send_json(
+                    &mut p.ws,
+                    json!({"id": next_id, "act": {"table": 1, "data": {"a": a}}}),
+                )
+                .await;
+                acted = Some(next_id);
+            }
+            _ => {}
+        }
+        seen.push(ev.clone());
+        if ev["t"] == "result" {
+            return seen;
+        }
+    }
+}
+
+/// Several players and watchers of one table on one edge: the owner sends
+/// each table event to the edge once for all of them (one message, the
+/// event's bytes once), and every one of them still gets every event, in
+/// order, and each player the reply to its `act` before the `action` it
+/// caused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_and_watchers_on_one_edge_all_see_every_event_in_order() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    owner(&[&game]).await;
+    // Watchers first: they see everything the table sends from then on.
+    let mut watchers = Vec::new();
+    for u in ["wes", "wyn"] {
+        let mut w = Player::connect(edge.addr, &token(u)).await;
+        send_json(&mut w.ws, json!({"id": 3, "watch": {"table": 1}})).await;
+        let r = w.wait("watch reply", |m| m["id"] == 3).await;
+        assert!(r["watch"].is_object(), "{r}");
+        watchers.push(w);
+    }
+    let mut players = Vec::new();
+    for (seat, u) in ["ann", "bob", "cat"].iter().enumerate() {
+        let mut p = Player::connect(edge.addr, &token(u)).await;
+        let r = p.sit(5).await;
+        assert_eq!(r["sit"]["seat"], seat, "{r}");
+        players.push((p, seat as u64));
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in watchers {
+        tasks.spawn(async move { (None, see_a_hand(w, None).await) });
+    }
+    for (p, seat) in players {
+        tasks.spawn(async move { (Some(seat), see_a_hand(p, Some(seat)).await) });
+    }
+    let mut logs = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        logs.push(r.expect("a connection's task"));
+    }
+    let watched: Vec<&Vec<Value>> = logs
+        .iter()
+        .filter(|(s, _)| s.is_none())
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(watched.len(), 2);
+    assert_eq!(watched[0], watched[1], "both watchers saw the same events");
+    let all = watched[0];
+    for t in ["hand", "turn", "action", "result"] {
+        assert!(all.iter().any(|e| e["t"] == t), "no {t} in {all:?}");
+    }
+    // A player who sat after the hand began sees it from there on: what
+    // each saw is the watchers' events from some point, none missing.
+    for (seat, log) in &logs {
+        assert!(
+            all.ends_with(log),
+            "seat {seat:?} saw {log:?}, the watchers {all:?}"
+        );
+        assert!(log.len() > 1, "seat {seat:?} saw {log:?}");
+    }
+}
+
+/// Publishes `payload` (binary) on `topic` of the Redis at `port`.
+fn publish_raw(port: u16, topic: &str, payload: &[u8]) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("redis");
+    let mut cmd = Vec::new();
+    cmd.extend_from_slice(b"*3\r\n$7\r\nPUBLISH\r\n");
+    for arg in [topic.as_bytes(), payload] {
+        cmd.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        cmd.extend_from_slice(arg);
+        cmd.extend_from_slice(b"\r\n");
+    }
+    s.write_all(&cmd).expect("publish");
+    let mut reply = [0u8; 16];
+    let n = s.read(&mut reply).expect("publish reply");
+    assert!(reply[..n].starts_with(b":1"), "{:?}", &reply[..n]);
+}
+
+/// A `DELIVER_MANY` message (kind 7) from `owner`: one frame, for `client`
+/// with sequence number `seq`, at frame index `index`.
+fn deliver_many(owner: &str, client: u64, seq: u64, index: u32, frame: &[u8]) -> Vec<u8> {
+    let mut m = vec![7u8];
+    m.extend_from_slice(&(owner.len() as u16).to_be_bytes());
+    m.extend_from_slice(owner.as_bytes());
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    m.extend_from_slice(frame);
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&client.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.extend_from_slice(&index.to_be_bytes());
+    m
+}
+
+/// The edge refuses a malformed owner message (truncated, an index past
+/// its frame table) and delivers nothing of it; a gap in a proxy's
+/// numbers takes the player off the table (`unseat` 115), and `sit` on
+/// the same connection gives the seat back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_refuses_bad_owner_messages_and_unseats_on_a_gap() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let game = node(&redis, "game");
+    let edge = node(&redis, "edge");
+    owner(&[&game]).await;
+    let owner_id = get(&game, "/api/nodes").await["node"]
+        .as_str()
+        .expect("owner id")
+        .to_string();
+    let edge_id = get(&edge, "/api/nodes").await["node"]
+        .as_str()
+        .expect("edge id")
+        .to_string();
+    let (ws, r) = connect_with_token(edge.addr, Some(&token("ann"))).await;
+    let client = u64::from_str_radix(r["connect"]["client"].as_str().expect("client"), 16)
+        .expect("hex client id");
+    let mut ann = Player { ws };
+    let r = ann.sit(5).await;
+    assert_eq!(r["sit"]["seat"], 0, "{r}");
+    let topic = format!("herald:node:{edge_id}:cmd");
+    let junk = br#"{"game":{"table":1,"data":{"t":"junk"}}}"#;
+    let good = deliver_many(&owner_id, client, 1_000, 0, junk);
+    // Truncated, and an index past the frame table: refused.
+    publish_raw(redis.port, &topic, &good[..good.len() - 1]);
+    publish_raw(
+        redis.port,
+        &topic,
+        &deliver_many(&owner_id, client, 1_000, 1, junk),
+    );
+    // Had either been taken, its number (not the next) would unseat her.
+    let quiet = tokio::time::timeout(Duration::from_millis(500), recv_json(&mut ann.ws)).await;
+    assert!(quiet.is_err(), "{quiet:?}");
+    // A well-formed one whose number is not the next: the player is told
+    // to sit again, and gets no frame of it.
+    publish_raw(redis.port, &topic, &good);
+    let m = ann
+        .wait("unseat", |m| {
+            assert_ne!(m["game"]["data"]["t"], "junk", "{m}");
+            m["unseat"].is_object()
+        })
+        .await;
+    assert_eq!(m["unseat"]["code"], 115, "{m}");
+    assert_eq!(m["unseat"]["table"], 1, "{m}");
+    let r = ann.sit(6).await;
+    assert_eq!(r["sit"]["seat"], 0, "{r}");
+}
