@@ -233,11 +233,15 @@ impl RedisBroker {
     /// Which tables exist in the cluster (created over HTTP, deleted), on
     /// the broker's link (decision 0009).
     pub fn table_registry(&self) -> registry::TableRegistry {
-        registry::TableRegistry::new(
+        let registry = registry::TableRegistry::new(
             self.inner.link.clone(),
             self.inner.global.clone(),
             self.inner.node_id.clone(),
-        )
+        );
+        match &self.inner.save_wait {
+            Some(w) => registry.with_wait(w.clone()),
+            None => registry,
+        }
     }
 
     /// Where websocket Bayeux `ack` sessions had got to (decision 0016),

@@ -21,7 +21,7 @@
 
 use crate::conn::Link;
 use crate::lua;
-use crate::tables::{lobby_keys, TableStoreError};
+use crate::tables::{lobby_keys, SaveWait, TableStoreError};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -53,6 +53,10 @@ pub struct TableRegistry {
     link: Arc<Link>,
     prefix: String,
     node: String,
+    /// Creates and deletes wait for replicas as saves do
+    /// (`--table-save-replicas`): an acknowledged creation's id is never
+    /// handed out again by a promoted replica that lacked it.
+    wait: Option<Arc<SaveWait>>,
 }
 
 impl TableRegistry {
@@ -62,6 +66,25 @@ impl TableRegistry {
             link,
             prefix: prefix.into(),
             node: node.into(),
+            wait: None,
+        }
+    }
+
+    /// This registry with creates and deletes waiting as `wait` says.
+    pub fn with_wait(mut self, wait: Arc<SaveWait>) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// The link creates and deletes go on: the waiting link when they wait.
+    fn write_link(&self) -> &Link {
+        self.wait.as_deref().map_or(&self.link, SaveWait::link)
+    }
+
+    /// After a create or delete: waits for the replicas, if asked.
+    async fn replicate(&self, table: u64) {
+        if let Some(w) = &self.wait {
+            w.replicate(table, &self.keys().0).await;
         }
     }
 
@@ -101,7 +124,7 @@ impl TableRegistry {
         let version = self.version_key();
         let (n, c) = (configured.to_string(), count.to_string());
         let reply = self
-            .link
+            .write_link()
             .call(&[
                 "EVALSHA".as_bytes(),
                 lua::TABLE_CREATE.sha().as_bytes(),
@@ -114,6 +137,7 @@ impl TableRegistry {
                 spec,
             ])
             .await?;
+        self.replicate(0).await;
         reply
             .int()
             .and_then(|i| u64::try_from(i).ok())
@@ -132,7 +156,7 @@ impl TableRegistry {
         let lease = self.lease_key(table);
         let version = self.version_key();
         let reply = self
-            .link
+            .write_link()
             .call(&[
                 "EVALSHA",
                 lua::TABLE_DELETE.sha(),
@@ -151,6 +175,7 @@ impl TableRegistry {
                 crate::cluster::SHARD_EPOCH_STR,
             ])
             .await?;
+        self.replicate(table).await;
         let items = reply.items();
         match items.first().and_then(|v| v.int()) {
             Some(0) => Ok(Deletion::Unknown),

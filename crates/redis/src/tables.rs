@@ -125,6 +125,39 @@ impl SaveWait {
         }
     }
 
+    /// The link writes that wait go on.
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// After a write to `key`'s master on [`SaveWait::link`] (about table
+    /// `table`, 0 for none): waits for the replicas asked. A wait that
+    /// ends short is counted and logged, not an error: the write is on the
+    /// master, and refusing it would not undo it.
+    pub(crate) async fn replicate(&self, table: u64, key: &str) {
+        let n = self.replicas.to_string();
+        let ms = self.timeout.as_millis().max(1).to_string();
+        let got = self
+            .link
+            .call_where(key.as_bytes(), &["WAIT", n.as_str(), ms.as_str()])
+            .await;
+        let acked = match &got {
+            Ok(Value::Int(k)) => *k,
+            _ => -1,
+        };
+        // Counted every time, logged the first time (then see the metric).
+        if acked < i64::from(self.replicas) && self.short.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                table,
+                replicas = acked.max(0),
+                asked = self.replicas,
+                reply = ?got,
+                "a table write was not acknowledged by the replicas asked \
+                 (herald_table_saves_unreplicated_total counts them)"
+            );
+        }
+    }
+
     /// Saves whose wait timed out short of the replicas asked, or failed
     /// (`herald_table_saves_unreplicated_total`): they are on the master
     /// only, and a fail-over now may lose them.
@@ -169,30 +202,10 @@ impl TableStore {
     }
 
     /// After a save to `key`'s master: waits for the replicas asked, if
-    /// any. A wait that ends short is counted and logged, not an error:
-    /// the save is on the master, the table goes on.
+    /// any ([`SaveWait::replicate`]).
     async fn replicate(&self, table: u64, key: &str) {
-        let Some(w) = &self.wait else { return };
-        let n = w.replicas.to_string();
-        let ms = w.timeout.as_millis().max(1).to_string();
-        let got = w
-            .link
-            .call_where(key.as_bytes(), &["WAIT", n.as_str(), ms.as_str()])
-            .await;
-        let acked = match &got {
-            Ok(Value::Int(k)) => *k,
-            _ => -1,
-        };
-        // Counted every time, logged the first time (then see the metric).
-        if acked < i64::from(w.replicas) && w.short.fetch_add(1, Ordering::Relaxed) == 0 {
-            tracing::warn!(
-                table,
-                replicas = acked.max(0),
-                asked = w.replicas,
-                reply = ?got,
-                "a table save was not acknowledged by the replicas asked \
-                 (herald_table_saves_unreplicated_total counts them)"
-            );
+        if let Some(w) = &self.wait {
+            w.replicate(table, key).await;
         }
     }
 
