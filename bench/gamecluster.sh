@@ -56,7 +56,7 @@ for i in $(seq 1 "$ROUNDS"); do
     if [ -n "$R" ]; then
       echo "redis: $(redis-cli -p 18479 info commandstats | grep -E 'evalsha|wait' || true)"
       echo "redis cpu: $(ps -o cputime= -p "$R")"
-      curl -s http://127.0.0.1:18400/metrics | grep -E "^herald_table_saves_unreplicated_total" || true
+      curl -s http://127.0.0.1:18400/metrics | grep -E "^herald_cluster_table_saves_unreplicated_total" || true
     fi
     stop
   done

@@ -153,13 +153,13 @@ impl SaveWait {
                 asked = self.replicas,
                 reply = ?got,
                 "a table write was not acknowledged by the replicas asked \
-                 (herald_table_saves_unreplicated_total counts them)"
+                 (herald_cluster_table_saves_unreplicated_total counts them)"
             );
         }
     }
 
     /// Saves whose wait timed out short of the replicas asked, or failed
-    /// (`herald_table_saves_unreplicated_total`): they are on the master
+    /// (`herald_cluster_table_saves_unreplicated_total`): they are on the master
     /// only, and a fail-over now may lose them.
     pub fn short(&self) -> u64 {
         self.short.load(Ordering::Relaxed)

@@ -27,7 +27,7 @@
 //! | `herald_cluster_redis_master` | gauge | `mode` (direct, sentinel, cluster), `addr` (the master as last learned; empty before a sentinel answered; with Redis Cluster one line per master): always 1 |
 //! | `herald_cluster_redis_slots` | gauge | `addr` (a master): the hash slots it serves (16384 for a single Redis; decision 0021) |
 //! | `herald_cluster_redis_failovers_total` | counter | — (Sentinel fail-overs seen: rises of the master's config epoch; with Redis Cluster, replicas seen becoming masters; 0 with `redis://`) |
-//! | `herald_table_saves_unreplicated_total` | counter | — (game-table saves whose `WAIT` for `--table-save-replicas` replicas timed out short or failed; 0 when saves do not wait) |
+//! | `herald_cluster_table_saves_unreplicated_total` | counter | — (game-table saves whose `WAIT` for `--table-save-replicas` replicas timed out short or failed; 0 when saves do not wait) |
 //! | `herald_game_tables`, `herald_game_players`, `herald_game_lobby_subscriptions` | gauge | — |
 //! | `herald_game_hands_total`, `herald_game_actions_total`, `herald_game_events_total`, `herald_game_lobby_updates_total`, `herald_game_tables_failed_total` | counter | — |
 //! | `herald_game_saves_total`, `herald_game_save_batches_total`, `herald_game_grouped_messages_total` | counter | — (durable tables in a cluster: saves, the store calls carrying them, messages saved with an earlier save) |
@@ -447,13 +447,13 @@ fn cluster(out: &mut String, c: &herald_redis::RedisBroker) {
         );
         head(
             out,
-            "herald_table_saves_unreplicated_total",
+            "herald_cluster_table_saves_unreplicated_total",
             "counter",
             "Game-table saves whose wait for replicas (--table-save-replicas) ended short.",
         );
         let _ = writeln!(
             out,
-            "herald_table_saves_unreplicated_total {}",
+            "herald_cluster_table_saves_unreplicated_total {}",
             c.saves_unreplicated()
         );
     }

@@ -251,7 +251,7 @@ async fn saves_wait_for_the_replica_and_a_stopped_replica_holds_up_no_renewal() 
         assert!(Instant::now() < deadline, "the replica never caught up");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let short_before = metric(&n, "herald_table_saves_unreplicated_total").await;
+    let short_before = metric(&n, "herald_cluster_table_saves_unreplicated_total").await;
     let turn = players[0].game_event("turn").await;
     let seat = turn["seat"].as_u64().expect("seat") as usize;
     players[seat].act(10, json!({"a": "call"})).await;
@@ -261,7 +261,7 @@ async fn saves_wait_for_the_replica_and_a_stopped_replica_holds_up_no_renewal() 
         "the acknowledged save is on the replica"
     );
     assert_eq!(
-        metric(&n, "herald_table_saves_unreplicated_total").await,
+        metric(&n, "herald_cluster_table_saves_unreplicated_total").await,
         short_before
     );
 
@@ -281,7 +281,7 @@ async fn saves_wait_for_the_replica_and_a_stopped_replica_holds_up_no_renewal() 
         "created table {id} on the replica: {created}"
     );
     assert_eq!(
-        metric(&n, "herald_table_saves_unreplicated_total").await,
+        metric(&n, "herald_cluster_table_saves_unreplicated_total").await,
         short_before
     );
 
@@ -294,7 +294,7 @@ async fn saves_wait_for_the_replica_and_a_stopped_replica_holds_up_no_renewal() 
     let waited = sent.elapsed();
     replica.freeze(false);
     assert!(waited >= Duration::from_millis(1_900), "{waited:?}");
-    assert!(metric(&n, "herald_table_saves_unreplicated_total").await > short_before);
+    assert!(metric(&n, "herald_cluster_table_saves_unreplicated_total").await > short_before);
     let listed = tables(&n).await;
     let one = listed.iter().find(|t| t["table"] == 1);
     assert!(one.is_some(), "table 1 still runs here: {listed:?}");

@@ -286,7 +286,7 @@ pub struct ServeArgs {
     pub table_save_replicas: Option<u32>,
 
     /// Milliseconds a save waits for those replicas; past it the action is
-    /// answered anyway and `herald_table_saves_unreplicated_total` counts
+    /// answered anyway and `herald_cluster_table_saves_unreplicated_total` counts
     /// it [default: 100].
     #[arg(long, env = "HERALD_TABLE_SAVE_WAIT")]
     pub table_save_wait: Option<u64>,
