@@ -28,7 +28,7 @@ redis() {
   sleep 1
 }
 replica() {
-  taskset -c 0 redis-server --port 18480 --save "" --appendonly no --replicaof 127.0.0.1 18479 >/tmp/herald-gamecluster-replica.log 2>&1 &
+  taskset -c 0 redis-server --port 18480 --dir /tmp --save "" --appendonly no --replicaof 127.0.0.1 18479 >/tmp/herald-gamecluster-replica.log 2>&1 &
   Q=$!
   for _ in $(seq 1 50); do
     redis-cli -p 18480 info replication | grep -q "master_link_status:up" && break
