@@ -559,6 +559,27 @@ async fn a_wrong_cluster_address_is_error_114_and_not_ready() {
 /// Three masters without replicas; one dies and its slots stay uncovered:
 /// publishes to its channels answer 114, and channels on the two others
 /// go on being published and delivered (after the node resynchronises).
+/// Reads `sub`'s publications until each of `channels` has `n` (within
+/// 20 s): each channel's `data.n` values in the order they came.
+async fn deliveries(sub: &mut Ws, channels: &[&String], n: usize) -> HashMap<String, Vec<u64>> {
+    let mut got: HashMap<String, Vec<u64>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while channels
+        .iter()
+        .any(|c| got.get(c.as_str()).map_or(0, Vec::len) < n)
+    {
+        assert!(Instant::now() < deadline, "delivered: {got:?}");
+        let m = match tokio::time::timeout(Duration::from_secs(1), recv_json(sub)).await {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if let (Some(c), Some(v)) = (m["pub"]["channel"].as_str(), m["pub"]["data"]["n"].as_u64()) {
+            got.entry(c.to_string()).or_default().push(v);
+        }
+    }
+    got
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_without_replica_dies_the_other_channels_go_on() {
     let Some(mut redis) = blocking(|| RedisCluster::start_with(3, 0)) else {
@@ -610,21 +631,7 @@ async fn a_master_without_replica_dies_the_other_channels_go_on() {
             assert!(r["publish"].is_object(), "{r}");
         }
     }
-    let mut got: HashMap<String, Vec<u64>> = HashMap::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while alive
-        .iter()
-        .any(|c| got.get(c.as_str()).map_or(0, Vec::len) < 5)
-    {
-        assert!(Instant::now() < deadline, "delivered: {got:?}");
-        let m = match tokio::time::timeout(Duration::from_secs(1), recv_json(&mut sub)).await {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        if let (Some(c), Some(n)) = (m["pub"]["channel"].as_str(), m["pub"]["data"]["n"].as_u64()) {
-            got.entry(c.to_string()).or_default().push(n);
-        }
-    }
+    let got = deliveries(&mut sub, &alive, 5).await;
     for c in &alive {
         assert_eq!(got[c.as_str()], vec![1, 2, 3, 4, 5], "{c}");
     }
@@ -674,21 +681,7 @@ async fn a_master_being_replaced_pauses_only_its_own_channels() {
             assert!(r["publish"].is_object(), "{r}");
         }
     }
-    let mut got: HashMap<String, Vec<u64>> = HashMap::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while alive
-        .iter()
-        .any(|c| got.get(c.as_str()).map_or(0, Vec::len) < 3)
-    {
-        assert!(Instant::now() < deadline, "delivered: {got:?}");
-        let m = match tokio::time::timeout(Duration::from_secs(1), recv_json(&mut sub)).await {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        if let (Some(c), Some(n)) = (m["pub"]["channel"].as_str(), m["pub"]["data"]["n"].as_u64()) {
-            got.entry(c.to_string()).or_default().push(n);
-        }
-    }
+    let got = deliveries(&mut sub, &alive, 3).await;
     // Delivered before the dead master's replica took over its slots.
     let now = blocking(|| redis.owner_of(slot_of(&channels[0])));
     assert!(
