@@ -4,7 +4,8 @@
 //! table's lease becomes a sentinel no claim wins, at once when nobody
 //! held it, after the owner's retire when someone did; a deleted or
 //! unknown id is refused; the lobby removal is numbered and kept like an
-//! entry.
+//! entry. With `--table-save-replicas`, a creation waits for the replica
+//! (a stopped one: the timeout, counted).
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -152,4 +153,49 @@ async fn redis_down_is_an_error_not_a_hang() {
     assert!(reg.create(0, 1, b"{}").await.is_err());
     assert!(reg.delete(1, 1).await.is_err());
     assert!(reg.list().await.is_err());
+}
+
+/// With a [`SaveWait`], a creation is answered once the replica has it:
+/// on the replica at once; with the replica stopped, it waits out the
+/// timeout, is made anyway and is counted short. Without one, it does not
+/// wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creations_wait_for_the_replica_when_asked() {
+    use herald_redis::tables::SaveWait;
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let Some(replica) = RedisServer::start_replica_of(redis.port) else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !text(replica.command(&["INFO", "replication"]))
+        .is_some_and(|i| i.contains("master_link_status:up"))
+    {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wait = Arc::new(SaveWait::new(
+        1,
+        Duration::from_millis(500),
+        link(&redis).await,
+    ));
+    let waiting = TableRegistry::new(link(&redis).await, "herald", "a").with_wait(wait.clone());
+    let id = waiting.create(0, 1, b"{}").await.unwrap().to_string();
+    let on_replica = replica.command(&["HEXISTS", "herald:tables", &id]);
+    assert_eq!(on_replica.and_then(|v| v.int()), Some(1));
+    assert_eq!(wait.short(), 0);
+
+    replica.freeze(true);
+    let sent = Instant::now();
+    waiting.create(0, 1, b"{}").await.unwrap();
+    let waited = sent.elapsed();
+    let plain = TableRegistry::new(link(&redis).await, "herald", "b");
+    let sent = Instant::now();
+    plain.create(0, 1, b"{}").await.unwrap();
+    let unwaited = sent.elapsed();
+    replica.freeze(false);
+    assert!(waited >= Duration::from_millis(450), "{waited:?}");
+    assert_eq!(wait.short(), 1);
+    assert!(unwaited < Duration::from_millis(450), "{unwaited:?}");
 }

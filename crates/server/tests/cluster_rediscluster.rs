@@ -559,6 +559,26 @@ async fn a_wrong_cluster_address_is_error_114_and_not_ready() {
 /// Three masters without replicas; one dies and its slots stay uncovered:
 /// publishes to its channels answer 114, and channels on the two others
 /// go on being published and delivered (after the node resynchronises).
+/// Publishes `{"n": 1..=rounds}` on each of `channels` through
+/// `publisher` (round by round), and returns what `sub` received
+/// ([`deliveries`]).
+async fn publish_rounds(
+    publisher: &mut Ws,
+    sub: &mut Ws,
+    channels: &[&String],
+    rounds: u64,
+) -> HashMap<String, Vec<u64>> {
+    let mut id = 10;
+    for n in 1..=rounds {
+        for c in channels {
+            id += 1;
+            let r = publish(publisher, id, c, json!({"n": n})).await;
+            assert!(r["publish"].is_object(), "{r}");
+        }
+    }
+    deliveries(sub, channels, rounds as usize).await
+}
+
 /// Reads `sub`'s publications until each of `channels` has `n` (within
 /// 20 s): each channel's `data.n` values in the order they came.
 async fn deliveries(sub: &mut Ws, channels: &[&String], n: usize) -> HashMap<String, Vec<u64>> {
@@ -623,15 +643,7 @@ async fn a_master_without_replica_dies_the_other_channels_go_on() {
         .filter(|(_, o)| **o != dead)
         .map(|(c, _)| c)
         .collect();
-    let mut id = 10;
-    for n in 1..=5u64 {
-        for c in &alive {
-            id += 1;
-            let r = publish(&mut publisher, id, c, json!({"n": n})).await;
-            assert!(r["publish"].is_object(), "{r}");
-        }
-    }
-    let got = deliveries(&mut sub, &alive, 5).await;
+    let got = publish_rounds(&mut publisher, &mut sub, &alive, 5).await;
     for c in &alive {
         assert_eq!(got[c.as_str()], vec![1, 2, 3, 4, 5], "{c}");
     }
@@ -673,15 +685,7 @@ async fn a_master_being_replaced_pauses_only_its_own_channels() {
     // Node b has seen its link to the dead master go (its first frames
     // after the kill would otherwise race the loss).
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut id = 10;
-    for n in 1..=3u64 {
-        for c in &alive {
-            id += 1;
-            let r = publish(&mut publisher, id, c, json!({"n": n})).await;
-            assert!(r["publish"].is_object(), "{r}");
-        }
-    }
-    let got = deliveries(&mut sub, &alive, 3).await;
+    let got = publish_rounds(&mut publisher, &mut sub, &alive, 3).await;
     // Delivered before the dead master's replica took over its slots.
     let now = blocking(|| redis.owner_of(slot_of(&channels[0])));
     assert!(
