@@ -284,11 +284,20 @@ for (const transport of ['long-polling', 'websocket']) test(`${transport} with a
     c.registerExtension('ack', new AckExtension());
     const inbox = [];
     const handshakes = [];
+    const subscribed = [];
     c.addListener('/meta/handshake', (m) => {
       handshakes.push(m);
       if (m.successful) c.subscribe('/resume/feed', (d) => inbox.push(d.data.i));
     });
+    c.addListener('/meta/subscribe', (m) => {
+      if (m.successful) subscribed.push(m);
+    });
     assert.equal((await handshake(c)).successful, true);
+    // Publish only once node A confirmed the subscription (a fixed pause
+    // was not always enough on a loaded machine: 1..3 went before it).
+    await until('the subscription on node A', () => subscribed.length >= 1);
+    // And a websocket session's positions are written at most once a
+    // second: node A must have lived past its first write (decision 0016).
     await sleep(300);
     let next = 1;
     const publishOnB = async (n) => {
