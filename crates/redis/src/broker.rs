@@ -466,6 +466,7 @@ impl Inner {
             limit.as_bytes(),
             ttl.as_bytes(),
             crate::cluster::SHARD_EPOCH,
+            crate::cluster::SHARD_LINEAGE,
         ]);
         let v = self.link.call(&args).await?;
         let items = v.items();
@@ -647,6 +648,7 @@ impl Broker for RedisBroker {
             crate::cluster::SHARD_EPOCH,
             inner.publish_mode(),
             &also[..],
+            crate::cluster::SHARD_LINEAGE,
         ]);
         let call = inner.link.call_later(&args);
         Completion::Pending(Box::pin(async move {

@@ -54,7 +54,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 
-pub use crate::topology::{Map, Master, Topology, SHARD_EPOCH, SHARD_EPOCH_STR};
+pub use crate::topology::{
+    Map, Master, Topology, SHARD_EPOCH, SHARD_EPOCH_STR, SHARD_LINEAGE, SHARD_LINEAGE_STR,
+};
 
 /// How often the map is refreshed when nothing asks for it sooner.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
@@ -255,8 +257,9 @@ impl Router {
             .clone()
     }
 
-    /// The master for `slot` (any master for `None`) and its config epoch.
-    fn route(&self, slot: Option<u16>) -> Result<(Arc<Conn>, u64), BrokerError> {
+    /// The master for `slot` (any master for `None`) and what its
+    /// commands' [`SHARD_EPOCH`] and [`SHARD_LINEAGE`] become.
+    fn route(&self, slot: Option<u16>) -> Result<(Arc<Conn>, Fence), BrokerError> {
         let Some(map) = self.topology.map() else {
             self.refresh_soon();
             return Err(unavailable(match self.topology.last_error() {
@@ -275,7 +278,7 @@ impl Router {
                 slot.unwrap_or(0)
             )));
         };
-        Ok((self.conn(&m.addr), m.epoch))
+        Ok((self.conn(&m.addr), Fence::of(m)))
     }
 
     /// Sends a command to its slot's master now (so commands of one slot
@@ -296,8 +299,8 @@ impl Router {
             .iter()
             .map(|a| Bytes::copy_from_slice(a.as_ref()))
             .collect();
-        let (conn, epoch) = self.route(slot)?;
-        let first = match conn.call_raw(&with_epoch(&args, epoch), false) {
+        let (conn, fence) = self.route(slot)?;
+        let first = match conn.call_raw(&fence.apply(&args), false) {
             Ok(f) => f,
             Err(e) => {
                 self.refresh_soon();
@@ -328,36 +331,37 @@ impl Router {
                         return Err(error_reply(&e));
                     }
                     Some(Redirect::Moved(s, addr)) => {
+                        let known = r.fence_of(&addr);
                         r.topology.moved(s, &addr);
-                        r.refresh_soon();
-                        let epoch = r
-                            .topology
-                            .map()
-                            .and_then(|m| m.owner(s).map(|m| m.epoch))
-                            .unwrap_or(0);
-                        r.conn(&addr).call_raw(&with_epoch(&args, epoch), false)
+                        // A master the map does not know yet (a promoted
+                        // replica): its epoch and lineage are learned
+                        // before a fenced command goes there, since
+                        // without them the scripts could not tell that a
+                        // fail-over happened.
+                        let fence = match known {
+                            Some(f) => f,
+                            None if fenced(&args) => r.learn(&addr).await,
+                            None => Fence::default(),
+                        };
+                        r.conn(&addr).call_raw(&fence.apply(&args), false)
                     }
                     Some(Redirect::Ask(addr)) => {
-                        let epoch = r
-                            .topology
-                            .map()
-                            .and_then(|m| {
-                                m.masters().iter().find(|m| m.addr == addr).map(|m| m.epoch)
-                            })
-                            .unwrap_or(0);
-                        r.conn(&addr).call_raw(&with_epoch(&args, epoch), true)
+                        // A migration: keys asked for there came whole
+                        // from the live master that is exporting them.
+                        let fence = r.fence_of(&addr).unwrap_or_default();
+                        r.conn(&addr).call_raw(&fence.apply(&args), true)
                     }
                     Some(Redirect::TryAgain) => {
                         tokio::time::sleep(Duration::from_millis(20)).await;
-                        let (conn, epoch) = r.route(slot)?;
-                        conn.call_raw(&with_epoch(&args, epoch), false)
+                        let (conn, fence) = r.route(slot)?;
+                        conn.call_raw(&fence.apply(&args), false)
                     }
                     Some(Redirect::NoScript) => {
-                        let (conn, epoch) = r.route(slot)?;
+                        let (conn, fence) = r.route(slot)?;
                         for s in &r.setup {
                             let _ = conn.call_raw(s, false)?.await;
                         }
-                        conn.call_raw(&with_epoch(&args, epoch), false)
+                        conn.call_raw(&fence.apply(&args), false)
                     }
                 };
                 drop(r);
@@ -373,12 +377,39 @@ impl Router {
     /// Sends a command without waiting for its reply.
     pub fn fire<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<(), BrokerError> {
         let slot = command_slot(args)?;
-        let (conn, epoch) = self.route(slot)?;
+        let (conn, fence) = self.route(slot)?;
         let args: Vec<Bytes> = args
             .iter()
             .map(|a| Bytes::copy_from_slice(a.as_ref()))
             .collect();
-        conn.fire(&with_epoch(&args, epoch))
+        conn.fire(&fence.apply(&args))
+    }
+
+    /// The fence of the master at `addr` if the map knows its lineage.
+    fn fence_of(&self, addr: &str) -> Option<Fence> {
+        let map = self.topology.map()?;
+        let m = map.masters().iter().find(|m| m.addr == addr)?;
+        (!m.lineage.is_empty()).then(|| Fence::of(m))
+    }
+
+    /// Waits (at most about a second) for a refresh of the map that knows
+    /// the lineage of the master at `addr`; the fence it then has (an
+    /// empty lineage if none came).
+    async fn learn(&self, addr: &str) -> Fence {
+        let seen = self.topology.refreshes();
+        self.refresh_soon();
+        for _ in 0..60 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if self.topology.refreshes() > seen {
+                if let Some(f) = self.fence_of(addr) {
+                    return f;
+                }
+            }
+        }
+        self.topology
+            .map()
+            .and_then(|m| m.masters().iter().find(|m| m.addr == addr).map(Fence::of))
+            .unwrap_or_default()
     }
 
     /// Learns the map now and starts (or drops) the masters' links.
@@ -396,17 +427,42 @@ impl Router {
     }
 }
 
-/// `args` with [`SHARD_EPOCH`] replaced by `epoch`.
-pub(crate) fn with_epoch(args: &[Bytes], epoch: u64) -> Vec<Bytes> {
+/// What a master's commands carry for the scripts that fence: its config
+/// epoch for [`SHARD_EPOCH`], its lineage for [`SHARD_LINEAGE`].
+#[derive(Debug, Clone, Default)]
+struct Fence {
+    epoch: u64,
+    lineage: Bytes,
+}
+
+impl Fence {
+    fn of(m: &Master) -> Fence {
+        Fence {
+            epoch: m.epoch,
+            lineage: m.lineage.clone(),
+        }
+    }
+
+    /// `args` with the markers replaced.
+    fn apply(&self, args: &[Bytes]) -> Vec<Bytes> {
+        args.iter()
+            .map(|a| {
+                if a.as_ref() == SHARD_EPOCH {
+                    Bytes::from(self.epoch.to_string())
+                } else if a.as_ref() == SHARD_LINEAGE {
+                    self.lineage.clone()
+                } else {
+                    a.clone()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a command carries a fencing marker.
+fn fenced(args: &[Bytes]) -> bool {
     args.iter()
-        .map(|a| {
-            if a.as_ref() == SHARD_EPOCH {
-                Bytes::from(epoch.to_string())
-            } else {
-                a.clone()
-            }
-        })
-        .collect()
+        .any(|a| a.as_ref() == SHARD_EPOCH || a.as_ref() == SHARD_LINEAGE)
 }
 
 /// Refreshes the map at once, then when asked (at most every 100 ms) and

@@ -11,7 +11,7 @@
 use crate::cluster::Router;
 use crate::pipe::{error_reply, Conn};
 use crate::resp::Value;
-use crate::topology::SHARD_EPOCH;
+use crate::topology::{SHARD_EPOCH, SHARD_LINEAGE};
 use herald_core::BrokerError;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -113,7 +113,8 @@ impl Link {
     /// queued one after the other run in that order (in a cluster: those of
     /// one slot), whenever their replies are awaited. An argument equal to
     /// [`SHARD_EPOCH`] is replaced by the config epoch of
-    /// the cluster master the command goes to (`0` outside a cluster).
+    /// the cluster master the command goes to (`0` outside a cluster), one
+    /// equal to [`SHARD_LINEAGE`] by its lineage (empty outside a cluster).
     pub fn call_later<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Reply, BrokerError> {
         match &self.route {
             Route::One(c) => {
@@ -164,12 +165,15 @@ impl Link {
     }
 }
 
-/// `args` with [`SHARD_EPOCH`] replaced by `0`.
+/// `args` with [`SHARD_EPOCH`] replaced by `0` and [`SHARD_LINEAGE`] by
+/// nothing (outside a cluster the scripts read Sentinel's epoch key).
 fn zero_epoch<A: AsRef<[u8]>>(args: &[A]) -> Vec<&[u8]> {
     args.iter()
         .map(|a| {
             if a.as_ref() == SHARD_EPOCH {
                 b"0".as_slice()
+            } else if a.as_ref() == SHARD_LINEAGE {
+                b"".as_slice()
             } else {
                 a.as_ref()
             }

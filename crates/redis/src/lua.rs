@@ -22,7 +22,7 @@ impl Script {
     }
 
     /// Hex SHA-1 of the text, as `EVALSHA` wants it.
-    pub(crate) fn sha(&self) -> &str {
+    pub fn sha(&self) -> &str {
         self.sha.get_or_init(|| {
             Sha1::digest(self.text.as_bytes())
                 .iter()

@@ -10,7 +10,7 @@
 
 use crate::resp::{self, Value};
 use crate::slot::SLOTS;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use herald_core::BrokerError;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -26,6 +26,16 @@ use tokio::net::TcpStream;
 pub const SHARD_EPOCH: &[u8] = SHARD_EPOCH_STR.as_bytes();
 /// [`SHARD_EPOCH`] as text.
 pub const SHARD_EPOCH_STR: &str = "\0herald:shard-epoch\0";
+/// An argument the router replaces by the *lineage* of the master a
+/// command goes to ([`Master::lineage`]; empty on a single Redis or when
+/// the master's history is not known). The channel scripts use it to tell
+/// a slot that moved from a live master (a resharding: `MIGRATE` moved
+/// every key whole) from one whose master was replaced by a replica (a
+/// fail-over: the replica may lack the last writes). Never a valid key or
+/// value of Herald's own.
+pub const SHARD_LINEAGE: &[u8] = SHARD_LINEAGE_STR.as_bytes();
+/// [`SHARD_LINEAGE`] as text.
+pub const SHARD_LINEAGE_STR: &str = "\0herald:shard-lineage\0";
 
 /// Default port of a cluster node.
 const DEFAULT_PORT: u16 = 6379;
@@ -49,6 +59,13 @@ pub struct Master {
     pub epoch: u64,
     /// Its slots, as inclusive ranges.
     pub slots: Vec<(u16, u16)>,
+    /// What [`SHARD_LINEAGE`] becomes for commands sent to it:
+    /// `REPLID;,OTHER,OTHER,` — its replication id (`master_replid`, new at
+    /// every promotion, kept through a resharding), then, if it was never
+    /// promoted, the replication ids of the other masters that own slots:
+    /// keys that they wrote came here whole, by `MIGRATE`. Empty when its
+    /// `INFO replication` was not read.
+    pub lineage: Bytes,
 }
 
 /// The slot map: which master owns each slot.
@@ -177,6 +194,7 @@ fn merge(views: &[Vec<NodeLine>]) -> Map {
                 addr: addr.clone(),
                 epoch: epochs.get(addr).copied().unwrap_or(0),
                 slots: Vec::new(),
+                lineage: Bytes::new(),
             });
             masters.len() - 1
         });
@@ -201,6 +219,72 @@ fn merge(views: &[Vec<NodeLine>]) -> Map {
         owner,
         masters,
         replicas,
+    }
+}
+
+/// A master's replication history as its `INFO replication` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Replication {
+    /// `master_replid`: new whenever the node becomes a master by
+    /// promotion (or starts afresh); unchanged by a resharding.
+    replid: String,
+    /// `master_replid2`: the id it had before its promotion, if any.
+    replid2: Option<String>,
+}
+
+/// Reads `INFO replication`; `None` unless the node says it is a master.
+fn parse_replication(text: &str) -> Option<Replication> {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            l.trim_end()
+                .strip_prefix(name)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(str::to_string)
+        })
+    };
+    if field("role").as_deref() != Some("master") {
+        return None;
+    }
+    let valid =
+        |id: &String| !id.is_empty() && !id.bytes().all(|b| b == b'0') && !id.contains([',', ';']);
+    let replid = field("master_replid").filter(valid)?;
+    let replid2 = field("master_replid2").filter(valid);
+    Some(Replication { replid, replid2 })
+}
+
+/// Fills each master's [`Master::lineage`] from the masters' replication
+/// ids (`info`, by address; a master missing there gets none, and the
+/// scripts fall back to comparing config epochs).
+///
+/// Only a master never promoted lists the others. One that was promoted
+/// (it has a former id) cannot tell keys moved into it after its
+/// promotion (whole) from keys moved into the master it replaced, whose
+/// writes there it may lack: both still name the master they came from.
+fn set_lineages(map: &mut Map, info: &BTreeMap<String, Replication>) {
+    let ids: Vec<&str> = map
+        .masters
+        .iter()
+        .filter_map(|m| info.get(&m.addr).map(|r| r.replid.as_str()))
+        .collect();
+    let lineages: Vec<Bytes> = map
+        .masters
+        .iter()
+        .map(|m| {
+            let Some(me) = info.get(&m.addr) else {
+                return Bytes::new();
+            };
+            let mut arg = format!("{};,", me.replid);
+            if me.replid2.is_none() {
+                for id in ids.iter().filter(|id| **id != me.replid) {
+                    arg.push_str(id);
+                    arg.push(',');
+                }
+            }
+            Bytes::from(arg)
+        })
+        .collect();
+    for (m, l) in map.masters.iter_mut().zip(lineages) {
+        m.lineage = l;
     }
 }
 
@@ -317,10 +401,16 @@ impl Topology {
         let asks = candidates.iter().map(|a| ask_nodes(a, password));
         let answers = futures_join_all(asks).await;
         let mut views = Vec::new();
+        let mut info = BTreeMap::new();
         let mut errors = Vec::new();
         for (addr, r) in candidates.iter().zip(answers) {
             match r {
-                Ok(text) => views.push(parse_nodes(&text, addr)),
+                Ok((text, replication)) => {
+                    views.push(parse_nodes(&text, addr));
+                    if let Some(r) = replication {
+                        info.insert(addr.clone(), r);
+                    }
+                }
                 Err(e) => errors.push(format!("{addr}: {e}")),
             }
         }
@@ -329,7 +419,9 @@ impl Topology {
             *lock(&self.last_error) = Some(why.clone());
             return Err(unavailable(why));
         }
-        let map = Arc::new(merge(&views));
+        let mut map = merge(&views);
+        set_lineages(&mut map, &info);
+        let map = Arc::new(map);
         let uncovered = map.uncovered();
         *lock(&self.last_error) = (uncovered > 0).then(|| {
             format!("{uncovered} of {SLOTS} slots have no master (cluster-require-full-coverage?)")
@@ -366,6 +458,7 @@ impl Topology {
                     addr: addr.to_string(),
                     epoch: 0,
                     slots: Vec::new(),
+                    lineage: Bytes::new(),
                 });
                 m.masters.len() - 1
             }
@@ -398,33 +491,32 @@ where
     out.into_iter().map(|(_, x)| x).collect()
 }
 
-/// Asks one node `CLUSTER NODES`.
+/// Asks one node `CLUSTER NODES` and `INFO replication` (one write, so
+/// both describe one moment of the node): the node's view of the map, and
+/// its replication ids if it is a master.
 fn ask_nodes(
     addr: &str,
     password: Option<&str>,
-) -> impl Future<Output = Result<String, String>> + Send + 'static {
+) -> impl Future<Output = Result<(String, Option<Replication>), String>> + Send + 'static {
     let addr = addr.to_string();
     let password = password.map(str::to_string);
     async move {
         let work = async {
             let mut stream = TcpStream::connect(&addr).await.map_err(|e| e.to_string())?;
             let mut out = BytesMut::new();
-            let mut n = 1;
+            let mut n = 2;
             if let Some(p) = &password {
                 resp::encode(&["AUTH", p.as_str()], &mut out);
                 n += 1;
             }
             resp::encode(&["CLUSTER", "NODES"], &mut out);
+            resp::encode(&["INFO", "replication"], &mut out);
             stream.write_all(&out).await.map_err(|e| e.to_string())?;
             let mut buf = BytesMut::with_capacity(4096);
-            let mut last = None;
-            while n > 0 {
+            let mut replies = Vec::new();
+            while replies.len() < n {
                 match resp::decode(&mut buf).map_err(|e| e.to_string())? {
-                    Some(Value::Error(e)) => return Err(String::from_utf8_lossy(&e).into_owned()),
-                    Some(v) => {
-                        last = Some(v);
-                        n -= 1;
-                    }
+                    Some(v) => replies.push(v),
                     None => {
                         if buf.len() > 16 << 20 {
                             return Err("reply too long".into());
@@ -435,12 +527,24 @@ fn ask_nodes(
                     }
                 }
             }
-            let text = last
-                .as_ref()
-                .and_then(Value::bytes)
-                .map(|b| String::from_utf8_lossy(b).into_owned())
+            let text = |v: &Value| v.bytes().map(|b| String::from_utf8_lossy(b).into_owned());
+            // AUTH's and CLUSTER NODES' errors are the node's answer; an
+            // INFO refused (a renamed command) only costs the lineage.
+            if let Some(Value::Error(e)) = replies[..n - 1]
+                .iter()
+                .find(|v| matches!(v, Value::Error(_)))
+            {
+                return Err(String::from_utf8_lossy(e).into_owned());
+            }
+            let nodes = replies
+                .get(n - 2)
+                .and_then(text)
                 .ok_or("not a CLUSTER NODES answer")?;
-            Ok(text)
+            let replication = replies
+                .get(n - 1)
+                .and_then(text)
+                .and_then(|t| parse_replication(&t));
+            Ok((nodes, replication))
         };
         tokio::time::timeout(ASK_TIMEOUT, work)
             .await
@@ -515,6 +619,63 @@ e7d1 :30001@40001 myself,master - 0 0 1 connected 0-5460
         let map = merge(&[v]);
         assert_eq!(map.uncovered(), usize::from(SLOTS) - 100);
         assert!(map.owner(100).is_none());
+    }
+
+    const INFO_MASTER: &str = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+master_failover_state:no-failover\r\n\
+master_replid:8b2e6c1f0a9d4e3b7c6a5f4e3d2c1b0a9f8e7d6c\r\n\
+master_replid2:0000000000000000000000000000000000000000\r\n\
+master_repl_offset:1234\r\n";
+
+    #[test]
+    fn reads_replication_ids_of_masters_only() {
+        let r = parse_replication(INFO_MASTER).expect("a master");
+        assert_eq!(r.replid, "8b2e6c1f0a9d4e3b7c6a5f4e3d2c1b0a9f8e7d6c");
+        assert_eq!(r.replid2, None, "all zeros: no former id");
+        let promoted = INFO_MASTER.replace(
+            "master_replid2:0000000000000000000000000000000000000000",
+            "master_replid2:aaaa",
+        );
+        assert_eq!(
+            parse_replication(&promoted).and_then(|r| r.replid2),
+            Some("aaaa".to_string())
+        );
+        assert!(parse_replication(&INFO_MASTER.replace("role:master", "role:slave")).is_none());
+        assert!(parse_replication("role:master\r\n").is_none(), "no id");
+        assert!(parse_replication("role:master\r\nmaster_replid:a;b\r\n").is_none());
+    }
+
+    #[test]
+    fn only_a_master_never_promoted_lists_the_others() {
+        let mut map = merge(&[parse_nodes(NODES, "127.0.0.1:30001")]);
+        let rep = |id: &str, id2: Option<&str>| Replication {
+            replid: id.to_string(),
+            replid2: id2.map(str::to_string),
+        };
+        let mut info = BTreeMap::new();
+        info.insert("127.0.0.1:30001".to_string(), rep("a1", Some("old")));
+        info.insert("127.0.0.1:30002".to_string(), rep("b1", None));
+        info.insert("127.0.0.1:30003".to_string(), rep("c1", None));
+        set_lineages(&mut map, &info);
+        let lineage = |map: &Map, addr: &str| {
+            let m = map
+                .masters()
+                .iter()
+                .find(|m| m.addr == addr)
+                .expect("master");
+            String::from_utf8_lossy(&m.lineage).into_owned()
+        };
+        assert_eq!(
+            lineage(&map, "127.0.0.1:30001"),
+            "a1;,",
+            "promoted: itself only"
+        );
+        assert_eq!(lineage(&map, "127.0.0.1:30002"), "b1;,a1,c1,");
+        assert_eq!(lineage(&map, "127.0.0.1:30003"), "c1;,a1,b1,");
+        info.remove("127.0.0.1:30002");
+        set_lineages(&mut map, &info);
+        assert_eq!(lineage(&map, "127.0.0.1:30002"), "", "unknown: no lineage");
+        assert_eq!(lineage(&map, "127.0.0.1:30003"), "c1;,a1,");
     }
 
     #[test]

@@ -5,12 +5,13 @@
 //! after a slot moved and `-ASK` while it moves; replaces the shard-epoch
 //! marker by the owner's config epoch; refuses a script whose keys span
 //! slots; follows a fail-over after a master is SIGKILLed (a higher
-//! epoch after it). Bad input: an address where no cluster answers, and
+//! epoch after it, and a new channel epoch, while a channel whose slot
+//! was moved keeps its own). Bad input: an address where no cluster answers, and
 //! slots left without a master.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use herald_redis::cluster::SHARD_EPOCH;
+use herald_redis::cluster::{SHARD_EPOCH, SHARD_LINEAGE};
 use herald_redis::slot;
 use herald_redis::testing::{self, RedisCluster};
 use std::time::{Duration, Instant};
@@ -23,6 +24,38 @@ fn text(v: &herald_redis::resp::Value) -> String {
     v.bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default()
+}
+
+/// Runs `publish.lua` on channel `{tag}` as the broker does (sharded
+/// topic, markers for the router) and returns its (epoch, offset); a
+/// channel without an epoch, or whose epoch a fail-over may have cut,
+/// takes `fresh`.
+async fn publish(link: &herald_redis::conn::Link, tag: &str, fresh: &str) -> (String, i64) {
+    let (m, s, topic) = (
+        format!("herald:{{{tag}}}:m"),
+        format!("herald:{{{tag}}}:s"),
+        format!("herald:c:{{{tag}}}"),
+    );
+    let v = link
+        .call(&[
+            b"EVALSHA".as_slice(),
+            herald_redis::lua::PUBLISH.sha().as_bytes(),
+            b"2",
+            m.as_bytes(),
+            s.as_bytes(),
+            b"data",
+            fresh.as_bytes(),
+            b"100",
+            b"0",
+            topic.as_bytes(),
+            SHARD_EPOCH,
+            b"s",
+            b"",
+            SHARD_LINEAGE,
+        ])
+        .await
+        .unwrap();
+    (text(&v.items()[0]), v.items()[1].int().unwrap())
 }
 
 /// The config epoch of the master on `port`, as it says.
@@ -89,6 +122,7 @@ async fn commands_go_to_their_slots_master_and_follow_moves() {
             .await
             .unwrap();
     }
+    assert_eq!(publish(&link, "moving", "e1").await, ("e1".into(), 1));
     let from = blocking(|| c.owner_of(s)).unwrap();
     let to = map
         .masters()
@@ -124,6 +158,10 @@ async fn commands_go_to_their_slots_master_and_follow_moves() {
         Some(format!("127.0.0.1:{to}")),
         "MOVED corrected the map"
     );
+    // The channel's keys came whole from a live master: its epoch goes
+    // on, though the importer's config epoch may have risen (decision
+    // 0021, lineages).
+    assert_eq!(publish(&link, "moving", "e2").await, ("e1".into(), 2));
 }
 
 /// Waits until the master on `port` has a replica that acknowledged all
@@ -161,6 +199,7 @@ async fn a_killed_master_is_replaced_and_its_epoch_rises() {
     testing::wait_up(&link, Duration::from_secs(10)).await;
     let s = slot::slot(b"foo");
     link.call(&["SET", "foo", "1"]).await.unwrap();
+    assert_eq!(publish(&link, "foo", "e1").await, ("e1".into(), 1));
     let old = blocking(|| c.owner_of(s)).unwrap();
     let old_epoch = config_epoch(&c, old);
     // Wait for the write to reach the replica, so this test is about
@@ -190,6 +229,9 @@ async fn a_killed_master_is_replaced_and_its_epoch_rises() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The promoted replica has every write (waited for above), but a
+    // fail-over may lose some: the channel starts a new epoch.
+    assert_eq!(publish(&link, "foo", "e2").await.0, "e2");
     let topology = link.target().cluster().unwrap().clone();
     let deadline = Instant::now() + Duration::from_secs(10);
     while topology.failovers() == 0 {

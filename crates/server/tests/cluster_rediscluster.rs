@@ -296,7 +296,14 @@ async fn resharding_a_channels_slot_under_traffic_loses_nothing_untold() {
         return;
     };
     let url = redis.url();
-    let (a, b) = (node(&url), node(&url));
+    let big = |url: &str| {
+        NodeHandle::start(ServeArgs {
+            broker: Some(url.to_string()),
+            history_size: Some(100_000),
+            ..ServeArgs::default()
+        })
+    };
+    let (a, b) = (big(&url), big(&url));
     let (done_tx, done_rx) = watch::channel(None);
     let mut subs = Vec::new();
     for i in 0..4 {
@@ -311,6 +318,23 @@ async fn resharding_a_channels_slot_under_traffic_loses_nothing_untold() {
         .map(|n| n.port)
         .find(|p| *p != from && blocking(|| redis.owner_of_port_is_master(*p)))
         .unwrap();
+    // A channel already on the importing master, published before the
+    // move: the importer's config epoch rises at the end of the move, and
+    // this channel must keep its epoch all the same.
+    let bystander = (0..200)
+        .map(|i| format!("stay{i}"))
+        .find(|c| {
+            let s = slot::slot(format!("herald:{{{c}}}:m").as_bytes());
+            blocking(|| redis.owner_of(s)) == Some(to)
+        })
+        .unwrap();
+    let mut stay = json_client(a.addr).await;
+    let before = publish(&mut stay, 1, &bystander, json!(1)).await;
+    let epoch_before = blocking(|| {
+        herald_redis::testing::command(to, &["CLUSTER", "INFO"])
+            .map(|v| String::from_utf8_lossy(v.bytes().unwrap()).into_owned())
+    })
+    .unwrap();
     // The move runs on its own thread while the publisher goes on.
     let mover = {
         let slot = feed_slot();
@@ -341,6 +365,15 @@ async fn resharding_a_channels_slot_under_traffic_loses_nothing_untold() {
     }
     let told = check(&all, &acked);
     eprintln!("resharding: {told} resynchronisations told, {refused} publishes refused");
+    // The keys moved whole (MIGRATE) from a live master: no subscriber is
+    // told to start over (decision 0021, lineages).
+    assert_eq!(told, 0, "a resharding is not a fail-over");
+    let after = publish(&mut stay, 2, &bystander, json!(2)).await;
+    assert_eq!(
+        after["publish"]["epoch"], before["publish"]["epoch"],
+        "{bystander} on the importing master kept its epoch ({after}; the importer's CLUSTER INFO before the move: {epoch_before})"
+    );
+    assert_eq!(after["publish"]["offset"], 2, "{after}");
 }
 
 /// The client ids `presence` lists for `room` (`None`: an error).

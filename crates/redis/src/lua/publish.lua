@@ -10,14 +10,33 @@
 -- the shard's fail-over epoch when KEYS[3] is not given, ARGV[7] 's' to
 -- SPUBLISH (a Redis Cluster's shard channel, decision 0021) instead of
 -- PUBLISH, ARGV[8] a classic topic to PUBLISH on as well ('' none: the
--- pattern topic while some node has a wildcard subscription)
+-- pattern topic while some node has a wildcard subscription), ARGV[9] the
+-- slot master's lineage in a Redis Cluster ('REPLID;,OTHER,...,', '' when
+-- unknown or outside a cluster; decision 0021): the meta's 'r' names the
+-- lineage that last wrote it. Written by this one: whole. Written by
+-- another live master's: the keys came whole by MIGRATE (a resharding).
+-- Any other (the master this one replaced, or one unknown): a fail-over
+-- may have lost writes, so a new epoch. Without lineages the config
+-- epochs decide, as on Sentinel.
 local f
 if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[6] or '0' end
-local m = redis.call('HMGET', KEYS[1], 'e', 'f')
+local lin = ARGV[9] or ''
+local mine = nil
+if lin ~= '' then mine = string.sub(lin, 1, (string.find(lin, ';', 1, true) or 1) - 1) end
+local m = redis.call('HMGET', KEYS[1], 'e', 'f', 'r')
 local e = m[1]
-if not e or tonumber(m[2] or '0') < tonumber(f) then
+local stale
+if mine and m[3] then
+  stale = m[3] ~= mine and not string.find(lin, ',' .. m[3] .. ',', 1, true)
+else
+  stale = tonumber(m[2] or '0') < tonumber(f)
+end
+if not e or stale then
   e = ARGV[2]
   redis.call('HSET', KEYS[1], 'e', e, 'f', f)
+  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
+elseif mine and m[3] ~= mine then
+  redis.call('HSET', KEYS[1], 'r', mine, 'f', f)
 end
 local o = redis.call('HINCRBY', KEYS[1], 'o', 1)
 local size = tonumber(ARGV[3])

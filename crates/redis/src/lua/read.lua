@@ -8,23 +8,37 @@
 -- position, ARGV[5] its offset ('' for none), ARGV[6] limit (0: all),
 -- ARGV[7] ttl ms (0: none; also refreshes the meta's expiry on create),
 -- ARGV[8] the shard's fail-over epoch when KEYS[3] is not given (a Redis
--- Cluster, decision 0021)
+-- Cluster, decision 0021), ARGV[9] the slot master's lineage (as in
+-- publish.lua: the meta's 'r' decides whether a fail-over came between)
 -- Returns {epoch, top, offset, data, offset, data, ...}, oldest first,
 -- without publications older than the ttl.
 local f
 if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[8] or '0' end
-local m = redis.call('HMGET', KEYS[1], 'e', 'o', 'f')
+local lin = ARGV[9] or ''
+local mine = nil
+if lin ~= '' then mine = string.sub(lin, 1, (string.find(lin, ';', 1, true) or 1) - 1) end
+local m = redis.call('HMGET', KEYS[1], 'e', 'o', 'f', 'r')
 local e = m[1]
 local top = tonumber(m[2] or '0')
 local ttl = tonumber(ARGV[7])
-if e and tonumber(m[3] or '0') < tonumber(f) then
+local stale
+if mine and m[4] then
+  stale = m[4] ~= mine and not string.find(lin, ',' .. m[4] .. ',', 1, true)
+else
+  stale = tonumber(m[3] or '0') < tonumber(f)
+end
+if e and stale then
   e = ARGV[2]
   redis.call('HSET', KEYS[1], 'e', e, 'f', f)
+  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
+elseif e and mine and m[4] ~= mine then
+  redis.call('HSET', KEYS[1], 'r', mine, 'f', f)
 end
 if not e then
   if ARGV[1] ~= '1' then return {'', 0} end
   e = ARGV[2]
   redis.call('HSET', KEYS[1], 'e', e, 'o', 0, 'f', f)
+  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
   top = 0
 end
 if ARGV[1] == '1' and ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
