@@ -62,6 +62,11 @@ pub use crate::topology::{
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
 /// Redirections followed for one command before giving up.
 const MAX_REDIRECTS: usize = 5;
+/// `-TRYAGAIN` answers (a multi-key command while its slot's keys are
+/// being moved, [`TRYAGAIN_PAUSE`] apart) waited out for one command:
+/// about a second, long enough for a resharding's batch of keys to move.
+const MAX_TRYAGAIN: usize = 50;
+const TRYAGAIN_PAUSE: Duration = Duration::from_millis(20);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -116,6 +121,15 @@ pub fn command_slot<A: AsRef<[u8]>>(args: &[A]) -> Result<Option<u16>, BrokerErr
         return Ok(None);
     }
     Ok(args.get(1).map(|k| slot::slot(k.as_ref())))
+}
+
+/// Corrects `topology` for the slot a `-MOVED` error names (a no-op for
+/// any other error): what the subscriber links do with an `SSUBSCRIBE`
+/// refused by a master that lost the slot.
+pub(crate) fn follow_moved(topology: &Topology, error: &[u8]) {
+    if let Some(Redirect::Moved(slot, addr)) = redirect(error) {
+        topology.moved(slot, &addr);
+    }
 }
 
 /// What an error reply asks the router to do.
@@ -310,7 +324,12 @@ impl Router {
         let me = self.me.clone();
         Ok(Box::pin(async move {
             let mut reply = first.await;
-            for _ in 0..MAX_REDIRECTS {
+            let (mut redirects, mut waits) = (0, 0);
+            // Where the last attempt went, if not by the map: `-TRYAGAIN`
+            // and `-NOSCRIPT` are answered by the node asked (an importing
+            // master after `-ASK`), so the command goes there again.
+            let mut at: Option<(String, bool)> = None;
+            while redirects < MAX_REDIRECTS && waits < MAX_TRYAGAIN {
                 let e = match &reply {
                     Ok(Value::Error(e)) => e.clone(),
                     Ok(_) => return reply,
@@ -324,7 +343,13 @@ impl Router {
                 let Some(r) = me.upgrade() else {
                     return Err(unavailable("stopped"));
                 };
-                let next = match redirect(&e) {
+                let next = redirect(&e);
+                if next == Some(Redirect::TryAgain) {
+                    waits += 1;
+                } else {
+                    redirects += 1;
+                }
+                let next = match next {
                     None => return Err(error_reply(&e)),
                     Some(Redirect::Refresh) => {
                         r.refresh_soon();
@@ -343,25 +368,27 @@ impl Router {
                             None if fenced(&args) => r.learn(&addr).await,
                             None => Fence::default(),
                         };
+                        at = Some((addr.clone(), false));
                         r.conn(&addr).call_raw(&fence.apply(&args), false)
                     }
                     Some(Redirect::Ask(addr)) => {
                         // A migration: keys asked for there came whole
                         // from the live master that is exporting them.
                         let fence = r.fence_of(&addr).unwrap_or_default();
+                        at = Some((addr.clone(), true));
                         r.conn(&addr).call_raw(&fence.apply(&args), true)
                     }
                     Some(Redirect::TryAgain) => {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        let (conn, fence) = r.route(slot)?;
-                        conn.call_raw(&fence.apply(&args), false)
+                        tokio::time::sleep(TRYAGAIN_PAUSE).await;
+                        let (conn, fence, asking) = r.again(slot, at.as_ref())?;
+                        conn.call_raw(&fence.apply(&args), asking)
                     }
                     Some(Redirect::NoScript) => {
-                        let (conn, fence) = r.route(slot)?;
+                        let (conn, fence, asking) = r.again(slot, at.as_ref())?;
                         for s in &r.setup {
                             let _ = conn.call_raw(s, false)?.await;
                         }
-                        conn.call_raw(&fence.apply(&args), false)
+                        conn.call_raw(&fence.apply(&args), asking)
                     }
                 };
                 drop(r);
@@ -383,6 +410,24 @@ impl Router {
             .map(|a| Bytes::copy_from_slice(a.as_ref()))
             .collect();
         conn.fire(&fence.apply(&args))
+    }
+
+    /// Where a command answered `-TRYAGAIN` or `-NOSCRIPT` goes again: to
+    /// the importing master it was asked of (`at` after `-ASK`, with
+    /// `ASKING` again), else by the map (which a `-MOVED` corrected).
+    fn again(
+        &self,
+        slot: Option<u16>,
+        at: Option<&(String, bool)>,
+    ) -> Result<(Arc<Conn>, Fence, bool), BrokerError> {
+        match at {
+            Some((addr, true)) => Ok((
+                self.conn(addr),
+                self.fence_of(addr).unwrap_or_default(),
+                true,
+            )),
+            _ => self.route(slot).map(|(c, f)| (c, f, false)),
+        }
     }
 
     /// The fence of the master at `addr` if the map knows its lineage.

@@ -19,6 +19,7 @@
 use crate::pipe::{connect, moved_from, CONNECT_TIMEOUT, MAX_BACKOFF};
 use crate::resp::{self, Value};
 use crate::target::Target;
+use crate::topology::Topology;
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,16 +98,28 @@ impl PubSub {
     /// Starts a sharded link (`SSUBSCRIBE`/`SUNSUBSCRIBE`, Redis Cluster)
     /// to the one Redis `target` names (`shards.rs`), with id `id` (not
     /// [`CLASSIC`]) in the sink's calls.
-    pub(crate) fn start_sharded(target: Target, sink: Weak<dyn Sink>, id: u64) -> Arc<PubSub> {
-        PubSub::start_with(target, sink, Some(id))
+    /// A `-MOVED` answer to an `SSUBSCRIBE` corrects `topology` at once,
+    /// so that the resubscription after the reconnect goes to the slot's
+    /// new master, not to this one again until the next refresh.
+    pub(crate) fn start_sharded(
+        target: Target,
+        sink: Weak<dyn Sink>,
+        id: u64,
+        topology: Arc<Topology>,
+    ) -> Arc<PubSub> {
+        PubSub::start_with(target, sink, Some((id, topology)))
     }
 
-    fn start_with(target: Target, sink: Weak<dyn Sink>, sharded: Option<u64>) -> Arc<PubSub> {
+    fn start_with(
+        target: Target,
+        sink: Weak<dyn Sink>,
+        sharded: Option<(u64, Arc<Topology>)>,
+    ) -> Arc<PubSub> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let link = Arc::new(PubSub {
             tx,
             up: AtomicBool::new(false),
-            id: sharded.unwrap_or(CLASSIC),
+            id: sharded.as_ref().map_or(CLASSIC, |s| s.0),
         });
         tokio::spawn(run(Arc::downgrade(&link), target, sink, rx, sharded));
         link
@@ -162,10 +175,10 @@ async fn run(
     target: Target,
     sink: Weak<dyn Sink>,
     mut rx: mpsc::Receiver<Cmd>,
-    sharded: Option<u64>,
+    sharded: Option<(u64, Arc<Topology>)>,
 ) {
-    let id = sharded.unwrap_or(CLASSIC);
-    let sharded = sharded.is_some();
+    let id = sharded.as_ref().map_or(CLASSIC, |s| s.0);
+    let topology = sharded.map(|s| s.1);
     let mut backoff = Duration::from_millis(50);
     let mut switches = target.switches();
     loop {
@@ -197,7 +210,7 @@ async fn run(
             s.reconnected(id);
         }
         let stop = tokio::select! {
-            s = serve(stream, &mut rx, &sink, sharded) => s,
+            s = serve(stream, &mut rx, &sink, topology.as_deref()) => s,
             _ = moved_from(&mut switches, &target, &addr) => false,
         };
         if let Some(l) = link.upgrade() {
@@ -214,15 +227,16 @@ async fn run(
 }
 
 /// Serves one connection; true when the link was dropped (stop for good).
+/// `sharded`: the cluster's map, for a sharded link.
 async fn serve(
     stream: tokio::net::TcpStream,
     rx: &mut mpsc::Receiver<Cmd>,
     sink: &Weak<dyn Sink>,
-    sharded: bool,
+    sharded: Option<&Topology>,
 ) -> bool {
     let (mut read, mut write) = stream.into_split();
     let mut pending: VecDeque<Pending> = VecDeque::new();
-    let (sub, unsub): (&[u8], &[u8]) = if sharded {
+    let (sub, unsub): (&[u8], &[u8]) = if sharded.is_some() {
         (b"SSUBSCRIBE", b"SUNSUBSCRIBE")
     } else {
         (b"SUBSCRIBE", b"UNSUBSCRIBE")
@@ -270,6 +284,9 @@ async fn serve(
                 let ok = loop {
                     match resp::decode(&mut inbuf) {
                         Ok(Some(v)) => {
+                            if let (Value::Error(e), Some(t)) = (&v, sharded) {
+                                crate::cluster::follow_moved(t, e);
+                            }
                             if !dispatch(v, &mut pending, &mut msgs, &*sink) {
                                 break false;
                             }

@@ -104,7 +104,7 @@ impl Shards {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     subs.insert(
                         m.addr.clone(),
-                        PubSub::start_sharded(t, self.sink.clone(), id),
+                        PubSub::start_sharded(t, self.sink.clone(), id, self.topology.clone()),
                     );
                 }
             }

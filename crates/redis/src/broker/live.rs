@@ -331,6 +331,15 @@ impl Sink for Inner {
     }
 
     fn disconnected(&self, link: u64) {
+        if link != crate::pubsub::CLASSIC {
+            // A sharded connection drops when its master lost a slot
+            // (`sunsubscribe`, `-MOVED`) or died: learn the new owners
+            // now, not at the next periodic refresh, so that the channels
+            // resubscribe where their slots went.
+            if let Some(r) = self.link.router() {
+                r.refresh_soon();
+            }
+        }
         for chan in lock(&self.chans).values() {
             let mut c = lock(chan);
             if c.link == link {
