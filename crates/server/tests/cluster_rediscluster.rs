@@ -918,13 +918,56 @@ async fn node_count(addr: SocketAddr) -> Option<usize> {
     nodes["nodes"].as_array().map(Vec::len)
 }
 
-/// Issue 29: the master of the global slot (node heartbeats,
-/// `{herald}:nodes`) is SIGKILLed and a Herald node dies while it is
-/// down. After the promotion, within the dead-node time and a margin, the
-/// dead node is forgotten with its members, and the surviving nodes'
-/// members are listed all along.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_promotion() {
+/// The port of the replica of the master on `port`, as `CLUSTER NODES`
+/// says.
+fn replica_of(redis: &RedisCluster, port: u16) -> Option<u16> {
+    let id = redis.id_of(port)?;
+    let nodes = redis.cluster_nodes(redis.nodes.iter().position(|n| n.port == port)?);
+    nodes.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !f.get(2)?.contains("slave") || *f.get(3)? != id {
+            return None;
+        }
+        f.get(1)?
+            .split(['@', ','])
+            .next()?
+            .rsplit(':')
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// A member of `channel` on `addr` that is told joins and leaves
+/// (`join_leave`), and its client id.
+async fn watcher(addr: SocketAddr, channel: &str) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let r = subscribe(&mut ws, 2, json!({"channel": channel, "join_leave": true})).await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    (ws, id)
+}
+
+/// The client ids of the `leave` messages `ws` received, until nothing
+/// came for 500 ms.
+async fn leaves(ws: &mut Ws) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(m) = tokio::time::timeout(Duration::from_millis(500), recv_json(ws)).await {
+        if let Some(c) = m["leave"]["client"].as_str() {
+            out.push(c.to_string());
+        }
+    }
+    out
+}
+
+/// The master of the global slot (node heartbeats, `{herald}:nodes`) is
+/// SIGKILLed and Herald node C dies while it is down; with `outage`, the
+/// replica is frozen that long first (no promotion before it is over).
+/// After the promotion, within the dead-node time and a margin, node C is
+/// forgotten with its member; the surviving nodes' members are listed in
+/// every answer, and the only leave announced is C's member's.
+async fn node_dies_while_the_heartbeat_master_is_down(outage: Option<Duration>) {
     let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
         return;
     };
@@ -932,7 +975,7 @@ async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_p
     let url = redis.url();
     let (a, b, mut c) = (node(&url), node(&url), node(&url));
     let room = channel_apart_from_global(&redis);
-    let (_on_a, a1) = member_of(a.addr, &room).await;
+    let (mut on_a, a1) = watcher(a.addr, &room).await;
     let (_on_b, b1) = member_of(b.addr, &room).await;
     let (on_c, c1) = member_of(c.addr, &room).await;
     let mut asker = json_client(b.addr).await;
@@ -956,10 +999,18 @@ async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_p
     let g = global_slot();
     let old = blocking(|| redis.owner_of(g)).unwrap();
     blocking(|| wait_replicated(old));
+    let replica = blocking(|| replica_of(&redis, old)).expect("the master's replica");
 
+    if outage.is_some() {
+        blocking(|| redis.node(replica).unwrap().freeze(true));
+    }
     blocking(|| redis.kill_owner(g)).unwrap();
     c.kill();
     drop(on_c);
+    if let Some(outage) = outage {
+        tokio::time::sleep(outage).await;
+        blocking(|| redis.node(replica).unwrap().freeze(false));
+    }
     let now = blocking(|| redis.owner_of(g));
     assert!(
         now.is_none_or(|p| p == old),
@@ -967,13 +1018,14 @@ async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_p
          could not tell (a very slow machine?)"
     );
     let new = blocking(|| redis.wait_owner_change(g, old, Duration::from_secs(30))).unwrap();
+    assert_eq!(new, replica);
     eprintln!("master {old} of the global slot killed, {new} promoted");
     let promoted = Instant::now();
 
-    // Node C's member goes within the dead-node time (counted from its
-    // last heartbeat, before the kill) and a few heartbeats; the others
-    // are listed every time presence answers.
-    let deadline = promoted + dead_after + heartbeat * 3;
+    // Node C's member goes within the dead-node time (counted from the
+    // heartbeats' return: the nodes could not beat during the outage) and
+    // a few heartbeats; the others are listed every time presence answers.
+    let deadline = promoted + dead_after + heartbeat * 4;
     let survivors = [a1.clone(), b1.clone()];
     wait_presence(&mut asker, &mut id, &room, &survivors, deadline, |got| {
         if let Some(got) = got {
@@ -995,4 +1047,24 @@ async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_p
     let mut sorted = survivors.to_vec();
     sorted.sort();
     assert_eq!(presence_of(&mut asker, id, &room).await, Some(sorted));
+    // No surviving member was announced as leaving (and taken back
+    // silently): C's member is the only leave.
+    assert_eq!(leaves(&mut on_a).await, vec![c1]);
+}
+
+/// Issue 29: the heartbeat slot's master dies, and a Herald node with it;
+/// the replica is promoted as usual (a second or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_promotion() {
+    node_dies_while_the_heartbeat_master_is_down(None).await;
+}
+
+/// As above, with the heartbeat slot unserved for longer than the
+/// dead-node time: every node is silent that long, and none may take the
+/// others for dead for it (each node's silence is counted without the
+/// outage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_outage_longer_than_dead_after_forgets_only_the_dead_node() {
+    let (heartbeat, dead_after) = heartbeat_and_dead_after();
+    node_dies_while_the_heartbeat_master_is_down(Some(dead_after + heartbeat * 2)).await;
 }
