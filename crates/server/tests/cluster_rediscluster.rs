@@ -21,7 +21,8 @@
 //!   is no phantom on the promoted replica once the node's repair has run;
 //!   a node that dies while the heartbeat slot's master is down is
 //!   forgotten after the promotion within the dead-node time, and the
-//!   surviving nodes' members are listed all along.
+//!   surviving nodes' members are listed all along and never announced as
+//!   leaving, even when the promotion takes longer than the dead-node time.
 //! - A game table (lease, token, saves, lobby): one owner; its master
 //!   SIGKILLed mid-hand: still one owner, tokens above every earlier one,
 //!   every chip kept.
