@@ -99,6 +99,9 @@ pub struct RedisStatus {
     /// The master's Sentinel config epoch as last learned (0 direct); in a
     /// cluster, the highest config epoch of its masters.
     pub epoch: u64,
+    /// Why the master cannot be found, when it is something an operator
+    /// must fix: "the sentinels refused the password" (`/readyz` shows it).
+    pub problem: Option<&'static str>,
 }
 
 /// The Redis broker (and cluster presence). Create with [`RedisBroker::start`].
@@ -290,6 +293,7 @@ impl RedisBroker {
                     .as_ref()
                     .and_then(|m| m.masters().iter().map(|m| m.epoch).max())
                     .unwrap_or(0),
+                problem: None,
             };
         }
         let sentinel = target.sentinel();
@@ -302,6 +306,9 @@ impl RedisBroker {
             master: target.master(),
             failovers: sentinel.map_or(0, |s| s.failovers()),
             epoch: sentinel.map_or(0, |s| s.epoch()),
+            problem: sentinel
+                .filter(|s| s.refused_password())
+                .map(|_| "the sentinels refused the password"),
         }
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct RedisConfig {
     /// `redis://[:PASSWORD@]HOST:PORT[/DB]`, or
-    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`
+    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?sentinel_password=P]`
     /// (decision 0020).
     pub url: String,
     /// Prefix of every key and topic (default `herald`): several clusters can

@@ -95,6 +95,10 @@ pub(crate) struct Conn {
     generation: watch::Sender<u64>,
     /// Connection attempts that failed, for the logs and metrics.
     pub(crate) failures: AtomicU64,
+    /// Why the last connection attempt failed, while not connected: a call
+    /// made then fails with it ("not connected: the sentinels refused the
+    /// password …") rather than with a bare "not connected".
+    last_error: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -116,6 +120,7 @@ impl Conn {
             up: AtomicBool::new(false),
             generation: watch::channel(0).0,
             failures: AtomicU64::new(0),
+            last_error: Mutex::new(None),
         });
         tokio::spawn(run(Arc::downgrade(&link), target, setup, rx));
         link
@@ -168,7 +173,10 @@ impl Conn {
         asking: bool,
     ) -> Result<Option<oneshot::Receiver<Result<Value, BrokerError>>>, BrokerError> {
         if !self.is_up() {
-            return Err(unavailable("not connected"));
+            return Err(match lock(&self.last_error).as_deref() {
+                Some(why) => unavailable(format!("not connected: {why}")),
+                None => unavailable("not connected"),
+            });
         }
         let mut command = BytesMut::new();
         if asking {
@@ -211,6 +219,7 @@ async fn run(
             Ok(s) => s,
             Err(e) => {
                 let Some(l) = link.upgrade() else { return };
+                *lock(&l.last_error) = Some(e.to_string());
                 if l.failures.fetch_add(1, Ordering::Relaxed) % 20 == 0 {
                     tracing::warn!(addr = %target.addr, error = %e, "cannot reach redis; retrying");
                 }
@@ -239,6 +248,7 @@ async fn run(
         backoff = Duration::from_millis(50);
         let Some(l) = link.upgrade() else { return };
         tracing::info!(addr = %addr, "connected to redis");
+        *lock(&l.last_error) = None;
         l.up.store(true, Ordering::Release);
         generation += 1;
         l.generation.send_replace(generation);

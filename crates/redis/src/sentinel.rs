@@ -24,6 +24,13 @@
 //! replication loses in a fail-over: the scripts compare it with what a
 //! channel or a table counter was written under (decision 0020).
 //!
+//! Sentinels with a password of their own (`requirepass` in their
+//! configuration, `?sentinel_password=` in the URL): every connection to a
+//! sentinel, the resolver's and the `+switch-master` subscription's, starts
+//! with `AUTH`. A sentinel that refuses it is an error that says so ("the
+//! sentinels refused the password"), not "no sentinel knows the master",
+//! so an operator looking at a 503 `/readyz` or the logs sees the cause.
+//!
 //! This module knows the Sentinel protocol and nothing of the broker; its
 //! seam with the rest is [`crate::conn::Target`] (which holds one) and
 //! `Sentinel::resolve`.
@@ -67,6 +74,11 @@ pub(crate) struct Resolved {
 pub struct Sentinel {
     sentinels: Vec<String>,
     name: String,
+    /// The sentinels' own password (`AUTH` before anything else), if any.
+    password: Option<String>,
+    /// The last resolve failed because the sentinels refused the password
+    /// (or wanted one): `/readyz` says so.
+    refused: AtomicBool,
     /// The sentinel to ask first (the last one that answered).
     next: AtomicUsize,
     state: Mutex<State>,
@@ -90,13 +102,16 @@ impl std::fmt::Debug for Sentinel {
         f.debug_struct("Sentinel")
             .field("sentinels", &self.sentinels)
             .field("name", &self.name)
+            .field("password", &self.password.as_ref().map(|_| "…"))
             .finish_non_exhaustive()
     }
 }
 
 impl PartialEq for Sentinel {
     fn eq(&self, other: &Sentinel) -> bool {
-        self.sentinels == other.sentinels && self.name == other.name
+        self.sentinels == other.sentinels
+            && self.name == other.name
+            && self.password == other.password
     }
 }
 impl Eq for Sentinel {}
@@ -111,8 +126,12 @@ fn unavailable(why: impl std::fmt::Display) -> BrokerError {
 
 impl Sentinel {
     /// `HOST[:PORT],HOST[:PORT]...` (port 26379 by default) watching the
-    /// master called `name`.
-    pub(crate) fn parse(hosts: &str, name: &str) -> Result<Sentinel, &'static str> {
+    /// master called `name`, asked with `password` if they want one.
+    pub(crate) fn parse(
+        hosts: &str,
+        name: &str,
+        password: Option<String>,
+    ) -> Result<Sentinel, &'static str> {
         if name.is_empty() {
             return Err("no master name");
         }
@@ -136,6 +155,8 @@ impl Sentinel {
         Ok(Sentinel {
             sentinels,
             name: name.to_string(),
+            password,
+            refused: AtomicBool::new(false),
             next: AtomicUsize::new(0),
             state: Mutex::new(State::default()),
             failovers: AtomicU64::new(0),
@@ -152,6 +173,17 @@ impl Sentinel {
     /// The master's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The sentinels' own password, if one was given.
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// Whether the last resolve failed because the sentinels refused the
+    /// password (or required one and none was given).
+    pub fn refused_password(&self) -> bool {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// The master's address as last learned, if any.
@@ -196,20 +228,31 @@ impl Sentinel {
             let Some(addr) = self.sentinels.get(idx) else {
                 continue;
             };
-            match ask(addr, &self.name).await {
+            match ask(addr, &self.name, self.password.as_deref()).await {
                 Ok(r) => {
                     self.next.store(idx, Ordering::Relaxed);
+                    self.refused.store(false, Ordering::Relaxed);
                     self.learned(&r);
                     return Ok(r);
                 }
-                Err(e) => errors.push(format!("{addr}: {e}")),
+                Err(e) => errors.push((addr, e)),
             }
         }
-        Err(unavailable(format!(
-            "no sentinel knows master {:?} ({})",
-            self.name,
-            errors.join("; ")
-        )))
+        let refused = errors.iter().any(|(_, e)| e.is_refusal());
+        self.refused.store(refused, Ordering::Relaxed);
+        let list: Vec<String> = errors.iter().map(|(a, e)| format!("{a}: {e}")).collect();
+        Err(unavailable(if refused {
+            format!(
+                "the sentinels refused the password (set it with ?sentinel_password=…) ({})",
+                list.join("; ")
+            )
+        } else {
+            format!(
+                "no sentinel knows master {:?} ({})",
+                self.name,
+                list.join("; ")
+            )
+        }))
     }
 
     /// Records a resolve's answer; counts a fail-over when the epoch rose.
@@ -238,6 +281,46 @@ impl Sentinel {
         lock(&self.state).master = Some(addr);
         self.switched.send_modify(|n| *n += 1);
     }
+}
+
+/// Why asking one sentinel failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum AskError {
+    /// It refused our `AUTH` (a wrong password), or wants a password and
+    /// none was given (`-NOAUTH`).
+    #[error("the sentinel refused the password: {0}")]
+    Refused(String),
+    /// Anything else: not reachable, no answer, an unknown master name.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl AskError {
+    fn is_refusal(&self) -> bool {
+        matches!(self, AskError::Refused(_))
+    }
+}
+
+impl From<String> for AskError {
+    fn from(e: String) -> AskError {
+        AskError::Other(e)
+    }
+}
+
+/// The error of an `AUTH` reply, or of any reply that says the sentinel
+/// wants a password, as a refusal.
+fn refusal(v: &Value) -> Option<AskError> {
+    let Value::Error(e) = v else { return None };
+    let text = String::from_utf8_lossy(e).into_owned();
+    let auth = ["WRONGPASS", "NOAUTH", "ERR AUTH", "ERR invalid password"]
+        .iter()
+        .any(|p| text.starts_with(p));
+    auth.then_some(AskError::Refused(text))
+}
+
+/// `AUTH password`, to send first on a connection to a sentinel.
+fn auth_command(password: &str) -> [&str; 2] {
+    ["AUTH", password]
 }
 
 /// Connects to `addr` and sends `commands`, returning their replies.
@@ -277,17 +360,27 @@ fn text(v: Option<&Value>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Asks one sentinel where master `name` is, and its config epoch.
-async fn ask(sentinel: &str, name: &str) -> Result<Resolved, String> {
-    let replies = exchange(
-        sentinel,
-        &[
-            &["SENTINEL", "get-master-addr-by-name", name],
-            &["SENTINEL", "MASTER", name],
-        ],
-    )
-    .await?;
-    parse_answer(&replies)
+/// Asks one sentinel where master `name` is, and its config epoch (after
+/// `AUTH` when the sentinels have a password).
+async fn ask(sentinel: &str, name: &str, password: Option<&str>) -> Result<Resolved, AskError> {
+    let auth = password.map(auth_command);
+    let (addr, master) = (
+        ["SENTINEL", "get-master-addr-by-name", name],
+        ["SENTINEL", "MASTER", name],
+    );
+    let mut commands: Vec<&[&str]> = Vec::with_capacity(3);
+    if let Some(a) = &auth {
+        commands.push(a);
+    }
+    commands.push(&addr);
+    commands.push(&master);
+    let replies = exchange(sentinel, &commands).await?;
+    if let Some(r) = replies.iter().find_map(refusal) {
+        return Err(r);
+    }
+    Ok(parse_answer(
+        replies.get(commands.len() - 2..).unwrap_or_default(),
+    )?)
 }
 
 /// The replies to `get-master-addr-by-name` and `SENTINEL MASTER`.
@@ -337,7 +430,8 @@ async fn follow(me: Weak<Sentinel>) {
             };
             (a, s.name.clone())
         };
-        if let Err(e) = listen(&me, &addr, &name).await {
+        let password = me.upgrade().and_then(|s| s.password.clone());
+        if let Err(e) = listen(&me, &addr, &name, password.as_deref()).await {
             tracing::debug!(sentinel = %addr, error = %e, "redis sentinel: not following +switch-master here");
         }
         if me.strong_count() == 0 {
@@ -350,12 +444,22 @@ async fn follow(me: Weak<Sentinel>) {
 
 /// Subscribes to `+switch-master` on `addr` and reports our master's moves;
 /// returns when the connection fails or the target is dropped.
-async fn listen(me: &Weak<Sentinel>, addr: &str, name: &str) -> Result<(), String> {
+async fn listen(
+    me: &Weak<Sentinel>,
+    addr: &str,
+    name: &str,
+    password: Option<&str>,
+) -> Result<(), String> {
     let mut stream = tokio::time::timeout(ASK_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| "connect timed out".to_string())?
         .map_err(|e| e.to_string())?;
     let mut out = BytesMut::new();
+    if let Some(p) = password {
+        // Its `+OK` is skipped below with the subscribe confirmation; a
+        // refusal is an error reply, which ends this connection.
+        resp::encode(&auth_command(p), &mut out);
+    }
     resp::encode(&["SUBSCRIBE", "+switch-master"], &mut out);
     stream.write_all(&out).await.map_err(|e| e.to_string())?;
     let mut buf = BytesMut::with_capacity(1024);
@@ -363,6 +467,9 @@ async fn listen(me: &Weak<Sentinel>, addr: &str, name: &str) -> Result<(), Strin
         while let Some(v) = resp::decode(&mut buf).map_err(|e| e.to_string())? {
             let items = v.items();
             if text(items.first()).as_deref() != Some("message") {
+                if let Some(r) = refusal(&v) {
+                    return Err(r.to_string());
+                }
                 if let Value::Error(e) = v {
                     return Err(String::from_utf8_lossy(&e).into_owned());
                 }
@@ -420,12 +527,33 @@ mod tests {
 
     #[test]
     fn parses_sentinel_lists() {
-        let s = Sentinel::parse("a:1,b, c:26380", "m").expect("list");
+        let s = Sentinel::parse("a:1,b, c:26380", "m", None).expect("list");
         assert_eq!(s.sentinels(), ["a:1", "b:26379", "c:26380"]);
         for bad in ["", "a:x", ":1", "a,,b"] {
-            assert!(Sentinel::parse(bad, "m").is_err(), "{bad:?}");
+            assert!(Sentinel::parse(bad, "m", None).is_err(), "{bad:?}");
         }
-        assert!(Sentinel::parse("a", "").is_err());
+        assert!(Sentinel::parse("a", "", None).is_err());
+    }
+
+    #[test]
+    fn auth_errors_are_refusals() {
+        let err = |t: &'static str| Value::Error(Bytes::from_static(t.as_bytes()));
+        for refused in [
+            "WRONGPASS invalid username-password pair or user is disabled.",
+            "NOAUTH Authentication required.",
+            "ERR AUTH <password> called without any password configured for the default user.",
+        ] {
+            assert!(
+                refusal(&err(refused)).is_some_and(|e| e.is_refusal()),
+                "{refused}"
+            );
+        }
+        assert!(refusal(&err("ERR No such master with that name")).is_none());
+        assert!(refusal(&bulk("OK")).is_none());
+        assert_eq!(
+            AskError::Refused("WRONGPASS x".into()).to_string(),
+            "the sentinel refused the password: WRONGPASS x"
+        );
     }
 
     #[test]

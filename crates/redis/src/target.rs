@@ -28,7 +28,7 @@ pub struct Target {
 
 /// A `redis://` or `redis-sentinel://` URL could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB], redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB] or redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...])")]
+#[error("invalid redis URL {url:?}: {why} (expected redis://[:PASSWORD@]HOST:PORT[/DB], redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?sentinel_password=SENTINEL_PASSWORD] or redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...])")]
 pub struct UrlError {
     url: String,
     why: &'static str,
@@ -46,11 +46,48 @@ fn auth(rest: &str) -> (Option<String>, &str) {
     (password, rest)
 }
 
+/// The query of a `redis-sentinel://` URL: `sentinel_password=…`, the
+/// sentinels' own password (their `requirepass`), percent-encoded. The
+/// name is the `sentinel_` option of the `redis+sentinel://` URLs of
+/// redis-py based clients and go-redis's `SentinelPassword`; a query
+/// rather than the user part, which already carries the master's
+/// password. Anything else in the query is refused, not ignored.
+fn sentinel_query(query: &str) -> Result<Option<String>, &'static str> {
+    let mut password = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "sentinel_password" {
+            return Err("unknown query parameter (only sentinel_password)");
+        }
+        let value = percent_decode(value).ok_or("sentinel_password is badly percent-encoded")?;
+        password = Some(value).filter(|p| !p.is_empty());
+    }
+    Ok(password)
+}
+
+/// `%XX` escapes (and `+` as a space is not: a password may hold `+`).
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 impl Target {
     /// Parses `redis://[:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default)
-    /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]`
+    /// or `redis-sentinel://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB][?sentinel_password=P]`
     /// (sentinels on port 26379 by default; the password is the master's,
-    /// the sentinels are asked without one) or
+    /// the sentinels are asked with `sentinel_password`, if given) or
     /// `redis-cluster://[:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]` (seed
     /// nodes of a Redis Cluster, port 6379 by default; database 0 only, as
     /// Redis Cluster has no other).
@@ -64,12 +101,17 @@ impl Target {
             Some(d) => d.parse().map_err(|_| err("the database is not a number")),
         };
         if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+            // The query first: its (percent-encoded) password may hold `@`.
+            let (rest, sentinel_password) = match rest.rsplit_once('?') {
+                Some((r, q)) if q.contains('=') => (r, sentinel_query(q).map_err(err)?),
+                _ => (rest, None),
+            };
             let (password, rest) = auth(rest);
             let mut parts = rest.splitn(3, '/');
             let hosts = parts.next().unwrap_or_default();
             let name = parts.next().ok_or_else(|| err("no master name"))?;
             let db = db(parts.next())?;
-            let sentinel = Sentinel::parse(hosts, name).map_err(err)?;
+            let sentinel = Sentinel::parse(hosts, name, sentinel_password).map_err(err)?;
             return Ok(Target {
                 addr: format!("sentinel master {name}"),
                 db,
@@ -178,7 +220,28 @@ mod tests {
             (s.name(), t.db, t.password.as_deref()),
             ("mymaster", 3, Some("pw"))
         );
+        assert_eq!(s.password(), None);
+        let t =
+            Target::parse("redis-sentinel://:m@s1/m?sentinel_password=a%40b%3Fc&").expect("url");
+        let s = t.sentinel().expect("sentinel");
+        assert_eq!(
+            (s.password(), t.password.as_deref()),
+            (Some("a@b?c"), Some("m"))
+        );
+        assert_eq!(
+            (s.sentinels(), s.name(), t.db),
+            (&["s1:26379".to_string()][..], "m", 0)
+        );
+        let t = Target::parse("redis-sentinel://s1/m/2?sentinel_password=x@y").expect("url");
+        let s = t.sentinel().expect("sentinel");
+        assert_eq!(
+            (s.password(), t.password.as_deref(), t.db),
+            (Some("x@y"), None, 2)
+        );
         for bad in [
+            "redis-sentinel://s1/m?sentinel_password=%zz",
+            "redis-sentinel://s1/m?sentinel_password=x&sentinel_user=y",
+            "redis-sentinel://s1/m?password=x",
             "redis-sentinel://s1:26379",
             "redis-sentinel://s1:26379/",
             "redis-sentinel:///m",

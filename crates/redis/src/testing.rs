@@ -8,7 +8,9 @@
 //! it there and a skip would hide a broken install.
 //!
 //! [`Sentinels`] starts a master, a replica and three `redis-server
-//! --sentinel` (same package) for the fail-over tests (decision 0020).
+//! --sentinel` (same package) for the fail-over tests (decision 0020),
+//! the sentinels optionally with a password of their own
+//! ([`Sentinels::start_with_password`]).
 //! [`RedisCluster`] starts a Redis Cluster (masters with replicas, joined by
 //! `redis-cli --cluster create`) for the cluster tests (decision 0021).
 
@@ -31,17 +33,32 @@ pub struct RedisServer {
 /// Runs one command on 127.0.0.1:`port` and returns its reply (`None` if
 /// nothing answered, or not readably, within 2 s).
 pub fn command(port: u16, args: &[&str]) -> Option<crate::resp::Value> {
+    command_as(port, None, args)
+}
+
+/// [`command`] after `AUTH password` on the same connection when a
+/// password is given (a sentinel or Redis with `requirepass`); the reply
+/// is the command's (an `AUTH` refusal makes it `NOAUTH`, which says why).
+pub fn command_as(port: u16, password: Option<&str>, args: &[&str]) -> Option<crate::resp::Value> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let mut out = bytes::BytesMut::new();
+    if let Some(p) = password {
+        crate::resp::encode(&["AUTH", p], &mut out);
+    }
     crate::resp::encode(args, &mut out);
     s.write_all(&out).ok()?;
     let mut buf = bytes::BytesMut::new();
     let mut chunk = [0u8; 4096];
+    let mut skip = usize::from(password.is_some());
     loop {
         if let Some(v) = crate::resp::decode(&mut buf).ok()? {
-            return Some(v);
+            if skip == 0 {
+                return Some(v);
+            }
+            skip -= 1;
+            continue;
         }
         let n = s.read(&mut chunk).ok()?;
         if n == 0 {
@@ -230,6 +247,8 @@ pub struct Sentinels {
     pub redis: Vec<RedisServer>,
     sentinels: Vec<(u16, Option<Child>)>,
     dir: std::path::PathBuf,
+    /// The sentinels' `requirepass`, if they have one.
+    password: Option<String>,
 }
 
 /// The master name the sentinels watch.
@@ -240,6 +259,17 @@ impl Sentinels {
     /// other (so a fail-over can be agreed); `None` (outside CI) when
     /// `redis-server` is missing.
     pub fn start() -> Option<Sentinels> {
+        Sentinels::start_with(None)
+    }
+
+    /// As [`Sentinels::start`], the sentinels requiring `password`
+    /// (`requirepass`, and `sentinel sentinel-pass` so they still talk to
+    /// each other); the two Redis have none.
+    pub fn start_with_password(password: &str) -> Option<Sentinels> {
+        Sentinels::start_with(Some(password.to_string()))
+    }
+
+    fn start_with(password: Option<String>) -> Option<Sentinels> {
         let master = RedisServer::start()?;
         let replica = RedisServer::start_replica_of(master.port)?;
         let dir = std::env::temp_dir().join(format!(
@@ -252,6 +282,7 @@ impl Sentinels {
             sentinels: (0..3).map(|_| (free_port(), None)).collect(),
             redis: vec![master, replica],
             dir,
+            password,
         };
         for i in 0..3 {
             s.start_sentinel(i);
@@ -268,7 +299,7 @@ impl Sentinels {
         let conf = self.dir.join(format!("sentinel-{port}.conf"));
         // A sentinel rewrites its file; a restarted one keeps what it learned.
         if !conf.exists() {
-            let text = format!(
+            let mut text = format!(
                 "port {port}\nbind 127.0.0.1\ndir {dir}\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
@@ -276,6 +307,11 @@ impl Sentinels {
                  sentinel parallel-syncs {MASTER_NAME} 1\n",
                 dir = self.dir.display()
             );
+            if let Some(p) = &self.password {
+                text.push_str(&format!(
+                    "requirepass \"{p}\"\nsentinel sentinel-pass \"{p}\"\n"
+                ));
+            }
             if std::fs::write(&conf, text).is_err() {
                 panic!("cannot write {}", conf.display());
             }
@@ -310,7 +346,7 @@ impl Sentinels {
                 .iter()
                 .filter(|s| s.1.is_some())
                 .all(|(p, _)| {
-                    let v = command(*p, &["SENTINEL", "MASTER", MASTER_NAME]);
+                    let v = self.ask(*p, &["SENTINEL", "MASTER", MASTER_NAME]);
                     let fields: Vec<String> = v
                         .as_ref()
                         .map(|v| {
@@ -342,13 +378,27 @@ impl Sentinels {
         }
     }
 
+    /// One command to the sentinel on `port` (with its password, if any).
+    fn ask(&self, port: u16, args: &[&str]) -> Option<crate::resp::Value> {
+        command_as(port, self.password.as_deref(), args)
+    }
+
     /// The sentinels' ports.
     pub fn sentinel_ports(&self) -> Vec<u16> {
         self.sentinels.iter().map(|s| s.0).collect()
     }
 
-    /// `redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/herald`.
+    /// `redis-sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/herald`,
+    /// with `?sentinel_password=…` when the sentinels have a password.
     pub fn url(&self) -> String {
+        match &self.password {
+            Some(p) => self.url_with_password(p),
+            None => self.url_without_password(),
+        }
+    }
+
+    /// [`Sentinels::url`] without the sentinels' password.
+    pub fn url_without_password(&self) -> String {
         let hosts: Vec<String> = self
             .sentinels
             .iter()
@@ -357,10 +407,27 @@ impl Sentinels {
         format!("redis-sentinel://{}/{MASTER_NAME}", hosts.join(","))
     }
 
+    /// [`Sentinels::url`] with `password` (percent-encoded) as the
+    /// sentinels' password, right or wrong.
+    pub fn url_with_password(&self, password: &str) -> String {
+        let mut encoded = String::new();
+        for b in password.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                encoded.push(char::from(b));
+            } else {
+                encoded.push_str(&format!("%{b:02X}"));
+            }
+        }
+        format!(
+            "{}?sentinel_password={encoded}",
+            self.url_without_password()
+        )
+    }
+
     /// The port of the master as the first sentinel that answers says.
     pub fn master_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|(p, _)| {
-            let v = command(*p, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME])?;
+            let v = self.ask(*p, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME])?;
             v.items().get(1)?.int().and_then(|p| u16::try_from(p).ok())
         })
     }

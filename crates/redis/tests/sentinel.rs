@@ -303,3 +303,82 @@ async fn lobby_numbers_after_a_failover_are_above_every_earlier_one() {
     store.publish_entry(&lease, b"e4").unwrap();
     assert_eq!(entry(&store, 4).await, "4294967298:5:e4");
 }
+
+/// The error a call on `link` gives while it cannot find the master,
+/// once its first attempt has failed (at most 10 s).
+async fn refusal_of(link: &Link) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let err = link.call(&["PING"]).await.unwrap_err().to_string();
+        if err.contains("not connected:") {
+            return err;
+        }
+        assert!(Instant::now() < deadline, "{err}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How many clients of the sentinels are subscribed (a link's
+/// `+switch-master` follower: the sentinels subscribe on the Redis, not
+/// on each other).
+fn sentinel_subscribers(s: &Sentinels, password: &str) -> usize {
+    s.sentinel_ports()
+        .iter()
+        .filter_map(|p| testing::command_as(*p, Some(password), &["CLIENT", "LIST"]))
+        .filter_map(|v| v.bytes().map(|b| String::from_utf8_lossy(b).into_owned()))
+        .map(|list| list.lines().filter(|l| l.contains(" sub=1 ")).count())
+        .sum()
+}
+
+/// Sentinels with `requirepass`: the URL's `?sentinel_password=` is sent
+/// (`AUTH`) before every Sentinel command and on the `+switch-master`
+/// subscription; a wrong or missing one is an error that says the
+/// sentinels refused the password; a fail-over is followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_with_a_password_are_asked_with_it() {
+    const PASSWORD: &str = "s3nt &inel@?pw";
+    let Some(mut s) = blocking(|| Sentinels::start_with_password(PASSWORD)) else {
+        return;
+    };
+    for url in [s.url_without_password(), s.url_with_password("wrong")] {
+        let link = testing::link(&url);
+        let err = refusal_of(&link).await;
+        assert!(
+            err.contains("the sentinels refused the password"),
+            "{url}: {err}"
+        );
+        let sentinel = link.target().sentinel().unwrap().clone();
+        assert!(sentinel.refused_password(), "{url}");
+        assert_eq!(link.target().master(), None);
+    }
+    // None of them could subscribe to +switch-master either.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(blocking(|| sentinel_subscribers(&s, PASSWORD)), 0);
+
+    let first = s.redis[0].port;
+    let link = testing::link(&s.url());
+    testing::wait_up(&link, Duration::from_secs(10)).await;
+    assert_eq!(link.target().master(), Some(format!("127.0.0.1:{first}")));
+    let sentinel = link.target().sentinel().unwrap().clone();
+    assert!(!sentinel.refused_password());
+    // The +switch-master follower authenticated and subscribed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocking(|| sentinel_subscribers(&s, PASSWORD)) != 1 {
+        assert!(Instant::now() < deadline, "no +switch-master subscription");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    link.call(&["SET", "before", "1"]).await.unwrap();
+
+    let old = blocking(|| s.kill_master()).unwrap();
+    set_until_ok(&link, "after", "1").await;
+    let new = blocking(|| s.wait_failover(old, Duration::from_secs(30))).unwrap();
+    assert_ne!(new, old);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while link.target().master() != Some(format!("127.0.0.1:{new}")) {
+        assert!(Instant::now() < deadline, "{:?}", link.target().master());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(sentinel.failovers(), 1, "one fail-over seen");
+    let got = link.call(&["GET", "after"]).await.unwrap();
+    assert_eq!(got.bytes().map(|b| b.to_vec()), Some(b"1".to_vec()));
+}

@@ -93,15 +93,16 @@ pub fn ready(api: &Api) -> Response<Body> {
                 }
                 return text(status, body);
             }
-            text(
-                status,
-                format!(
-                    "{first}\nredis {} master {} ({} fail-overs seen)\n",
-                    r.mode,
-                    r.master.as_deref().unwrap_or("unknown"),
-                    r.failovers
-                ),
-            )
+            let mut body = format!(
+                "{first}\nredis {} master {} ({} fail-overs seen)\n",
+                r.mode,
+                r.master.as_deref().unwrap_or("unknown"),
+                r.failovers
+            );
+            if let Some(p) = r.problem {
+                body.push_str(&format!("redis {}: {p}\n", r.mode));
+            }
+            text(status, body)
         }
     }
 }

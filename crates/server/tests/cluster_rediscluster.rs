@@ -16,6 +16,13 @@
 //!   a replica dies: the other masters' channels are delivered live before
 //!   the replica is promoted (per-shard resynchronisation).
 //! - Presence across nodes, and a dead node's members leaving.
+//! - Presence through a master's SIGKILL (issue 29): a member that leaves
+//!   while its channel's slot has no master (the leave cannot reach Redis)
+//!   is no phantom on the promoted replica once the node's repair has run;
+//!   a node that dies while the heartbeat slot's master is down is
+//!   forgotten after the promotion within the dead-node time, and the
+//!   surviving nodes' members are listed all along and never announced as
+//!   leaving, even when the promotion takes longer than the dead-node time.
 //! - A game table (lease, token, saves, lobby): one owner; its master
 //!   SIGKILLed mid-hand: still one owner, tokens above every earlier one,
 //!   every chip kept.
@@ -733,4 +740,369 @@ async fn a_master_being_replaced_pauses_only_its_own_channels() {
     for c in &alive {
         assert_eq!(got[c.as_str()], vec![1, 2, 3], "{c}");
     }
+}
+
+/// The node's heartbeat period and dead-node time: the defaults of
+/// `RedisConfig` (`herald serve` does not change them).
+fn heartbeat_and_dead_after() -> (Duration, Duration) {
+    let c = herald_redis::RedisConfig::new("");
+    (c.heartbeat, c.dead_after)
+}
+
+/// The slot of channel `c`'s keys (`herald:{c}:…`, decision 0021).
+fn channel_slot(c: &str) -> u16 {
+    slot::slot(format!("herald:{{{c}}}:p").as_bytes())
+}
+
+/// The global slot: node heartbeats (`{herald}:nodes…`).
+fn global_slot() -> u16 {
+    slot::slot(b"{herald}:nodes")
+}
+
+/// A channel whose slot's master is not the global slot's: killing one of
+/// the two masters leaves the other's keys served.
+fn channel_apart_from_global(redis: &RedisCluster) -> String {
+    let global = blocking(|| redis.owner_of(global_slot())).unwrap();
+    (0..100)
+        .map(|i| format!("room{i}"))
+        .find(|c| blocking(|| redis.owner_of(channel_slot(c))) != Some(global))
+        .expect("a channel on another master")
+}
+
+/// The client ids `presence` lists for `channel` (`None`: an error).
+async fn presence_of(ws: &mut Ws, id: u32, channel: &str) -> Option<Vec<String>> {
+    let r = request(ws, json!({"id": id, "presence": {"channel": channel}})).await;
+    let list = r["presence"]["clients"].as_array()?;
+    let mut ids: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["client"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// A JSON client on `addr` subscribed to `channel`, and its client id.
+async fn member_of(addr: SocketAddr, channel: &str) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let r = subscribe(&mut ws, 2, json!({"channel": channel})).await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    (ws, id)
+}
+
+/// Asks `asker` for `channel`'s presence until it is `want` (sorted), at
+/// most until `deadline`; every answer read on the way goes to `seen`.
+async fn wait_presence(
+    asker: &mut Ws,
+    id: &mut u32,
+    channel: &str,
+    want: &[String],
+    deadline: Instant,
+    mut seen: impl FnMut(&Option<Vec<String>>),
+) {
+    let mut want = want.to_vec();
+    want.sort();
+    loop {
+        *id += 1;
+        let got = presence_of(asker, *id, channel).await;
+        seen(&got);
+        if got.as_ref() == Some(&want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "presence of {channel}: {got:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the master on `port` has every replica at its replication
+/// offset (so a promoted replica has what the master had).
+fn wait_replicated(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = herald_redis::testing::command(port, &["INFO", "replication"])
+            .and_then(|v| v.bytes().cloned())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        let field = |line: &str, name: &str| {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(str::to_string))
+        };
+        let master: Option<u64> = info
+            .lines()
+            .find_map(|l| l.strip_prefix("master_repl_offset:"))
+            .and_then(|v| v.trim().parse().ok());
+        let replicas: Vec<u64> = info
+            .lines()
+            .filter(|l| l.starts_with("slave"))
+            .filter_map(|l| field(l, "offset").and_then(|o| o.parse().ok()))
+            .collect();
+        if master.is_some() && !replicas.is_empty() && replicas.iter().all(|o| Some(*o) == master) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never replicated: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 29: the master of a channel's slot is SIGKILLed; while its
+/// replica is not yet promoted, a member leaves (its leave cannot reach
+/// Redis). After the promotion, within the heartbeat-driven repair (a
+/// heartbeat period, bounded here by the dead-node time), presence lists
+/// exactly the members still connected: the promoted replica's copy of
+/// the one that left is gone, and joins and leaves work as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_is_rebuilt_after_a_channel_masters_promotion_without_phantoms() {
+    let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let (_, dead_after) = heartbeat_and_dead_after();
+    let url = redis.url();
+    let (a, b) = (node(&url), node(&url));
+    let room = channel_apart_from_global(&redis);
+    let s = channel_slot(&room);
+    let (mut on_a, a1) = member_of(a.addr, &room).await;
+    let (leaver, gone) = member_of(a.addr, &room).await;
+    let (mut on_b, b1) = member_of(b.addr, &room).await;
+    let mut asker = json_client(b.addr).await;
+    let mut id = 10;
+    let deadline = Instant::now() + WAIT;
+    let want = [a1.clone(), gone.clone(), b1.clone()];
+    wait_presence(&mut asker, &mut id, &room, &want, deadline, |_| {}).await;
+    // The channel has an epoch made under the old master's config epoch,
+    // so its stream is known lost after the fail-over (3004, below).
+    publish(&mut asker, 9, &room, json!("before")).await;
+    // The replica has all three members (else the test could not tell).
+    let old = blocking(|| redis.owner_of(s)).unwrap();
+    blocking(|| wait_replicated(old));
+
+    blocking(|| redis.kill_owner(s)).unwrap();
+    drop(leaver);
+    // Node A has seen the client go, and its leave failed: the slot's
+    // master is dead and no other has its slot yet.
+    let deadline = Instant::now() + WAIT;
+    let mut on_a_probe = json_client(a.addr).await;
+    loop {
+        id += 1;
+        if presence_of(&mut on_a_probe, id, &room).await.is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "presence still served");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let now = blocking(|| redis.owner_of(s));
+    assert!(
+        now.is_none_or(|p| p == old),
+        "the replica ({now:?}) was promoted before the leave was tried: \
+         the test could not tell (a very slow machine?)"
+    );
+    let new = blocking(|| redis.wait_owner_change(s, old, Duration::from_secs(30))).unwrap();
+    eprintln!("master {old} killed, {new} promoted");
+    let promoted = Instant::now();
+
+    // The channel's stream was on the dead master: its subscribers are
+    // closed with 3004 and, as real clients do, come back (new client
+    // ids). Presence must list exactly the connected ones.
+    let mut want = Vec::new();
+    for (ws, addr) in [(&mut on_a, a.addr), (&mut on_b, b.addr)] {
+        assert_eq!(common::close_code(ws).await, 3004);
+        let (again, new_id) = member_of(addr, &room).await;
+        *ws = again;
+        want.push(new_id);
+    }
+    let deadline = promoted + dead_after + Duration::from_secs(2);
+    wait_presence(&mut asker, &mut id, &room, &want, deadline, |_| {}).await;
+    // And it stays so (no phantom comes back, nobody is lost).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    id += 1;
+    let mut sorted = want.clone();
+    sorted.sort();
+    assert_eq!(presence_of(&mut asker, id, &room).await, Some(sorted));
+
+    // Joins and leaves work on the promoted master.
+    let (_on_a2, a2) = member_of(a.addr, &room).await;
+    let joined = [want[0].clone(), want[1].clone(), a2.clone()];
+    wait_presence(
+        &mut asker,
+        &mut id,
+        &room,
+        &joined,
+        Instant::now() + WAIT,
+        |_| {},
+    )
+    .await;
+    drop(on_b);
+    let left = [want[0].clone(), a2];
+    wait_presence(
+        &mut asker,
+        &mut id,
+        &room,
+        &left,
+        Instant::now() + WAIT,
+        |_| {},
+    )
+    .await;
+    drop(on_a);
+}
+
+/// The node list `addr` serves (`/api/nodes`): how many nodes.
+async fn node_count(addr: SocketAddr) -> Option<usize> {
+    let (_, nodes) = get(addr, "/api/nodes").await;
+    let nodes: Value = serde_json::from_str(&nodes).ok()?;
+    nodes["nodes"].as_array().map(Vec::len)
+}
+
+/// The port of the replica of the master on `port`, as `CLUSTER NODES`
+/// says.
+fn replica_of(redis: &RedisCluster, port: u16) -> Option<u16> {
+    let id = redis.id_of(port)?;
+    let nodes = redis.cluster_nodes(redis.nodes.iter().position(|n| n.port == port)?);
+    nodes.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if !f.get(2)?.contains("slave") || *f.get(3)? != id {
+            return None;
+        }
+        f.get(1)?
+            .split(['@', ','])
+            .next()?
+            .rsplit(':')
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// A member of `channel` on `addr` that is told joins and leaves
+/// (`join_leave`), and its client id.
+async fn watcher(addr: SocketAddr, channel: &str) -> (Ws, String) {
+    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    let r = subscribe(&mut ws, 2, json!({"channel": channel, "join_leave": true})).await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    (ws, id)
+}
+
+/// The client ids of the `leave` messages `ws` received, until nothing
+/// came for 500 ms.
+async fn leaves(ws: &mut Ws) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(m) = tokio::time::timeout(Duration::from_millis(500), recv_json(ws)).await {
+        if let Some(c) = m["leave"]["client"].as_str() {
+            out.push(c.to_string());
+        }
+    }
+    out
+}
+
+/// The master of the global slot (node heartbeats, `{herald}:nodes`) is
+/// SIGKILLed and Herald node C dies while it is down; with `outage`, the
+/// replica is frozen that long first (no promotion before it is over).
+/// After the promotion, within the dead-node time and a margin, node C is
+/// forgotten with its member; the surviving nodes' members are listed in
+/// every answer, and the only leave announced is C's member's.
+async fn node_dies_while_the_heartbeat_master_is_down(outage: Option<Duration>) {
+    let Some(mut redis) = blocking(|| RedisCluster::start(3)) else {
+        return;
+    };
+    let (heartbeat, dead_after) = heartbeat_and_dead_after();
+    let url = redis.url();
+    let (a, b, mut c) = (node(&url), node(&url), node(&url));
+    let room = channel_apart_from_global(&redis);
+    let (mut on_a, a1) = watcher(a.addr, &room).await;
+    let (_on_b, b1) = member_of(b.addr, &room).await;
+    let (on_c, c1) = member_of(c.addr, &room).await;
+    let mut asker = json_client(b.addr).await;
+    let mut id = 10;
+    let all = [a1.clone(), b1.clone(), c1.clone()];
+    wait_presence(
+        &mut asker,
+        &mut id,
+        &room,
+        &all,
+        Instant::now() + WAIT,
+        |_| {},
+    )
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while node_count(a.addr).await != Some(3) {
+        assert!(Instant::now() < deadline, "never three nodes");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The replica has node C's heartbeat and channel list.
+    let g = global_slot();
+    let old = blocking(|| redis.owner_of(g)).unwrap();
+    blocking(|| wait_replicated(old));
+    let replica = blocking(|| replica_of(&redis, old)).expect("the master's replica");
+
+    if outage.is_some() {
+        blocking(|| redis.node(replica).unwrap().freeze(true));
+    }
+    blocking(|| redis.kill_owner(g)).unwrap();
+    c.kill();
+    drop(on_c);
+    if let Some(outage) = outage {
+        tokio::time::sleep(outage).await;
+        blocking(|| redis.node(replica).unwrap().freeze(false));
+    }
+    let now = blocking(|| redis.owner_of(g));
+    assert!(
+        now.is_none_or(|p| p == old),
+        "the replica ({now:?}) was promoted before node C died: the test \
+         could not tell (a very slow machine?)"
+    );
+    let new = blocking(|| redis.wait_owner_change(g, old, Duration::from_secs(30))).unwrap();
+    assert_eq!(new, replica);
+    eprintln!("master {old} of the global slot killed, {new} promoted");
+    let promoted = Instant::now();
+
+    // Node C's member goes within the dead-node time (counted from the
+    // heartbeats' return: the nodes could not beat during the outage) and
+    // a few heartbeats; the others are listed every time presence answers.
+    let deadline = promoted + dead_after + heartbeat * 4;
+    let survivors = [a1.clone(), b1.clone()];
+    wait_presence(&mut asker, &mut id, &room, &survivors, deadline, |got| {
+        if let Some(got) = got {
+            assert!(
+                got.contains(&a1) && got.contains(&b1),
+                "a surviving member was lost: {got:?}"
+            );
+        }
+    })
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while node_count(a.addr).await != Some(2) || node_count(b.addr).await != Some(2) {
+        assert!(Instant::now() < deadline, "node C still listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And it stays so.
+    tokio::time::sleep(heartbeat * 2).await;
+    id += 1;
+    let mut sorted = survivors.to_vec();
+    sorted.sort();
+    assert_eq!(presence_of(&mut asker, id, &room).await, Some(sorted));
+    // No surviving member was announced as leaving (and taken back
+    // silently): C's member is the only leave.
+    assert_eq!(leaves(&mut on_a).await, vec![c1]);
+}
+
+/// Issue 29: the heartbeat slot's master dies, and a Herald node with it;
+/// the replica is promoted as usual (a second or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_promotion() {
+    node_dies_while_the_heartbeat_master_is_down(None).await;
+}
+
+/// As above, with the heartbeat slot unserved for longer than the
+/// dead-node time: every node is silent that long, and none may take the
+/// others for dead for it (each node's silence is counted without the
+/// outage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heartbeat_outage_longer_than_dead_after_forgets_only_the_dead_node() {
+    let (heartbeat, dead_after) = heartbeat_and_dead_after();
+    node_dies_while_the_heartbeat_master_is_down(Some(dead_after + heartbeat * 2)).await;
 }

@@ -333,3 +333,50 @@ async fn a_wrong_sentinel_address_is_error_114_and_not_ready() {
     let nodes: Value = serde_json::from_str(&nodes).unwrap();
     assert_eq!(nodes["redis"]["master"], Value::Null, "{nodes}");
 }
+
+/// Sentinels with a password of their own (`requirepass`): a node given
+/// it (`?sentinel_password=`) publishes; a node given a wrong one answers
+/// 114 and `/readyz` is 503 and says the sentinels refused the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_with_a_password_right_and_wrong() {
+    let Some(s) = tokio::task::block_in_place(|| Sentinels::start_with_password("sentinel-pw"))
+    else {
+        return;
+    };
+    let good = node(&s.url());
+    let mut ws = json_client(good.addr).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = request(
+            &mut ws,
+            json!({"id": 1, "publish": {"channel": "feed", "data": 1}}),
+        )
+        .await;
+        if r["publish"].is_object() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = get(good.addr, "/readyz").await;
+    assert_eq!(status, 200, "{body}");
+
+    let bad = node(&s.url_with_password("wrong"));
+    let mut ws = json_client(bad.addr).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = request(
+            &mut ws,
+            json!({"id": 2, "publish": {"channel": "feed", "data": 1}}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], 114, "{r}");
+        let (status, body) = get(bad.addr, "/readyz").await;
+        assert_eq!(status, 503, "{body}");
+        if body.contains("redis sentinel: the sentinels refused the password") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -228,6 +228,7 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
             inner.node_id.as_bytes(),
             stats.to_string().as_bytes(),
             inner.cfg.dead_after.as_millis().to_string().as_bytes(),
+            inner.cfg.heartbeat.as_millis().to_string().as_bytes(),
         ])
         .await?;
     let items = v.items();

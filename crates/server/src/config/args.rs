@@ -151,9 +151,10 @@ pub struct ServeArgs {
     /// only) or `redis://[:PASSWORD@]HOST:PORT[/DB]` (cluster mode: every
     /// node given the same Redis shares channels, history, recovery
     /// positions and presence), or
-    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB]`
+    /// `redis-sentinel://[:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB][?sentinel_password=P]`
     /// (the same, with the master found and followed through Redis
-    /// Sentinel; the password is the master's), or
+    /// Sentinel; the password is the master's, `sentinel_password` the
+    /// sentinels' own), or
     /// `redis-cluster://[:PASSWORD@]HOST:PORT[,HOST:PORT...]` (seed nodes of
     /// a Redis Cluster: channels spread over its masters by slot; game
     /// tables and presence not yet, decision 0021); a URL with a password is better given by
