@@ -125,6 +125,13 @@ pub async fn page(lobby: &Lobby, p: Pager) {
 #[derive(Debug, Default)]
 struct State {
     entries: BTreeMap<u64, TableEntry>,
+    /// Each entry's JSON, made when a page for a JSON client first needs
+    /// it and dropped when the entry changes: every bot of seed 003 asks
+    /// for the whole lobby, so an entry is copied into many pages between
+    /// two changes, and encoding it (its `attrs` checked) each time was a
+    /// quarter of an edge node's CPU (bench/RESULTS.md, "Where an edge's
+    /// CPU goes").
+    json: HashMap<u64, Bytes>,
     seq: u64,
     changed: BTreeSet<u64>,
     removed: Vec<u64>,
@@ -133,6 +140,104 @@ struct State {
     /// Subscribers by branch, by client id (a disconnect removes its
     /// client without scanning everyone).
     subscribers: BTreeMap<String, HashMap<u64, Arc<Client>>>,
+}
+
+impl State {
+    /// The entries of `branch` after table `after`, in order, up to
+    /// [`PAGE_BYTES`] (at least one): as JSON pieces for a JSON client
+    /// (made once per entry change, then shared), else as entries. True
+    /// with them when more follow. `whole`: give up at once when they do
+    /// not fit (a snapshot that must go in pages).
+    fn part(
+        &mut self,
+        encoding: Encoding,
+        branch: &str,
+        after: Option<u64>,
+        whole: bool,
+    ) -> (Part, bool) {
+        let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let json = encoding == Encoding::Json;
+        let mut part = if json {
+            Part::Json(Vec::new(), None)
+        } else {
+            Part::Entries(Vec::new())
+        };
+        let mut bytes = 0;
+        let State {
+            entries,
+            json: cache,
+            ..
+        } = self;
+        for e in entries
+            .range((from, std::ops::Bound::Unbounded))
+            .map(|(_, e)| e)
+            .filter(|e| in_branch(&e.path, branch))
+        {
+            bytes += entry_bytes(e);
+            if bytes > PAGE_BYTES && (whole || !part.is_empty()) {
+                return (part, true);
+            }
+            match &mut part {
+                Part::Json(pieces, last) => {
+                    let piece = cache
+                        .entry(e.table)
+                        .or_insert_with(|| herald_proto::json::table_json(e));
+                    pieces.push(piece.clone());
+                    *last = Some(e.table);
+                }
+                Part::Entries(tables) => tables.push(e.clone()),
+            }
+        }
+        (part, false)
+    }
+}
+
+/// Entries for one lobby message.
+enum Part {
+    /// Each entry's JSON, and the last entry's table.
+    Json(Vec<Bytes>, Option<u64>),
+    Entries(Vec<TableEntry>),
+}
+
+impl Part {
+    fn is_empty(&self) -> bool {
+        match self {
+            Part::Json(p, _) => p.is_empty(),
+            Part::Entries(t) => t.is_empty(),
+        }
+    }
+
+    /// The last entry's table.
+    fn last(&self) -> Option<u64> {
+        match self {
+            Part::Json(_, last) => *last,
+            Part::Entries(t) => t.last().map(|e| e.table),
+        }
+    }
+
+    /// The `lobby` reply to command `id` holding these entries.
+    fn reply(self, encoding: Encoding, id: u32, seq: u64) -> Bytes {
+        match self {
+            Part::Json(pieces, _) => herald_proto::json::lobby_reply_from(id, seq, &pieces),
+            Part::Entries(tables) => encoding.encode_server_bytes(&ServerMsg::Reply {
+                id,
+                reply: Reply::Lobby { seq, tables },
+            }),
+        }
+    }
+
+    /// A `lobby_page` push of these entries.
+    fn page(self, encoding: Encoding, path: &str) -> Bytes {
+        match self {
+            Part::Json(pieces, _) => herald_proto::json::lobby_page_from(path, &pieces),
+            Part::Entries(tables) => {
+                encoding.encode_server_bytes(&ServerMsg::Push(Push::LobbyPage {
+                    path: path.to_string(),
+                    tables,
+                }))
+            }
+        }
+    }
 }
 
 /// The lobby of one node.
@@ -157,6 +262,7 @@ impl Lobby {
     pub fn put(&self, entry: TableEntry) {
         let mut s = self.state();
         s.changed.insert(entry.table);
+        s.json.remove(&entry.table);
         s.entries.insert(entry.table, entry);
     }
 
@@ -170,6 +276,7 @@ impl Lobby {
         }
         *known = seq;
         s.changed.insert(entry.table);
+        s.json.remove(&entry.table);
         s.entries.insert(entry.table, entry);
         true
     }
@@ -183,6 +290,7 @@ impl Lobby {
             return false;
         }
         *known = seq;
+        s.json.remove(&table);
         if s.entries.remove(&table).is_some() {
             s.changed.remove(&table);
             s.removed.push(table);
@@ -193,6 +301,7 @@ impl Lobby {
     /// Removes a table; sent at the next flush.
     pub fn remove(&self, table: u64) {
         let mut s = self.state();
+        s.json.remove(&table);
         if s.entries.remove(&table).is_some() {
             s.changed.remove(&table);
             s.removed.push(table);
@@ -224,25 +333,17 @@ impl Lobby {
             return Subscribed::Already;
         }
         subs.insert(client.id, client.clone());
-        let mut bytes = 0;
-        let mut tables = Vec::new();
-        for e in s.entries.values().filter(|e| in_branch(&e.path, branch)) {
-            bytes += entry_bytes(e);
-            if bytes > PAGE_BYTES {
-                return Subscribed::Paging(Pager {
-                    client: client.clone(),
-                    id,
-                    branch: branch.to_string(),
-                    seq: s.seq,
-                });
-            }
-            tables.push(e.clone());
+        let seq = s.seq;
+        let (part, more) = s.part(client.encoding, branch, None, true);
+        if more {
+            return Subscribed::Paging(Pager {
+                client: client.clone(),
+                id,
+                branch: branch.to_string(),
+                seq,
+            });
         }
-        let msg = ServerMsg::Reply {
-            id,
-            reply: Reply::Lobby { seq: s.seq, tables },
-        };
-        client.send(client.encoding.encode_server_bytes(&msg));
+        client.send(part.reply(client.encoding, id, seq));
         Subscribed::Done
     }
 
@@ -251,7 +352,7 @@ impl Lobby {
     /// more remain, else the `lobby` reply.
     fn next_page(&self, p: &Pager, after: Option<u64>) -> Paged {
         let _order = self.sending.lock().unwrap_or_else(|e| e.into_inner());
-        let s = self.state();
+        let mut s = self.state();
         if !s
             .subscribers
             .get(&p.branch)
@@ -259,42 +360,18 @@ impl Lobby {
         {
             return Paged::Gone;
         }
-        let from = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-        let mut bytes = 0;
-        let mut tables = Vec::new();
-        let mut more = false;
-        for e in s
-            .entries
-            .range((from, std::ops::Bound::Unbounded))
-            .map(|(_, e)| e)
-            .filter(|e| in_branch(&e.path, &p.branch))
-        {
-            bytes += entry_bytes(e);
-            if bytes > PAGE_BYTES && !tables.is_empty() {
-                more = true;
-                break;
-            }
-            tables.push(e.clone());
-        }
-        let msg = match (more, tables.last()) {
-            (true, Some(last)) => {
-                let last = last.table;
-                let msg = ServerMsg::Push(Push::LobbyPage {
-                    path: p.branch.clone(),
-                    tables,
-                });
-                drop(s);
-                p.client.send(p.client.encoding.encode_server_bytes(&msg));
-                return Paged::Page(last);
-            }
-            _ => ServerMsg::Reply {
-                id: p.id,
-                reply: Reply::Lobby { seq: p.seq, tables },
-            },
-        };
+        let (part, more) = s.part(p.client.encoding, &p.branch, after, false);
         drop(s);
-        p.client.send(p.client.encoding.encode_server_bytes(&msg));
-        Paged::Last
+        match (more, part.last()) {
+            (true, Some(last)) => {
+                p.client.send(part.page(p.client.encoding, &p.branch));
+                Paged::Page(last)
+            }
+            _ => {
+                p.client.send(part.reply(p.client.encoding, p.id, p.seq));
+                Paged::Last
+            }
+        }
     }
 
     /// Ends `client`'s subscription to `branch`; false if it had none.

@@ -22,7 +22,7 @@ pub use decode::{
 };
 pub use encode::{
     encode_json_publication, encode_json_publication_head, encode_request, encode_server,
-    JSON_PUBLICATION_TAIL,
+    lobby_page_from, lobby_reply_from, table_json, JSON_PUBLICATION_TAIL,
 };
 
 /// Splits a long-poll request body into its commands: a JSON array of
@@ -41,6 +41,47 @@ pub fn split_batch(body: &[u8]) -> Result<Vec<&[u8]>, serde_json::Error> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn lobby_messages_from_encoded_entries_are_those_of_encode_server() {
+        use crate::{Encoding, Push, Reply, ServerMsg, TableEntry};
+        use bytes::Bytes;
+        let entry = |table: u64, path: &str, attrs: &'static [u8]| TableEntry {
+            table,
+            path: path.to_string(),
+            seats: 9,
+            players: 3,
+            watchers: 1,
+            attrs: Bytes::from_static(attrs),
+        };
+        let lists = [
+            vec![],
+            vec![entry(1, "holdem/9", br#"{"blinds":"1/2"}"#)],
+            vec![
+                entry(2, "a \"quoted\" \u{e9}/path", br#"{}"#),
+                entry(3, "x", b"not json"),
+                entry(1 << 52, "y", br#"{"n":[1,{"k":null}]}"#),
+            ],
+        ];
+        for tables in lists {
+            let encoded: Vec<Bytes> = tables.iter().map(super::table_json).collect();
+            for id in [0, 7] {
+                let want = Encoding::Json.encode_server_bytes(&ServerMsg::Reply {
+                    id,
+                    reply: Reply::Lobby {
+                        seq: 42,
+                        tables: tables.clone(),
+                    },
+                });
+                assert_eq!(super::lobby_reply_from(id, 42, &encoded), want);
+            }
+            let want = Encoding::Json.encode_server_bytes(&ServerMsg::Push(Push::LobbyPage {
+                path: "holdem/\"9\"".into(),
+                tables: tables.clone(),
+            }));
+            assert_eq!(super::lobby_page_from("holdem/\"9\"", &encoded), want);
+        }
+    }
     use super::*;
     use crate::{Command, DecodeError, Position, Push, Request, ServerMsg};
     use bytes::{Bytes, BytesMut};

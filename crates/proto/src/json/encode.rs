@@ -5,7 +5,7 @@
 //! defaults, payloads embedded verbatim or as b64) is easiest to guarantee as
 //! literal text, and a publication push must cost one exact-size allocation.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::binary::attrs_or_empty;
 use crate::jsontext::{base64_len, is_json, str_len, u64_len, write_base64, write_str, write_u64};
@@ -566,21 +566,75 @@ fn write_tables(out: &mut BytesMut, tables: &[TableEntry]) {
         if i > 0 {
             out.put_u8(b',');
         }
-        out.extend_from_slice(b"{\"table\":");
-        write_u64(out, t.table);
-        out.extend_from_slice(b",\"path\":");
-        write_str(out, &t.path);
-        out.extend_from_slice(b",\"seats\":");
-        write_u64(out, u64::from(t.seats));
-        out.extend_from_slice(b",\"players\":");
-        write_u64(out, u64::from(t.players));
-        out.extend_from_slice(b",\"watchers\":");
-        write_u64(out, u64::from(t.watchers));
-        out.extend_from_slice(b",\"attrs\":");
-        out.extend_from_slice(attrs_or_empty(&t.attrs));
-        out.put_u8(b'}');
+        write_table(out, t);
     }
     out.put_u8(b']');
+}
+
+fn write_table(out: &mut BytesMut, t: &TableEntry) {
+    out.extend_from_slice(b"{\"table\":");
+    write_u64(out, t.table);
+    out.extend_from_slice(b",\"path\":");
+    write_str(out, &t.path);
+    out.extend_from_slice(b",\"seats\":");
+    write_u64(out, u64::from(t.seats));
+    out.extend_from_slice(b",\"players\":");
+    write_u64(out, u64::from(t.players));
+    out.extend_from_slice(b",\"watchers\":");
+    write_u64(out, u64::from(t.watchers));
+    out.extend_from_slice(b",\"attrs\":");
+    out.extend_from_slice(attrs_or_empty(&t.attrs));
+    out.put_u8(b'}');
+}
+
+/// One lobby entry as an element of a JSON `tables` array: what a lobby
+/// that serves many pages of the same entries encodes once per change
+/// (checking its `attrs` once) and then only copies, with
+/// [`lobby_reply_from`] and [`lobby_page_from`].
+pub fn table_json(t: &TableEntry) -> Bytes {
+    let mut out = BytesMut::with_capacity(96 + t.path.len() + t.attrs.len());
+    write_table(&mut out, t);
+    out.freeze()
+}
+
+fn write_encoded_tables(out: &mut BytesMut, tables: &[Bytes]) {
+    out.put_u8(b'[');
+    for (i, t) in tables.iter().enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.extend_from_slice(t);
+    }
+    out.put_u8(b']');
+}
+
+fn encoded_len(tables: &[Bytes]) -> usize {
+    tables.iter().map(|t| t.len() + 1).sum::<usize>() + 2
+}
+
+/// The JSON of `Reply::Lobby { seq, tables }` to command `id`, byte for
+/// byte what [`encode_server`] writes, from entries made by [`table_json`].
+pub fn lobby_reply_from(id: u32, seq: u64, tables: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(48 + encoded_len(tables));
+    open(&mut out, id);
+    out.extend_from_slice(b"\"lobby\":{\"seq\":");
+    write_u64(&mut out, seq);
+    out.extend_from_slice(b",\"tables\":");
+    write_encoded_tables(&mut out, tables);
+    out.extend_from_slice(b"}}");
+    out.freeze()
+}
+
+/// The JSON of `Push::LobbyPage { path, tables }`, byte for byte what
+/// [`encode_server`] writes, from entries made by [`table_json`].
+pub fn lobby_page_from(path: &str, tables: &[Bytes]) -> Bytes {
+    let mut out = BytesMut::with_capacity(48 + path.len() + encoded_len(tables));
+    out.extend_from_slice(b"{\"lobby_page\":{\"path\":");
+    write_str(&mut out, path);
+    out.extend_from_slice(b",\"tables\":");
+    write_encoded_tables(&mut out, tables);
+    out.extend_from_slice(b"}}");
+    out.freeze()
 }
 
 fn write_items(out: &mut BytesMut, items: &[HistoryItem]) {
