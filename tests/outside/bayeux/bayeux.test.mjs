@@ -313,6 +313,10 @@ for (const transport of ['long-polling', 'websocket']) test(`${transport} with a
     await publishOnB(3); // 6..8 while the client has no node
     a = await startHerald('resume-a', port, cluster); // a new node behind the same address
     await until('a handshake on the new node', () => handshakes.filter((m) => m.successful).length >= 2);
+    // As above: publish once the new node confirmed the subscription (seen
+    // once in a full run on a loaded machine: 9 went before it, 300 ms
+    // after the handshake, and never came).
+    await until('the subscription on the new node', () => subscribed.length >= 2);
     await sleep(300);
     await publishOnB(1); // 9
     await until('9 after the loss', () => inbox.includes(9));
