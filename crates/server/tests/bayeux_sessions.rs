@@ -1,8 +1,10 @@
 //! Bayeux sessions: several messages per WebSocket frame and deliveries as
 //! they come; a held long-poll answered by a publication; one held
 //! long-poll per session however many connects a client floods; the
-//! `multiple-clients` advice for a second tab of one browser; a handshake
-//! that never connects expires after `max_interval` (402 after).
+//! `multiple-clients` advice for a second tab of one browser (with `ack`,
+//! carrying that tab's deliveries), freed when a held poll's client goes
+//! away; a handshake that never connects expires after `max_interval` (402
+//! after).
 mod common;
 
 use common::*;
@@ -205,5 +207,90 @@ async fn a_handshake_that_never_connects_expires() {
             .filter(|l| l.contains("bayeux"))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// A second tab of an `ack` session is answered at once, and its answer
+/// carries what waits for it as a numbered batch (it carried nothing, and
+/// the deliveries waited for a connect that never came while the first
+/// tab held its own).
+#[tokio::test]
+async fn a_second_tab_with_acks_gets_its_deliveries() {
+    let srv = start(args(3_000, 10_000)).await;
+    let a = handshake(srv.addr).await;
+    let r = post(
+        srv.addr,
+        json!([{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"],"ext":{"ack":true}}]),
+    )
+    .await;
+    let b = r[0]["clientId"].as_str().expect("clientId").to_string();
+    let r = post(
+        srv.addr,
+        json!([{"channel":"/meta/subscribe","clientId":b,"subscription":"/tabs"}]),
+    )
+    .await;
+    assert_eq!(r[0]["successful"], true, "{r}");
+    api_publish(srv.addr, "tabs", json!(1)).await;
+    let cookie = [("cookie", "BAYEUX_BROWSER=ack-tabs")];
+    let addr = srv.addr;
+    let first = tokio::spawn(async move { post_with(addr, &cookie, connect_msg(&a)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ack = |n: u64| json!([{"channel":"/meta/connect","clientId":b,"connectionType":"long-polling","ext":{"ack":n}}]);
+    let r = post_with(srv.addr, &cookie, ack(0)).await;
+    assert_eq!(
+        (&r[0]["channel"], &r[0]["data"]),
+        (&json!("/tabs"), &json!(1)),
+        "{r}"
+    );
+    assert_eq!(r[1]["advice"]["multiple-clients"], true, "{r}");
+    assert_eq!(r[1]["ext"]["ack"], 1, "{r}");
+    // Not acknowledged: sent again; acknowledged: gone.
+    let r = post_with(srv.addr, &cookie, ack(0)).await;
+    assert_eq!(
+        (&r[0]["channel"], &r[0]["data"]),
+        (&json!("/tabs"), &json!(1)),
+        "{r}"
+    );
+    let r = post_with(srv.addr, &cookie, ack(2)).await;
+    assert_eq!(r[0]["channel"], "/meta/connect", "{r}");
+    tokio::time::timeout(WAIT, first)
+        .await
+        .expect("answered")
+        .expect("task");
+}
+
+/// A held long-poll whose client went away mid-poll no longer counts as
+/// its browser's: the browser's next connect is held, not told
+/// `multiple-clients` (the count was undone only when the poll ended by
+/// itself, so one dropped request turned every later one of the browser
+/// into an immediate answer).
+#[tokio::test]
+async fn a_long_poll_dropped_by_its_client_frees_its_browser() {
+    use tokio::io::AsyncWriteExt;
+    let srv = start(args(2_000, 10_000)).await;
+    let id = handshake(srv.addr).await;
+    let body = connect_msg(&id).to_string();
+    let mut raw = tokio::net::TcpStream::connect(srv.addr)
+        .await
+        .expect("connect");
+    let req = format!(
+        "POST /cometd HTTP/1.1\r\nhost: localhost\r\ncookie: BAYEUX_BROWSER=dropped\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    raw.write_all(req.as_bytes()).await.expect("write");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(raw);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let r = post_with(
+        srv.addr,
+        &[("cookie", "BAYEUX_BROWSER=dropped")],
+        connect_msg(&id),
+    )
+    .await;
+    assert!(r[0]["advice"].get("multiple-clients").is_none(), "{r}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_500),
+        "answered at once: {r}"
     );
 }

@@ -150,7 +150,7 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
     };
     let mut p = session::process(b, batch, "long-polling", acked.as_deref());
     let deadline = Instant::now() + REPLY_WAIT;
-    session::collect(&p.waiting, &mut p.replies, deadline).await;
+    session::collect(&p.waiting, &mut p.replies, deadline, p.batch).await;
     let mut set_cookie = Vec::new();
     if let Some(c) = p.connect.take() {
         hold(b, &c, browser.as_deref(), &mut p.replies).await;
@@ -185,6 +185,26 @@ async fn serve(req: Request<Incoming>, b: &Bayeux) -> Response<Body> {
     r
 }
 
+/// What a held connect undoes however it ends, its request dropped (the
+/// client went away mid-poll) included: the session's count of held
+/// connects (a session holding one never expires) and the browser's (a
+/// browser counted as holding one gets every later connect answered at
+/// once with `multiple-clients`).
+struct Held<'a> {
+    b: &'a Bayeux,
+    s: &'a session::BayeuxSession,
+    browser: Option<&'a str>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.s.release(self.b.node.now_ms());
+        if let Some(br) = self.browser {
+            self.b.release_browser(br);
+        }
+    }
+}
+
 /// Holds a connect until something is queued (then drained into
 /// `replies`), the session ends, or its time is up; then adds its reply.
 async fn hold(b: &Bayeux, c: &Connect, browser: Option<&str>, replies: &mut Vec<Vec<u8>>) {
@@ -195,33 +215,35 @@ async fn hold(b: &Bayeux, c: &Connect, browser: Option<&str>, replies: &mut Vec<
     }
     let counted = match browser {
         Some(br) if !b.hold_browser(br) => {
-            // Another tab of this browser holds a connect: answer now.
-            s.drain(replies);
-            let mut r = Reply::ok(herald_bayeux::Meta::Connect.name(), c.id.as_deref());
-            r.client_id = Some(&s.id);
-            r.advice = Some(Advice {
+            // Another tab of this browser holds a connect: answer now,
+            // with what waits for this one (with `ack`, as a batch).
+            s.drain(replies, None);
+            let advice = Advice {
                 interval: Some(super::MULTI_FRAME_INTERVAL_MS),
                 multiple_clients: true,
                 ..session::retry_advice(b)
-            });
+            };
+            session::answer_connect_with(c, replies, advice);
             s.touch(b.node.now_ms());
-            replies.push(r.to_json());
             return;
         }
         other => other,
     };
     let n = s.hold();
+    let held = Held {
+        b,
+        s,
+        browser: counted,
+    };
     let deadline = Instant::now() + c.hold;
     loop {
-        let done = s.drain(replies) > 0 || s.has_undelivered() || s.is_gone() || s.superseded(n);
+        let done =
+            s.drain(replies, None) > 0 || s.has_undelivered() || s.is_gone() || s.superseded(n);
         if done || Instant::now() >= deadline {
             break;
         }
-        s.wait(deadline, None).await;
+        s.wait(deadline, None, None).await;
     }
-    s.release(b.node.now_ms());
-    if let Some(br) = counted {
-        b.release_browser(br);
-    }
+    drop(held);
     session::answer_connect(b, c, replies);
 }

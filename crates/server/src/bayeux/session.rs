@@ -31,7 +31,12 @@
 //! Waiting: the queue wakes one waker; a [`Relay`] registered as that waker
 //! wakes every task waiting on the session (a held connect, a batch waiting
 //! for its replies, the WebSocket pump), so none of them steals the other's
-//! wake-up. No lock is held across an `.await`.
+//! wake-up. Whichever drains the queue first, a long-polling request's
+//! replies go in its own response ([`Processed::batch`]): CometD fails a
+//! subscription whose request is answered without its reply, and the
+//! held connect that used to take it (found by the outside Bayeux test,
+//! about one run in three) left the client with no listener. No lock is
+//! held across an `.await`.
 
 use super::Bayeux;
 use bytes::BytesMut;
@@ -82,6 +87,10 @@ struct Pending {
     /// An `ack` session's subscription to an exact channel: the Herald
     /// channel, and whether it asked to recover from the cookie's position.
     tracked: Option<(String, bool)>,
+    /// The long-polling request whose response must carry the reply
+    /// ([`Processed::batch`]); `None`: whoever drains first (a websocket,
+    /// where every reply goes on the one socket).
+    batch: Option<u64>,
 }
 
 /// The `ack` extension's state of a session (see the module docs).
@@ -128,6 +137,10 @@ struct State {
     pending: HashMap<u32, Pending>,
     /// Set when the client speaks the `ack` extension.
     acks: Option<Acks>,
+    /// Replies drained by another request than the one they belong to (a
+    /// held connect woke first): each waits for its own request's
+    /// [`collect`], by [`Processed::batch`].
+    answered: Vec<(u64, Vec<u8>)>,
 }
 
 /// One Bayeux client.
@@ -180,6 +193,7 @@ impl BayeuxSession {
                 next_id: 1,
                 pending: HashMap::new(),
                 acks: None,
+                answered: Vec::new(),
             }),
             waker: Waker::from(relay.clone()),
             relay,
@@ -412,15 +426,46 @@ impl BayeuxSession {
         Some(n)
     }
 
-    /// Whether Herald commands are still unanswered.
-    pub fn has_pending(&self) -> bool {
-        !self.state().pending.is_empty()
+    /// Whether Herald commands of request `batch` are still unanswered.
+    fn has_pending(&self, batch: Option<u64>) -> bool {
+        self.state().pending.values().any(|p| p.batch == batch)
+    }
+
+    /// Request `batch` is being answered: the replies kept for it go into
+    /// `out`, and those of its commands still unanswered (its wait ran
+    /// out) will go with whatever drains next.
+    fn finish(&self, batch: u64, out: &mut Vec<Vec<u8>>) {
+        let mut st = self.state();
+        for p in st.pending.values_mut() {
+            if p.batch == Some(batch) {
+                p.batch = None;
+            }
+        }
+        let (own, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.answered)
+            .into_iter()
+            .partition(|(b, _)| *b == batch);
+        st.answered = keep;
+        out.extend(own.into_iter().map(|(_, r)| r));
     }
 
     /// Takes everything queued: deliveries as they are, Herald replies
-    /// turned into Bayeux replies. Returns how many deliveries it took.
-    pub fn drain(&self, out: &mut Vec<Vec<u8>>) -> usize {
+    /// turned into Bayeux replies. A reply that belongs to another
+    /// long-polling request than `mine` is kept for that request's
+    /// [`collect`] (CometD fails a subscription whose request's response
+    /// lacks its reply, even if the reply comes in another response).
+    /// Returns how many deliveries it took.
+    pub fn drain(&self, out: &mut Vec<Vec<u8>>, mine: Option<u64>) -> usize {
         let mut st = self.state();
+        if let Some(m) = mine {
+            if st.answered.iter().any(|(b, _)| *b == m) {
+                let (own, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.answered)
+                    .into_iter()
+                    .partition(|(b, _)| *b == m);
+                st.answered = keep;
+                out.extend(own.into_iter().map(|(_, r)| r));
+            }
+        }
+        let mut parked = false;
         let frames: Vec<Vec<u8>> = self.client.outbox.with_queue(|q| {
             let taken = q
                 .frames
@@ -495,7 +540,18 @@ impl BayeuxSession {
                 .then(|| RawValue::from_string(r#"{"herald":{"recovered":false}}"#.into()).ok())
                 .flatten();
             r.ext = ext.as_deref();
-            out.push(r.to_json());
+            match p.batch {
+                Some(b) if Some(b) != mine => {
+                    st.answered.push((b, r.to_json()));
+                    parked = true;
+                }
+                _ => out.push(r.to_json()),
+            }
+        }
+        drop(st);
+        if parked {
+            // The request it belongs to may be waiting for it.
+            self.relay.notify.notify_waiters();
         }
         deliveries
     }
@@ -540,13 +596,15 @@ impl BayeuxSession {
         false
     }
 
-    /// Waits until something is queued, the session ends, `also` (an
-    /// enabled wait on another [`Notify`]: the WebSocket link's events)
-    /// fires, or `deadline` passes.
+    /// Waits until something is queued (or, with `mine`, a reply of that
+    /// request was kept for it), the session ends, `also` (an enabled wait
+    /// on another [`Notify`]: the WebSocket link's events) fires, or
+    /// `deadline` passes.
     pub async fn wait(
         &self,
         deadline: Instant,
         also: Option<std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>>,
+        mine: Option<u64>,
     ) {
         let notified = self.relay.notify.notified();
         tokio::pin!(notified);
@@ -562,7 +620,8 @@ impl BayeuxSession {
                 true
             }
         });
-        if ready || self.is_gone() {
+        let kept = mine.is_some_and(|m| self.state().answered.iter().any(|(b, _)| *b == m));
+        if ready || kept || self.is_gone() {
             return;
         }
         let extra = async {
@@ -606,7 +665,15 @@ pub struct Processed {
     /// messages got 402): a session lost with another node, perhaps, whose
     /// handshake may follow on the same socket ([`super::positions`]).
     pub unknown: Option<String>,
+    /// Long-polling: this request's number, which its commands' replies
+    /// carry, so that they go in its response (as CometD requires) even
+    /// when a held connect of the session drains them first. `None` on a
+    /// websocket, where every reply goes on the one socket.
+    pub batch: Option<u64>,
 }
+
+/// Numbers long-polling requests ([`Processed::batch`]).
+static BATCHES: AtomicU64 = AtomicU64::new(1);
 
 /// The entries of a session's acknowledged positions (tag `tag`, written
 /// at `now`), by channel.
@@ -654,6 +721,11 @@ pub fn gone_reply(s: &BayeuxSession, id: Option<&RawValue>) -> Vec<u8> {
 /// Answers a held connect now: adds to `out` what it carries (with the
 /// `ack` extension, every unacknowledged delivery) and its reply.
 pub fn answer_connect(b: &Bayeux, c: &Connect, out: &mut Vec<Vec<u8>>) {
+    answer_connect_with(c, out, retry_advice(b));
+}
+
+/// [`answer_connect`] with `advice` in its reply.
+pub fn answer_connect_with(c: &Connect, out: &mut Vec<Vec<u8>>, advice: Advice) {
     if c.session.is_gone() {
         out.push(gone_reply(&c.session, c.id.as_deref()));
         return;
@@ -662,7 +734,7 @@ pub fn answer_connect(b: &Bayeux, c: &Connect, out: &mut Vec<Vec<u8>>) {
     let ext = batch.and_then(|n| RawValue::from_string(format!("{{\"ack\":{n}}}")).ok());
     let mut r = Reply::ok(Meta::Connect.name(), c.id.as_deref());
     r.client_id = Some(&c.session.id);
-    r.advice = Some(retry_advice(b));
+    r.advice = Some(advice);
     r.ext = ext.as_deref();
     out.push(r.to_json());
 }
@@ -689,7 +761,10 @@ pub fn process(
     transport: &str,
     acked: Option<&str>,
 ) -> Processed {
-    let mut out = Processed::default();
+    let mut out = Processed {
+        batch: (transport == "long-polling").then(|| BATCHES.fetch_add(1, Ordering::Relaxed)),
+        ..Processed::default()
+    };
     for m in batch {
         let m = match m {
             Ok(m) => m,
@@ -757,7 +832,7 @@ pub fn process(
             }
             Channel::Meta(Meta::Subscribe | Meta::Unsubscribe) => {
                 let subscribe = kind == Channel::Meta(Meta::Subscribe);
-                if subscriptions(&s, &m, subscribe, &mut out.replies) {
+                if subscriptions(&s, &m, subscribe, out.batch, &mut out.replies) {
                     push_waiting(&mut out.waiting, &s);
                 }
             }
@@ -771,7 +846,7 @@ pub fn process(
                 out.replies.push(Reply::ok(&m.channel, id).to_json());
             }
             Channel::Broadcast => {
-                if publish(&s, &m, &mut out.replies) {
+                if publish(&s, &m, out.batch, &mut out.replies) {
                     push_waiting(&mut out.waiting, &s);
                 }
             }
@@ -786,6 +861,7 @@ fn subscriptions(
     s: &BayeuxSession,
     m: &Message,
     subscribe: bool,
+    batch: Option<u64>,
     replies: &mut Vec<Vec<u8>>,
 ) -> bool {
     let id = m.id.as_deref();
@@ -847,6 +923,7 @@ fn subscriptions(
                 id: m.id.clone(),
                 subscription: Some(sub.clone()),
                 tracked: tracked.filter(|_| subscribe).map(|h| (h, asked)),
+                batch,
             },
         );
         sent = true;
@@ -855,7 +932,7 @@ fn subscriptions(
 }
 
 /// A publication: a Herald `publish` (true), or the reply refusing it.
-fn publish(s: &BayeuxSession, m: &Message, replies: &mut Vec<Vec<u8>>) -> bool {
+fn publish(s: &BayeuxSession, m: &Message, batch: Option<u64>, replies: &mut Vec<Vec<u8>>) -> bool {
     let id = m.id.as_deref();
     let Some(data) = &m.data else {
         let e = BayeuxError::new(400, "data", "a publication needs data");
@@ -880,6 +957,7 @@ fn publish(s: &BayeuxSession, m: &Message, replies: &mut Vec<Vec<u8>>) -> bool {
             id: m.id.clone(),
             subscription: None,
             tracked: None,
+            batch,
         },
     );
     true
@@ -944,20 +1022,143 @@ fn handshake(
     }
 }
 
-/// Waits (until `deadline`) for the Herald replies of a batch's commands
-/// and adds everything queued for its sessions to `replies`.
+/// Waits (until `deadline`) for the Herald replies of request `batch`'s
+/// commands and adds them, and whatever else is queued for its sessions, to
+/// `replies`.
 pub async fn collect(
     waiting: &[Arc<BayeuxSession>],
     replies: &mut Vec<Vec<u8>>,
     deadline: Instant,
+    batch: Option<u64>,
 ) {
     for s in waiting {
         loop {
-            s.drain(replies);
-            if !s.has_pending() || s.is_gone() || Instant::now() >= deadline {
+            s.drain(replies, batch);
+            if !s.has_pending(batch) || s.is_gone() || Instant::now() >= deadline {
                 break;
             }
-            s.wait(deadline, None).await;
+            s.wait(deadline, None, batch).await;
         }
+        if let Some(b) = batch {
+            s.finish(b, replies);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_bayeux::decode_batch;
+    use std::time::Duration;
+
+    fn bayeux() -> Bayeux {
+        let hub = Arc::new(herald_core::Hub::new());
+        let broker = herald_core::MemoryBroker::new(10, Duration::ZERO, hub.clone());
+        let presence = Arc::new(herald_core::presence::LocalPresence::new(hub.clone()));
+        let node = Node::new(
+            herald_core::NodeConfig::default(),
+            hub,
+            Arc::new(broker),
+            presence,
+            Arc::new(|_| {}),
+        );
+        Bayeux::new(
+            super::super::BayeuxConfig::default(),
+            node,
+            65_536,
+            Duration::from_secs(5),
+        )
+    }
+
+    fn batch(b: &Bayeux, json: &str) -> Processed {
+        let batch = decode_batch(json.as_bytes(), 100).expect("a batch");
+        process(b, batch, "long-polling", None)
+    }
+
+    fn channels(replies: &[Vec<u8>]) -> Vec<String> {
+        replies
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_slice(r).expect("json");
+                v["channel"].as_str().unwrap_or_default().to_string()
+            })
+            .collect()
+    }
+
+    /// A held connect that drains the session's queue before a subscribe
+    /// request does leaves it the subscribe's reply: CometD fails a
+    /// subscription whose request's response lacks its reply (an empty
+    /// `[]`), even when the reply comes in a connect's response.
+    #[tokio::test]
+    async fn a_reply_goes_in_its_own_requests_response() {
+        let b = bayeux();
+        let p = batch(
+            &b,
+            r#"[{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"]}]"#,
+        );
+        let s = p.opened.expect("a session");
+        let sub = batch(
+            &b,
+            &format!(
+                r#"[{{"channel":"/meta/subscribe","clientId":"{}","subscription":"/a","id":"s"}}]"#,
+                s.id
+            ),
+        );
+        assert!(sub.batch.is_some());
+        // The held connect wakes first and drains.
+        let mut connect = Vec::new();
+        s.drain(&mut connect, None);
+        assert!(connect.is_empty(), "{:?}", channels(&connect));
+        let mut replies = sub.replies;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        collect(&sub.waiting, &mut replies, deadline, sub.batch).await;
+        assert_eq!(channels(&replies), ["/meta/subscribe"]);
+        // A websocket's drain (no request) takes every reply.
+        let p = process(
+            &b,
+            decode_batch(
+                format!(
+                    r#"[{{"channel":"/meta/unsubscribe","clientId":"{}","subscription":"/a"}}]"#,
+                    s.id
+                )
+                .as_bytes(),
+                100,
+            )
+            .expect("a batch"),
+            "websocket",
+            None,
+        );
+        assert!(p.batch.is_none());
+        let mut out = Vec::new();
+        s.drain(&mut out, None);
+        assert_eq!(channels(&out), ["/meta/unsubscribe"]);
+    }
+
+    /// A reply kept for a request goes into its response even when its
+    /// wait has run out, and nothing stays kept after it.
+    #[tokio::test]
+    async fn a_kept_reply_goes_out_when_the_wait_runs_out() {
+        let b = bayeux();
+        let p = batch(
+            &b,
+            r#"[{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"]}]"#,
+        );
+        let s = p.opened.expect("a session");
+        let sub = batch(
+            &b,
+            &format!(
+                r#"[{{"channel":"/meta/subscribe","clientId":"{}","subscription":"/a","id":"s"}}]"#,
+                s.id
+            ),
+        );
+        let mut connect = Vec::new();
+        s.drain(&mut connect, None);
+        assert!(connect.is_empty());
+        // Its response went without waiting (deadline passed): the kept
+        // reply goes into it all the same.
+        let mut replies = Vec::new();
+        collect(&sub.waiting, &mut replies, Instant::now(), sub.batch).await;
+        assert_eq!(channels(&replies), ["/meta/subscribe"]);
+        assert!(s.state().answered.is_empty());
     }
 }

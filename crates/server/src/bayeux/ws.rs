@@ -302,7 +302,7 @@ async fn pump(link: Arc<Link>, b: Arc<Bayeux>) {
         let session = link.session();
         let mut out = Vec::new();
         if let Some(s) = &session {
-            s.drain(&mut out);
+            s.drain(&mut out, None);
         }
         let mut deadline = Instant::now() + Duration::from_secs(3600);
         {
@@ -324,7 +324,7 @@ async fn pump(link: Arc<Link>, b: Arc<Bayeux>) {
         // A session that ended has nothing more to queue: wait for the link.
         let session = session.filter(|s| !s.is_gone());
         match &session {
-            Some(s) => s.wait(deadline, Some(notified.as_mut())).await,
+            Some(s) => s.wait(deadline, Some(notified.as_mut()), None).await,
             None => {
                 tokio::select! {
                     () = notified => {}
