@@ -23,9 +23,11 @@
 //! 108 and dropped; the connection stays open and nobody else is affected.
 //!
 //! Wildcard subscriptions (`subscribe` to a pattern such as `news.*`; see
-//! [`crate::routing`]) bypass the broker: a pattern has no offsets, epoch or
-//! history of its own, so the reply carries an empty epoch and offset 0, and
-//! `recover` is refused (error 111) rather than silently ignored. They count
+//! [`crate::routing`]) have no offsets, epoch or history of their own, so the
+//! reply carries an empty epoch and offset 0, and `recover` is refused (error
+//! 111) rather than silently ignored. The broker is only asked to deliver
+//! what the pattern matches ([`crate::Broker::subscribe_pattern`]), and the
+//! reply waits for it to do so (error 114 if it cannot). They count
 //! against the same per-connection subscription limit as exact channels.
 //! `publish`, `history` and `presence` take concrete channels only (error 109).
 //! `join_leave` on a pattern is refused too (error 111): a pattern is not a
@@ -422,26 +424,7 @@ impl Session {
         let name: Arc<str> = channel.into();
         self.subscriptions.push(name.clone());
         if pattern {
-            // The reply is queued under the hub's pattern lock, once the
-            // pattern is in place: every delivery through the pattern comes
-            // after the reply, and a publication made once the client has
-            // the reply is delivered (replying before registering lost such
-            // a publication when this thread was preempted in between).
-            self.node.broker.subscribe_pattern(&name);
-            self.node
-                .hub
-                .subscribe_pattern_then(&name, &self.client, || {
-                    self.reply(
-                        id,
-                        Reply::Subscribe {
-                            epoch: String::new(),
-                            offset: 0,
-                            recovered: false,
-                            publications: Vec::new(),
-                        },
-                    )
-                });
-            return;
+            return self.subscribe_pattern(id, name);
         }
         let node = self.node.clone();
         let client = self.client.clone();
@@ -487,6 +470,62 @@ impl Session {
                         publications,
                     }),
                 );
+            }),
+        );
+    }
+
+    /// A wildcard subscription: answered once the broker delivers what the
+    /// pattern matches (a networked broker: once Redis confirmed its
+    /// `PSUBSCRIBE`), so a publication made on any node after the client
+    /// has the reply reaches it. The reply is queued under the hub's
+    /// pattern lock, once the pattern is in place there: every delivery
+    /// through the pattern comes after the reply, and none made after it is
+    /// lost (replying before registering lost such a publication when this
+    /// thread was preempted in between). The broker may answer later, after
+    /// the client unsubscribed or left: as for exact channels, the closure
+    /// holds the name weakly and undoes what it did if the session let go.
+    fn subscribe_pattern(&self, id: u32, name: Arc<str>) {
+        let node = self.node.clone();
+        let client = self.client.clone();
+        let held = Arc::downgrade(&name);
+        let pattern = name.to_string();
+        self.node.broker.subscribe_pattern(
+            &name,
+            Box::new(move |result: Result<(), BrokerError>| {
+                if let Err(e) = result {
+                    // The broker undid its side; the hub has nothing.
+                    return send(&client, id, Err(e));
+                }
+                let Some(name) = held.upgrade() else {
+                    // Released before: the release found nothing in the
+                    // hub, so it left the broker's side to us.
+                    node.broker.unsubscribe_pattern(&pattern);
+                    return cancelled(&client, id);
+                };
+                let mut gone = false;
+                node.hub.subscribe_pattern_then(&name, &client, || {
+                    // Ours is one reference; none other means the session
+                    // let go meanwhile (its release may have run before
+                    // our registration).
+                    gone = Arc::strong_count(&name) < 2;
+                    if gone {
+                        cancelled(&client, id);
+                    } else {
+                        send(
+                            &client,
+                            id,
+                            Ok(Reply::Subscribe {
+                                epoch: String::new(),
+                                offset: 0,
+                                recovered: false,
+                                publications: Vec::new(),
+                            }),
+                        );
+                    }
+                });
+                if gone && node.hub.unsubscribe_pattern(&name, &client) {
+                    node.broker.unsubscribe_pattern(&name);
+                }
             }),
         );
     }
