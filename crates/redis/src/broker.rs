@@ -186,7 +186,8 @@ struct Inner {
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
     /// `P:ctl`, the topic every node follows for requests to all nodes
-    /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
+    /// ([`RedisBroker::close_everywhere`], [`Inner::announce_patterns`]);
+    /// not a channel topic (`P:c:...`).
     control: Bytes,
     /// Receives what other nodes send to this one on its node topic (game
     /// commands and table events routed between nodes, decision 0009).

@@ -2,7 +2,10 @@
 //! node list read back for `GET /api/nodes` and `/metrics`, silent nodes
 //! forgotten with their presence, followed channels' metadata kept from
 //! expiring), and the topics that are not channels': the control topic
-//! ([`RedisBroker::close_everywhere`]), each node's own topic (game commands
+//! ([`RedisBroker::close_everywhere`], and in a Redis Cluster a node's
+//! announcement that it needs the pattern topics, so that the others
+//! publish there without waiting for their next heartbeat: decision 0021),
+//! each node's own topic (game commands
 //! and table events routed to it, decision 0009) and the cluster lobby's.
 //!
 //! Apart from the channel code because it addresses nodes, not channels:
