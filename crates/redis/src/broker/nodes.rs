@@ -123,15 +123,44 @@ impl Inner {
     /// in `{P}:nodes:patterns` (what every node's heartbeat reads) and
     /// says so on the control topic, which every node follows and acts on
     /// as it reads it, rather than at its next heartbeat.
+    ///
+    /// Published on every master, not on one: a classic `PUBLISH` reaches
+    /// the subscribers of other Redis nodes over the cluster bus, after it
+    /// returned, while the subscribers of the node that ran it have it in
+    /// their sockets when it returns. Nodes' subscriber links connect to a
+    /// master as they know the map, so once this returns the announcement
+    /// is in (almost) every node's socket, not on its way. Each node hears
+    /// it once per master: harmless, and only at a node's first pattern.
     pub(super) async fn announce_patterns(&self) -> Result<(), BrokerError> {
         let key = self.nodes_key(":patterns");
         self.link
             .call(&[b"SADD".as_slice(), key.as_bytes(), self.node_id.as_bytes()])
             .await?;
-        self.link
-            .call(&[b"PUBLISH".as_slice(), &self.control, PATTERNS])
-            .await
-            .map(|_| ())
+        let publish = [b"PUBLISH".as_slice(), &self.control, PATTERNS];
+        let masters = self
+            .link
+            .target()
+            .cluster()
+            .and_then(|c| c.map())
+            .map(|m| m.masters().to_vec())
+            .unwrap_or_default();
+        let mut published = false;
+        for m in masters {
+            let Some(&(first, _)) = m.slots.first() else {
+                continue;
+            };
+            let at = format!("{{{}}}", crate::slot::tag_for(first));
+            match self.link.call_where(at.as_bytes(), &publish).await {
+                Ok(_) => published = true,
+                Err(e) => {
+                    tracing::debug!(master = %m.addr, error = %e, "cannot announce a pattern there")
+                }
+            }
+        }
+        if !published {
+            self.link.call(&publish).await?;
+        }
+        Ok(())
     }
 
     /// Tells the lobby's handler to read what it missed once the lobby's
