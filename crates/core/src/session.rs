@@ -1179,4 +1179,147 @@ mod tests {
         // JSON `data`: known; JSON `b64`, a decoded request, binary: not.
         assert_eq!(seen, vec![true, false, false, false]);
     }
+
+    /// A broker that delivers patterns only when the test says so
+    /// (a networked one waiting for Redis), and counts its releases.
+    struct Deferring {
+        inner: crate::MemoryBroker,
+        waiting: std::sync::Mutex<Vec<(String, crate::broker::PatternReady)>>,
+        released: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Deferring {
+        fn answer(&self, pattern: &str, r: Result<(), BrokerError>) {
+            let ready = {
+                let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                let i = w
+                    .iter()
+                    .position(|(p, _)| p == pattern)
+                    .expect("not waiting");
+                w.remove(i).1
+            };
+            ready(r);
+        }
+
+        fn released(&self) -> Vec<String> {
+            self.released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        }
+    }
+
+    impl crate::Broker for Deferring {
+        fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+            self.inner.publish(channel, data)
+        }
+        fn subscribe(
+            &self,
+            channel: &str,
+            since: Option<&Position>,
+            attach: crate::broker::Attach,
+        ) {
+            self.inner.subscribe(channel, since, attach)
+        }
+        fn unsubscribe(&self, channel: &str) {
+            self.inner.unsubscribe(channel)
+        }
+        fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>> {
+            self.inner.position(channel)
+        }
+        fn history(
+            &self,
+            channel: &str,
+            since: Option<&Position>,
+            limit: usize,
+        ) -> Completion<Result<History, BrokerError>> {
+            self.inner.history(channel, since, limit)
+        }
+        fn subscribe_pattern(&self, pattern: &str, ready: crate::broker::PatternReady) {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((pattern.to_string(), ready));
+        }
+        fn unsubscribe_pattern(&self, pattern: &str) {
+            self.released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(pattern.to_string());
+        }
+    }
+
+    /// A wildcard subscription is registered and answered only when the
+    /// broker is ready; an error is 114 with nothing registered; one
+    /// released before the broker was ready is undone at the broker once
+    /// it is (every ready subscription is released exactly once).
+    #[test]
+    fn a_pattern_is_answered_when_the_broker_is_ready_and_undone_if_let_go() {
+        let hub = Arc::new(crate::Hub::new());
+        let broker = Arc::new(Deferring {
+            inner: crate::MemoryBroker::new(10, std::time::Duration::ZERO, hub.clone()),
+            waiting: Default::default(),
+            released: Default::default(),
+        });
+        let presence = Arc::new(crate::LocalPresence::new(hub.clone()));
+        let node = Node::new(
+            NodeConfig::default(),
+            hub.clone(),
+            broker.clone(),
+            presence,
+            Arc::new(|_| {}),
+        );
+        let mut sub = session(&node);
+
+        subscribe(&mut sub, 2, "a.*", None);
+        assert_eq!(drain(&sub), vec![], "no reply before the broker is ready");
+        assert_eq!(hub.pattern_count(), 0);
+        broker.answer("a.*", Ok(()));
+        let got = drain(&sub);
+        assert!(
+            matches!(
+                &got[..],
+                [ServerMsg::Reply {
+                    id: 2,
+                    reply: Reply::Subscribe { .. }
+                }]
+            ),
+            "{got:?}"
+        );
+        assert_eq!(hub.pattern_count(), 1);
+
+        // Unsubscribed while the broker works: cancelled, and released at
+        // the broker when it is ready (the session's release found nothing).
+        subscribe(&mut sub, 3, "b.*", None);
+        sub.handle(Request {
+            id: 4,
+            cmd: Command::Unsubscribe {
+                channel: "b.*".into(),
+            },
+        });
+        assert!(broker.released().is_empty());
+        broker.answer("b.*", Ok(()));
+        let got = drain(&sub);
+        assert!(
+            matches!(&got[..], [ServerMsg::Reply { id: 4, reply: Reply::Unsubscribe }, e] if error_code(e) == Some(ErrorCode::NotSubscribed.code())),
+            "{got:?}"
+        );
+        assert_eq!(broker.released(), vec!["b.*"]);
+        assert_eq!(hub.pattern_count(), 1);
+
+        // The broker cannot: 114, nothing in the hub, nothing to release.
+        subscribe(&mut sub, 5, "c.*", None);
+        broker.answer("c.*", Err(BrokerError::Unavailable("down".into())));
+        let got = drain(&sub);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            error_code(&got[0]),
+            Some(ErrorCode::BrokerUnavailable.code())
+        );
+        assert_eq!(hub.pattern_count(), 1);
+
+        drop(sub);
+        assert_eq!(hub.pattern_count(), 0);
+        assert_eq!(broker.released(), vec!["b.*", "a.*"]);
+    }
 }
