@@ -107,6 +107,9 @@ pub enum BrokerError {
 /// The callback of [`Broker::subscribe`].
 pub type Attach = Box<dyn FnOnce(Result<History, BrokerError>) + Send>;
 
+/// The callback of [`Broker::subscribe_pattern`].
+pub type PatternReady = Box<dyn FnOnce(Result<(), BrokerError>) + Send>;
+
 /// A slice of a channel's history.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -164,14 +167,23 @@ pub trait Broker: Send + Sync + 'static {
         limit: usize,
     ) -> Completion<Result<History, BrokerError>>;
 
-    /// A wildcard subscription to `pattern` was added on this node (the hub
-    /// matches publications against it). A broker that delivers only the
-    /// channels a node asked for must from now on also deliver those the
-    /// pattern matches; one that delivers everything (the in-memory broker)
-    /// does nothing. Live only: patterns have no positions.
-    fn subscribe_pattern(&self, _pattern: &str) {}
+    /// A wildcard subscription to `pattern` is being added on this node (the
+    /// hub will match publications against it). A broker that delivers only
+    /// the channels a node asked for must also deliver those the pattern
+    /// matches, and calls `ready` with `Ok` once it does: every publication
+    /// made anywhere after that reaches this node's [`Deliver`] handler, so
+    /// the caller registers the subscriber in the hub and replies then (a
+    /// reply sent earlier would let a publication made on another node just
+    /// after it go missing). A broker that delivers everything (the
+    /// in-memory broker) calls `ready` at once. Live only: patterns have no
+    /// positions. On `Err` the broker has undone its side already (no
+    /// [`Broker::unsubscribe_pattern`] for it); after `Ok`, call
+    /// [`Broker::unsubscribe_pattern`] once when the subscriber leaves.
+    fn subscribe_pattern(&self, _pattern: &str, ready: PatternReady) {
+        ready(Ok(()));
+    }
 
-    /// Undoes one [`Broker::subscribe_pattern`].
+    /// Undoes one [`Broker::subscribe_pattern`] that was ready.
     fn unsubscribe_pattern(&self, _pattern: &str) {}
 
     /// Whether the broker can serve right now (`/readyz`, `herald_broker_up`).

@@ -23,9 +23,11 @@
 //! 108 and dropped; the connection stays open and nobody else is affected.
 //!
 //! Wildcard subscriptions (`subscribe` to a pattern such as `news.*`; see
-//! [`crate::routing`]) bypass the broker: a pattern has no offsets, epoch or
-//! history of its own, so the reply carries an empty epoch and offset 0, and
-//! `recover` is refused (error 111) rather than silently ignored. They count
+//! [`crate::routing`]) have no offsets, epoch or history of their own, so the
+//! reply carries an empty epoch and offset 0, and `recover` is refused (error
+//! 111) rather than silently ignored. The broker is only asked to deliver
+//! what the pattern matches ([`crate::Broker::subscribe_pattern`]), and the
+//! reply waits for it to do so (error 114 if it cannot). They count
 //! against the same per-connection subscription limit as exact channels.
 //! `publish`, `history` and `presence` take concrete channels only (error 109).
 //! `join_leave` on a pattern is refused too (error 111): a pattern is not a
@@ -422,26 +424,7 @@ impl Session {
         let name: Arc<str> = channel.into();
         self.subscriptions.push(name.clone());
         if pattern {
-            // The reply is queued under the hub's pattern lock, once the
-            // pattern is in place: every delivery through the pattern comes
-            // after the reply, and a publication made once the client has
-            // the reply is delivered (replying before registering lost such
-            // a publication when this thread was preempted in between).
-            self.node.broker.subscribe_pattern(&name);
-            self.node
-                .hub
-                .subscribe_pattern_then(&name, &self.client, || {
-                    self.reply(
-                        id,
-                        Reply::Subscribe {
-                            epoch: String::new(),
-                            offset: 0,
-                            recovered: false,
-                            publications: Vec::new(),
-                        },
-                    )
-                });
-            return;
+            return self.subscribe_pattern(id, name);
         }
         let node = self.node.clone();
         let client = self.client.clone();
@@ -487,6 +470,62 @@ impl Session {
                         publications,
                     }),
                 );
+            }),
+        );
+    }
+
+    /// A wildcard subscription: answered once the broker delivers what the
+    /// pattern matches (a networked broker: once Redis confirmed its
+    /// `PSUBSCRIBE`), so a publication made on any node after the client
+    /// has the reply reaches it. The reply is queued under the hub's
+    /// pattern lock, once the pattern is in place there: every delivery
+    /// through the pattern comes after the reply, and none made after it is
+    /// lost (replying before registering lost such a publication when this
+    /// thread was preempted in between). The broker may answer later, after
+    /// the client unsubscribed or left: as for exact channels, the closure
+    /// holds the name weakly and undoes what it did if the session let go.
+    fn subscribe_pattern(&self, id: u32, name: Arc<str>) {
+        let node = self.node.clone();
+        let client = self.client.clone();
+        let held = Arc::downgrade(&name);
+        let pattern = name.to_string();
+        self.node.broker.subscribe_pattern(
+            &name,
+            Box::new(move |result: Result<(), BrokerError>| {
+                if let Err(e) = result {
+                    // The broker undid its side; the hub has nothing.
+                    return send(&client, id, Err(e));
+                }
+                let Some(name) = held.upgrade() else {
+                    // Released before: the release found nothing in the
+                    // hub, so it left the broker's side to us.
+                    node.broker.unsubscribe_pattern(&pattern);
+                    return cancelled(&client, id);
+                };
+                let mut gone = false;
+                node.hub.subscribe_pattern_then(&name, &client, || {
+                    // Ours is one reference; none other means the session
+                    // let go meanwhile (its release may have run before
+                    // our registration).
+                    gone = Arc::strong_count(&name) < 2;
+                    if gone {
+                        cancelled(&client, id);
+                    } else {
+                        send(
+                            &client,
+                            id,
+                            Ok(Reply::Subscribe {
+                                epoch: String::new(),
+                                offset: 0,
+                                recovered: false,
+                                publications: Vec::new(),
+                            }),
+                        );
+                    }
+                });
+                if gone && node.hub.unsubscribe_pattern(&name, &client) {
+                    node.broker.unsubscribe_pattern(&name);
+                }
             }),
         );
     }
@@ -1139,5 +1178,148 @@ mod tests {
         let seen = hints.1.lock().unwrap_or_else(|e| e.into_inner()).clone();
         // JSON `data`: known; JSON `b64`, a decoded request, binary: not.
         assert_eq!(seen, vec![true, false, false, false]);
+    }
+
+    /// A broker that delivers patterns only when the test says so
+    /// (a networked one waiting for Redis), and counts its releases.
+    struct Deferring {
+        inner: crate::MemoryBroker,
+        waiting: std::sync::Mutex<Vec<(String, crate::broker::PatternReady)>>,
+        released: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Deferring {
+        fn answer(&self, pattern: &str, r: Result<(), BrokerError>) {
+            let ready = {
+                let mut w = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                let i = w
+                    .iter()
+                    .position(|(p, _)| p == pattern)
+                    .expect("not waiting");
+                w.remove(i).1
+            };
+            ready(r);
+        }
+
+        fn released(&self) -> Vec<String> {
+            self.released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        }
+    }
+
+    impl crate::Broker for Deferring {
+        fn publish(&self, channel: &str, data: Bytes) -> Completion<Result<Position, BrokerError>> {
+            self.inner.publish(channel, data)
+        }
+        fn subscribe(
+            &self,
+            channel: &str,
+            since: Option<&Position>,
+            attach: crate::broker::Attach,
+        ) {
+            self.inner.subscribe(channel, since, attach)
+        }
+        fn unsubscribe(&self, channel: &str) {
+            self.inner.unsubscribe(channel)
+        }
+        fn position(&self, channel: &str) -> Completion<Result<Position, BrokerError>> {
+            self.inner.position(channel)
+        }
+        fn history(
+            &self,
+            channel: &str,
+            since: Option<&Position>,
+            limit: usize,
+        ) -> Completion<Result<History, BrokerError>> {
+            self.inner.history(channel, since, limit)
+        }
+        fn subscribe_pattern(&self, pattern: &str, ready: crate::broker::PatternReady) {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((pattern.to_string(), ready));
+        }
+        fn unsubscribe_pattern(&self, pattern: &str) {
+            self.released
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(pattern.to_string());
+        }
+    }
+
+    /// A wildcard subscription is registered and answered only when the
+    /// broker is ready; an error is 114 with nothing registered; one
+    /// released before the broker was ready is undone at the broker once
+    /// it is (every ready subscription is released exactly once).
+    #[test]
+    fn a_pattern_is_answered_when_the_broker_is_ready_and_undone_if_let_go() {
+        let hub = Arc::new(crate::Hub::new());
+        let broker = Arc::new(Deferring {
+            inner: crate::MemoryBroker::new(10, std::time::Duration::ZERO, hub.clone()),
+            waiting: Default::default(),
+            released: Default::default(),
+        });
+        let presence = Arc::new(crate::LocalPresence::new(hub.clone()));
+        let node = Node::new(
+            NodeConfig::default(),
+            hub.clone(),
+            broker.clone(),
+            presence,
+            Arc::new(|_| {}),
+        );
+        let mut sub = session(&node);
+
+        subscribe(&mut sub, 2, "a.*", None);
+        assert_eq!(drain(&sub), vec![], "no reply before the broker is ready");
+        assert_eq!(hub.pattern_count(), 0);
+        broker.answer("a.*", Ok(()));
+        let got = drain(&sub);
+        assert!(
+            matches!(
+                &got[..],
+                [ServerMsg::Reply {
+                    id: 2,
+                    reply: Reply::Subscribe { .. }
+                }]
+            ),
+            "{got:?}"
+        );
+        assert_eq!(hub.pattern_count(), 1);
+
+        // Unsubscribed while the broker works: cancelled, and released at
+        // the broker when it is ready (the session's release found nothing).
+        subscribe(&mut sub, 3, "b.*", None);
+        sub.handle(Request {
+            id: 4,
+            cmd: Command::Unsubscribe {
+                channel: "b.*".into(),
+            },
+        });
+        assert!(broker.released().is_empty());
+        broker.answer("b.*", Ok(()));
+        let got = drain(&sub);
+        assert!(
+            matches!(&got[..], [ServerMsg::Reply { id: 4, reply: Reply::Unsubscribe }, e] if error_code(e) == Some(ErrorCode::NotSubscribed.code())),
+            "{got:?}"
+        );
+        assert_eq!(broker.released(), vec!["b.*"]);
+        assert_eq!(hub.pattern_count(), 1);
+
+        // The broker cannot: 114, nothing in the hub, nothing to release.
+        subscribe(&mut sub, 5, "c.*", None);
+        broker.answer("c.*", Err(BrokerError::Unavailable("down".into())));
+        let got = drain(&sub);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(
+            error_code(&got[0]),
+            Some(ErrorCode::BrokerUnavailable.code())
+        );
+        assert_eq!(hub.pattern_count(), 1);
+
+        drop(sub);
+        assert_eq!(hub.pattern_count(), 0);
+        assert_eq!(broker.released(), vec!["b.*", "a.*"]);
     }
 }

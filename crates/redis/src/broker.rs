@@ -30,7 +30,7 @@ use crate::resp::Value;
 use crate::shards::Subscriber;
 use crate::{lua, registry, sentinel, tables, RedisConfig, UrlError};
 use bytes::Bytes;
-use herald_core::broker::{Attach, History};
+use herald_core::broker::{Attach, History, PatternReady};
 use herald_core::memory::Retention;
 use herald_core::{Broker, BrokerError, Completion, Hub};
 use herald_proto::{HistoryItem, Position};
@@ -74,6 +74,44 @@ struct Chan {
 }
 
 type ChanRef = Arc<Mutex<Chan>>;
+
+/// One Redis glob this node follows for its wildcard subscriptions.
+struct Glob {
+    /// Wildcard subscriptions to it on this node, those still waiting for
+    /// `confirmed` included.
+    subscribers: usize,
+    /// Redis confirmed its `PSUBSCRIBE` on the classic link's current
+    /// connection (and, in a Redis Cluster, the node is known to publish
+    /// on pattern topics: see [`Inner::announce_patterns`]): a subscriber
+    /// may be answered at once.
+    confirmed: bool,
+    /// The `PSUBSCRIBE` whose confirmation counts: a newer one, or the
+    /// link's loss, makes an older one's stale.
+    attempt: u64,
+    /// Subscribers waiting for `confirmed`.
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+/// The globs of this node's wildcard subscriptions.
+#[derive(Default)]
+struct Patterns {
+    globs: HashMap<Bytes, Glob>,
+    /// The last `Glob::attempt` given.
+    attempts: u64,
+    /// Bumped whenever `globs` becomes empty (the next heartbeat then takes
+    /// the node out of `{P}:nodes:patterns`).
+    emptied: u64,
+    /// `emptied` as of the node's last announcement on the control topic
+    /// (Redis Cluster): while it is current, the other nodes know.
+    announced: Option<u64>,
+}
+
+impl Patterns {
+    fn attempt(&mut self) -> u64 {
+        self.attempts += 1;
+        self.attempts
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -130,8 +168,8 @@ struct Inner {
     pubsub: OnceLock<Subscriber>,
     hub: Arc<Hub>,
     chans: Mutex<HashMap<Arc<str>, ChanRef>>,
-    /// Wildcard subscriptions on this node, counted, by their Redis glob.
-    patterns: Mutex<HashMap<Bytes, usize>>,
+    /// Wildcard subscriptions on this node, by their Redis glob.
+    patterns: Mutex<Patterns>,
     nodes: Mutex<Vec<NodeInfo>>,
     stats: OnceLock<StatsFn>,
     /// Channels whose local subscribers were closed with 3004.
@@ -139,14 +177,20 @@ struct Inner {
     /// Gaps filled from a stream.
     filled: AtomicU64,
     /// In a cluster: some node had a wildcard subscription at the last
-    /// heartbeat (`{P}:nodes:patterns`), so publications go to the classic
-    /// pattern topic too.
+    /// heartbeat (`{P}:nodes:patterns`), or announced one since on the
+    /// control topic, so publications go to the classic pattern topic too.
+    /// True until the first heartbeat tells.
     patterns_anywhere: std::sync::atomic::AtomicBool,
+    /// Announcements of wildcard subscriptions heard on the control topic
+    /// (a heartbeat that read `{P}:nodes:patterns` before one must not
+    /// turn `patterns_anywhere` off after it).
+    patterns_heard: AtomicU64,
     /// Joins and leaves whose cluster-wide transitions the hub's observer
     /// waits for, in the order they were sent (see [`transitions`]).
     transitions: tokio::sync::mpsc::Sender<Transition>,
     /// `P:ctl`, the topic every node follows for requests to all nodes
-    /// ([`RedisBroker::close_everywhere`]); not a channel topic (`P:c:...`).
+    /// ([`RedisBroker::close_everywhere`], [`Inner::announce_patterns`]);
+    /// not a channel topic (`P:c:...`).
     control: Bytes,
     /// Receives what other nodes send to this one on its node topic (game
     /// commands and table events routed between nodes, decision 0009).
@@ -211,12 +255,13 @@ impl RedisBroker {
             pubsub: OnceLock::new(),
             hub,
             chans: Mutex::new(HashMap::new()),
-            patterns: Mutex::new(HashMap::new()),
+            patterns: Mutex::new(Patterns::default()),
             nodes: Mutex::new(Vec::new()),
             stats: OnceLock::new(),
             lost: AtomicU64::new(0),
             filled: AtomicU64::new(0),
-            patterns_anywhere: std::sync::atomic::AtomicBool::new(false),
+            patterns_anywhere: std::sync::atomic::AtomicBool::new(true),
+            patterns_heard: AtomicU64::new(0),
             transitions: tx,
             control: Bytes::from(format!("{}:ctl", cfg_prefix)),
             node_msgs: OnceLock::new(),
@@ -501,11 +546,71 @@ impl Inner {
     /// classic pattern topic (a cluster node has a pattern, here or, as of
     /// the last heartbeat, elsewhere).
     fn patterns_in_use(&self) -> bool {
-        self.patterns_anywhere.load(Ordering::Relaxed) || !lock(&self.patterns).is_empty()
+        self.patterns_anywhere.load(Ordering::SeqCst) || !lock(&self.patterns).globs.is_empty()
     }
 
     fn chan(&self, channel: &str) -> Option<ChanRef> {
         lock(&self.chans).get(channel).cloned()
+    }
+
+    /// One wildcard subscription to `glob` fewer: the last one unsubscribes.
+    fn release_pattern(&self, glob: &Bytes) {
+        let mut p = lock(&self.patterns);
+        let Some(g) = p.globs.get_mut(glob) else {
+            return;
+        };
+        g.subscribers = g.subscribers.saturating_sub(1);
+        if g.subscribers == 0 {
+            p.globs.remove(glob);
+            if p.globs.is_empty() {
+                p.emptied += 1;
+            }
+            if let Some(ps) = self.pubsub() {
+                ps.punsubscribe(glob.clone());
+            }
+        }
+    }
+
+    /// Waits for the confirmation of `PSUBSCRIBE glob` (attempt `attempt`)
+    /// and then, in a Redis Cluster, for the node's announcement
+    /// ([`Inner::announce_patterns`]), before answering the glob's waiting
+    /// subscribers. A failed confirmation (the link went down) answers
+    /// nobody: the link's return subscribes again.
+    async fn pattern_confirmed(
+        self: Arc<Self>,
+        glob: Bytes,
+        attempt: u64,
+        confirmed: oneshot::Receiver<()>,
+    ) {
+        if confirmed.await.is_err() {
+            return;
+        }
+        let announce = {
+            let p = lock(&self.patterns);
+            (self.clustered() && p.announced != Some(p.emptied)).then_some(p.emptied)
+        };
+        if let Some(emptied) = announce {
+            match self.announce_patterns().await {
+                Ok(()) => {
+                    let mut p = lock(&self.patterns);
+                    if p.emptied == emptied {
+                        p.announced = Some(emptied);
+                    }
+                }
+                // Answered all the same: the heartbeat lists the node
+                // within a second (as before announcements).
+                Err(e) => tracing::debug!(error = %e, "cannot announce a wildcard subscription"),
+            }
+        }
+        let mut p = lock(&self.patterns);
+        if let Some(g) = p.globs.get_mut(&glob) {
+            if g.attempt == attempt {
+                g.confirmed = true;
+                for w in g.waiters.drain(..) {
+                    let _ = w.send(());
+                }
+            }
+        }
     }
 }
 
@@ -760,39 +865,55 @@ impl Broker for RedisBroker {
         }))
     }
 
-    fn subscribe_pattern(&self, pattern: &str) {
-        let glob = glob(&self.inner.cfg.prefix, pattern);
-        let mut patterns = lock(&self.inner.patterns);
-        if patterns.is_empty() && self.inner.clustered() {
-            self.inner.patterns_anywhere.store(true, Ordering::Relaxed);
-            let key = self.inner.nodes_key(":patterns");
-            let _ = self.inner.link.fire(&[
-                b"SADD".as_slice(),
-                key.as_bytes(),
-                self.inner.node_id.as_bytes(),
-            ]);
-        }
-        let n = patterns.entry(glob.clone()).or_insert(0);
-        *n += 1;
-        if *n == 1 {
-            if let Some(ps) = self.inner.pubsub() {
-                ps.psubscribe(glob);
+    fn subscribe_pattern(&self, pattern: &str, ready: PatternReady) {
+        let inner = &self.inner;
+        let glob = glob(&inner.cfg.prefix, pattern);
+        let waiting = {
+            let mut p = lock(&inner.patterns);
+            let attempt = p.attempt();
+            let g = p.globs.entry(glob.clone()).or_insert_with(|| Glob {
+                subscribers: 0,
+                confirmed: false,
+                attempt,
+                waiters: Vec::new(),
+            });
+            g.subscribers += 1;
+            if g.confirmed {
+                None
+            } else {
+                if g.subscribers == 1 {
+                    // The first here: subscribe. (Later ones wait for the
+                    // same confirmation; a link that is down fails this
+                    // one, and its return subscribes again.)
+                    if let (Some(ps), Some(me)) = (inner.pubsub(), inner.me()) {
+                        let confirmed = ps.psubscribe(glob.clone());
+                        tokio::spawn(me.pattern_confirmed(glob.clone(), attempt, confirmed));
+                    }
+                }
+                let (tx, rx) = oneshot::channel();
+                g.waiters.push(tx);
+                Some(rx)
             }
-        }
+        };
+        let Some(rx) = waiting else {
+            return ready(Ok(()));
+        };
+        let inner = inner.clone();
+        tokio::spawn(async move {
+            // As long as an exact subscription waits for its channel.
+            if let Ok(Ok(())) = tokio::time::timeout(ATTACH_WAIT, rx).await {
+                return ready(Ok(()));
+            }
+            inner.release_pattern(&glob);
+            ready(Err(unavailable(
+                "redis: the wildcard subscription was not confirmed (subscriber link down)",
+            )));
+        });
     }
 
     fn unsubscribe_pattern(&self, pattern: &str) {
-        let glob = glob(&self.inner.cfg.prefix, pattern);
-        let mut patterns = lock(&self.inner.patterns);
-        if let Some(n) = patterns.get_mut(&glob) {
-            *n -= 1;
-            if *n == 0 {
-                patterns.remove(&glob);
-                if let Some(ps) = self.inner.pubsub() {
-                    ps.punsubscribe(glob);
-                }
-            }
-        }
+        self.inner
+            .release_pattern(&glob(&self.inner.cfg.prefix, pattern));
     }
 
     fn healthy(&self) -> bool {

@@ -28,7 +28,11 @@
 //! - **Wildcard subscriptions** (`news.*`, `news.>`) add one `PSUBSCRIBE` per
 //!   distinct pattern per node; publications of channels the node does not
 //!   follow for exact subscribers arrive through it (live only, as patterns
-//!   have no positions), the others through their channel's link.
+//!   have no positions), the others through their channel's link. A
+//!   wildcard subscriber is answered once Redis confirmed its glob's
+//!   `PSUBSCRIBE`, so what is published anywhere after its reply reaches
+//!   it (in a Redis Cluster, after the node's announcement too: decision
+//!   0021).
 //! - **Presence** is cluster-wide: a hash of members and a hash of per-user
 //!   counts per channel (so `presence_stats` is two `HLEN`s), joins and leaves
 //!   published on the channel's topic for other nodes' listeners, and a set

@@ -65,7 +65,7 @@ pub const CLASSIC: u64 = 0;
 enum Cmd {
     Subscribe(Bytes, oneshot::Sender<()>),
     Unsubscribe(Bytes),
-    PSubscribe(Bytes),
+    PSubscribe(Bytes, oneshot::Sender<()>),
     PUnsubscribe(Bytes),
 }
 
@@ -154,12 +154,17 @@ impl PubSub {
         }
     }
 
-    /// Subscribes to the Redis glob `glob` (`PSUBSCRIBE`), best effort: after
-    /// a reconnect the sink subscribes again.
-    pub fn psubscribe(&self, glob: Bytes) {
+    /// Subscribes to the Redis glob `glob` (`PSUBSCRIBE`); the receiver
+    /// completes when Redis confirmed it (messages matching it that are
+    /// published after that reach the sink), or fails if the link is down
+    /// or goes down first (after a reconnect the sink subscribes again).
+    pub fn psubscribe(&self, glob: Bytes) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
         if self.is_up() {
-            let _ = self.tx.try_send(Cmd::PSubscribe(glob));
+            // A full queue drops `tx`: the caller sees the error.
+            let _ = self.tx.try_send(Cmd::PSubscribe(glob, tx));
         }
+        rx
     }
 
     /// Undoes [`PubSub::psubscribe`].
@@ -262,9 +267,9 @@ async fn serve(
                             resp::encode(&[unsub, &topic], &mut out);
                             pending.push_back((None, true));
                         }
-                        Cmd::PSubscribe(glob) => {
+                        Cmd::PSubscribe(glob, done) => {
                             resp::encode(&[&b"PSUBSCRIBE"[..], &glob], &mut out);
-                            pending.push_back((None, false));
+                            pending.push_back((Some(done), false));
                         }
                         Cmd::PUnsubscribe(glob) => {
                             resp::encode(&[&b"PUNSUBSCRIBE"[..], &glob], &mut out);

@@ -216,9 +216,10 @@ impl Subscriber {
         self.classic.subscribe(topic)
     }
 
-    /// `PSUBSCRIBE` (classic pub/sub).
-    pub(crate) fn psubscribe(&self, glob: Bytes) {
-        self.classic.psubscribe(glob);
+    /// `PSUBSCRIBE` (classic pub/sub): the confirmation, which fails if
+    /// the classic link is down or goes down first.
+    pub(crate) fn psubscribe(&self, glob: Bytes) -> oneshot::Receiver<()> {
+        self.classic.psubscribe(glob)
     }
 
     /// `PUNSUBSCRIBE`.

@@ -1106,3 +1106,134 @@ async fn a_heartbeat_outage_longer_than_dead_after_forgets_only_the_dead_node() 
     let (heartbeat, dead_after) = heartbeat_and_dead_after();
     node_dies_while_the_heartbeat_master_is_down(Some(dead_after + heartbeat * 2)).await;
 }
+
+/// Subscribes a fresh client on `sub_at` to `pattern` and, as soon as the
+/// reply is in, publishes on `channel` (a fresh channel it matches) through
+/// `publisher`, on another node. Then publishes on `channel` again until
+/// something arrives through the pattern: true when the first publication
+/// (offset 1) was what arrived first, false when it was missed. A channel's
+/// publications arrive in offset order through a pattern, so this needs no
+/// timing (the deadline only stops a hang).
+async fn first_publication_arrives(
+    sub_at: SocketAddr,
+    publisher: &mut Ws,
+    pattern: &str,
+    channel: &str,
+) -> bool {
+    let mut sub = json_client(sub_at).await;
+    let r = request(
+        &mut sub,
+        json!({"id": 2, "subscribe": {"channel": pattern}}),
+    )
+    .await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    let p = publish(publisher, 3, channel, json!("first")).await;
+    assert_eq!(p["publish"]["offset"], 1, "{p}");
+    let deadline = Instant::now() + WAIT;
+    let mut id = 4;
+    loop {
+        match tokio::time::timeout(Duration::from_millis(300), recv_json(&mut sub)).await {
+            Ok(m) if m["pub"]["channel"] == channel => return m["pub"]["offset"] == 1,
+            Ok(_) => {}
+            Err(_) => {
+                assert!(Instant::now() < deadline, "nothing through {pattern}");
+                id += 1;
+                publish(publisher, id, channel, json!("later")).await;
+            }
+        }
+    }
+}
+
+/// Publishers put a publication on the classic pattern topic only while
+/// some node has a wildcard subscription (`{P}:nodes:patterns`, read at
+/// each heartbeat). Each round starts with no node having one, for long
+/// enough that node B's heartbeat has read so; node A's first wildcard
+/// subscription then tells B on the control topic before its reply, so a
+/// publication B makes once the client has the reply reaches it (B used
+/// to start only at its next heartbeat, up to a second later). What is
+/// left (decision 0021): B reads the announcement from its subscriber
+/// link while the client's round trip through A and back to B is under
+/// way, which it always wins unless B's process stalls for that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_wildcard_subscriber_gets_what_another_node_publishes_right_after_its_reply() {
+    let Some(redis) = blocking(|| RedisCluster::start_with(3, 0)) else {
+        return;
+    };
+    let (a, b) = (node(&redis.url()), node(&redis.url()));
+    let mut publisher = json_client(b.addr).await;
+    publish(&mut publisher, 1, "warm", json!(0)).await;
+    let mut warm = json_client(a.addr).await;
+    subscribe(&mut warm, 2, json!({"channel": "warm"})).await;
+    drop(warm);
+    let key = "{herald}:nodes:patterns";
+    let owner = blocking(|| redis.owner_of(slot::slot(key.as_bytes()))).unwrap();
+    const ROUNDS: usize = 8;
+    let mut missed = Vec::new();
+    for round in 0..ROUNDS {
+        let deadline = Instant::now() + WAIT;
+        while blocking(|| herald_redis::testing::command(owner, &["SCARD", key]))
+            .and_then(|v| v.int())
+            != Some(0)
+        {
+            assert!(Instant::now() < deadline, "a node keeps a pattern");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Node B's next heartbeat reads the empty set (a shorter wait
+        // only lets the round pass without testing the announcement).
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let pattern = format!("first{round}.*");
+        let channel = format!("first{round}.x");
+        if !first_publication_arrives(a.addr, &mut publisher, &pattern, &channel).await {
+            missed.push(round);
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "{} of {ROUNDS} rounds missed the first publication: {missed:?}",
+        missed.len()
+    );
+}
+
+/// With a pattern in use already (every node publishes on the pattern
+/// topics), each new glob's `PSUBSCRIBE` on the classic link is in place
+/// before the reply. (Replying at once missed 0 to 2 of 20 rounds here,
+/// hence 40.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_glob_is_subscribed_in_redis_before_the_reply() {
+    let Some(redis) = blocking(|| RedisCluster::start_with(3, 0)) else {
+        return;
+    };
+    let (a, b) = (node(&redis.url()), node(&redis.url()));
+    let mut publisher = json_client(b.addr).await;
+    publish(&mut publisher, 1, "warm", json!(0)).await;
+    let mut keep = json_client(a.addr).await;
+    subscribe(&mut keep, 2, json!({"channel": "keep.*"})).await;
+    // Node B publishes on the pattern topics (it heard of node A's
+    // pattern) once this arrives.
+    let deadline = Instant::now() + WAIT;
+    for id in 3.. {
+        publish(&mut publisher, id, "keep.warm", json!(id)).await;
+        let got = tokio::time::timeout(Duration::from_millis(300), recv_json(&mut keep)).await;
+        if got.is_ok_and(|m| m["pub"]["channel"] == "keep.warm") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pattern delivery across nodes"
+        );
+    }
+    const ROUNDS: usize = 40;
+    let mut missed = Vec::new();
+    for round in 0..ROUNDS {
+        let pattern = format!("glob{round}.>");
+        let channel = format!("glob{round}.x.y");
+        if !first_publication_arrives(a.addr, &mut publisher, &pattern, &channel).await {
+            missed.push(round);
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "{} of {ROUNDS} rounds missed the first publication: {missed:?}",
+        missed.len()
+    );
+}

@@ -323,15 +323,40 @@ impl Sink for Inner {
                 let confirmed = ps.subscribe(self.lobby_topic.clone());
                 self.lobby_subscribed(confirmed);
             }
-            for glob in lock(&self.patterns).keys() {
-                ps.psubscribe(glob.clone());
+            // Every glob again; their new subscribers wait for this.
+            let mut p = lock(&self.patterns);
+            let p = &mut *p;
+            for (glob, g) in p.globs.iter_mut() {
+                p.attempts += 1;
+                g.attempt = p.attempts;
+                let confirmed = ps.psubscribe(glob.clone());
+                if let Some(me) = self.me() {
+                    tokio::spawn(me.pattern_confirmed(glob.clone(), g.attempt, confirmed));
+                }
             }
+        }
+        if self.clustered() {
+            // A node's announcement of its first wildcard subscription may
+            // have been missed meanwhile: publish on pattern topics until
+            // the next heartbeat tells.
+            self.patterns_heard.fetch_add(1, Ordering::SeqCst);
+            self.patterns_anywhere.store(true, Ordering::SeqCst);
         }
         self.resync_link(link);
     }
 
     fn disconnected(&self, link: u64) {
-        if link != crate::pubsub::CLASSIC {
+        if link == crate::pubsub::CLASSIC {
+            // Patterns are lost with the connection: new subscribers wait
+            // for their confirmation on the next one.
+            let mut p = lock(&self.patterns);
+            let p = &mut *p;
+            for g in p.globs.values_mut() {
+                p.attempts += 1;
+                g.attempt = p.attempts;
+                g.confirmed = false;
+            }
+        } else {
             // A sharded connection drops when its master lost a slot
             // (`sunsubscribe`, `-MOVED`) or died: learn the new owners
             // now, not at the next periodic refresh, so that the channels

@@ -2,7 +2,10 @@
 //! node list read back for `GET /api/nodes` and `/metrics`, silent nodes
 //! forgotten with their presence, followed channels' metadata kept from
 //! expiring), and the topics that are not channels': the control topic
-//! ([`RedisBroker::close_everywhere`]), each node's own topic (game commands
+//! ([`RedisBroker::close_everywhere`], and in a Redis Cluster a node's
+//! announcement that it needs the pattern topics, so that the others
+//! publish there without waiting for their next heartbeat: decision 0021),
+//! each node's own topic (game commands
 //! and table events routed to it, decision 0009) and the cluster lobby's.
 //!
 //! Apart from the channel code because it addresses nodes, not channels:
@@ -14,6 +17,7 @@ use crate::resp::Value;
 use bytes::Bytes;
 use herald_core::BrokerError;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -114,6 +118,51 @@ impl RedisBroker {
 }
 
 impl Inner {
+    /// In a Redis Cluster, when this node starts needing the classic
+    /// pattern topics (decision 0021, "Wildcard subscriptions"): lists it
+    /// in `{P}:nodes:patterns` (what every node's heartbeat reads) and
+    /// says so on the control topic, which every node follows and acts on
+    /// as it reads it, rather than at its next heartbeat.
+    ///
+    /// Published on every master, not on one: a classic `PUBLISH` reaches
+    /// the subscribers of other Redis nodes over the cluster bus, after it
+    /// returned, while the subscribers of the node that ran it have it in
+    /// their sockets when it returns. Nodes' subscriber links connect to a
+    /// master as they know the map, so once this returns the announcement
+    /// is in (almost) every node's socket, not on its way. Each node hears
+    /// it once per master: harmless, and only at a node's first pattern.
+    pub(super) async fn announce_patterns(&self) -> Result<(), BrokerError> {
+        let key = self.nodes_key(":patterns");
+        self.link
+            .call(&[b"SADD".as_slice(), key.as_bytes(), self.node_id.as_bytes()])
+            .await?;
+        let publish = [b"PUBLISH".as_slice(), &self.control, PATTERNS];
+        let masters = self
+            .link
+            .target()
+            .cluster()
+            .and_then(|c| c.map())
+            .map(|m| m.masters().to_vec())
+            .unwrap_or_default();
+        let mut published = false;
+        for m in masters {
+            let Some(&(first, _)) = m.slots.first() else {
+                continue;
+            };
+            let at = format!("{{{}}}", crate::slot::tag_for(first));
+            match self.link.call_where(at.as_bytes(), &publish).await {
+                Ok(_) => published = true,
+                Err(e) => {
+                    tracing::debug!(master = %m.addr, error = %e, "cannot announce a pattern there")
+                }
+            }
+        }
+        if !published {
+            self.link.call(&publish).await?;
+        }
+        Ok(())
+    }
+
     /// Tells the lobby's handler to read what it missed once the lobby's
     /// subscription is confirmed (or failed: a reconnect follows, and
     /// reads again). Read before the subscription holds, an entry published
@@ -140,8 +189,14 @@ impl Inner {
         if topic == self.control.as_ref() {
             for payload in payloads {
                 match parse_control(payload) {
-                    Some((code, channel)) => {
+                    Some(Control::Close(code, channel)) => {
                         self.hub.close_subscribers(channel, code);
+                    }
+                    Some(Control::Patterns) => {
+                        // A node has a new wildcard subscription: publish on
+                        // pattern topics now, not at the next heartbeat.
+                        self.patterns_heard.fetch_add(1, Ordering::SeqCst);
+                        self.patterns_anywhere.store(true, Ordering::SeqCst);
                     }
                     None => tracing::debug!("malformed message on the control topic"),
                 }
@@ -161,15 +216,30 @@ impl Inner {
     }
 }
 
-/// A request on the control topic: `close:CODE:CHANNEL` (see
-/// [`RedisBroker::close_everywhere`]); `None` for anything else.
-fn parse_control(payload: &[u8]) -> Option<(u16, &str)> {
+/// A message on the control topic.
+#[derive(Debug, PartialEq, Eq)]
+enum Control<'a> {
+    /// `close:CODE:CHANNEL` ([`RedisBroker::close_everywhere`]).
+    Close(u16, &'a str),
+    /// `patterns`: a node has just started needing the classic pattern
+    /// topics ([`Inner::announce_patterns`]).
+    Patterns,
+}
+
+/// What `payload` asks on the control topic; `None` for anything else.
+fn parse_control(payload: &[u8]) -> Option<Control<'_>> {
+    if payload == PATTERNS {
+        return Some(Control::Patterns);
+    }
     let text = std::str::from_utf8(payload).ok()?;
     let rest = text.strip_prefix("close:")?;
     let (code, channel) = rest.split_once(':')?;
     let code = code.parse().ok()?;
-    (!channel.is_empty()).then_some((code, channel))
+    (!channel.is_empty()).then_some(Control::Close(code, channel))
 }
+
+/// The control message of [`Control::Patterns`].
+const PATTERNS: &[u8] = b"patterns";
 
 /// Heartbeats, the node list, dead nodes, and keeping followed channels'
 /// metadata from expiring.
@@ -248,20 +318,31 @@ async fn beat(inner: &Arc<Inner>, beats: u64) -> Result<(), BrokerError> {
         // Which nodes have wildcard subscriptions (decision 0021): while
         // any has, publications also go to the classic pattern topic.
         let key = inner.nodes_key(":patterns");
-        let mine = !lock(&inner.patterns).is_empty();
-        let op: &[u8] = if mine { b"SADD" } else { b"SREM" };
-        inner
-            .link
-            .call(&[op, key.as_bytes(), inner.node_id.as_bytes()])
-            .await?;
+        let heard = inner.patterns_heard.load(Ordering::SeqCst);
+        // Queued under the lock: an announcement's `SADD` (made once a
+        // glob is in the map) cannot be overtaken by a `SREM` decided
+        // before it was.
+        let set = {
+            let p = lock(&inner.patterns);
+            let op: &[u8] = if p.globs.is_empty() { b"SREM" } else { b"SADD" };
+            inner
+                .link
+                .call_later(&[op, key.as_bytes(), inner.node_id.as_bytes()])
+        }?;
+        set.await?;
         let n = inner
             .link
             .call(&[b"SCARD".as_slice(), key.as_bytes()])
             .await?;
-        inner.patterns_anywhere.store(
-            n.int().unwrap_or(0) > 0,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        if n.int().unwrap_or(0) > 0 {
+            inner.patterns_anywhere.store(true, Ordering::SeqCst);
+        } else if inner.patterns_heard.load(Ordering::SeqCst) == heard {
+            // Nobody, unless an announcement came after the read.
+            inner.patterns_anywhere.store(false, Ordering::SeqCst);
+            if inner.patterns_heard.load(Ordering::SeqCst) != heard {
+                inner.patterns_anywhere.store(true, Ordering::SeqCst);
+            }
+        }
     }
     // The node list, with the Redis clock's view of who is alive.
     let list = inner.link.call_later(&[
@@ -351,8 +432,9 @@ mod tests {
     fn control_requests_parse_or_are_ignored() {
         assert_eq!(
             parse_control(b"close:4009:pusher-1::server-to-user-a"),
-            Some((4009, "pusher-1::server-to-user-a"))
+            Some(Control::Close(4009, "pusher-1::server-to-user-a"))
         );
+        assert_eq!(parse_control(b"patterns"), Some(Control::Patterns));
         for bad in [
             &b""[..],
             b"close:",
