@@ -515,6 +515,11 @@ impl Hub {
         removed
     }
 
+    /// Whether `client` is subscribed to the wildcard `pattern`.
+    pub fn has_pattern(&self, pattern: &str, client: &Arc<Client>) -> bool {
+        read(&self.patterns).contains(pattern, &PatternSub(client.clone()))
+    }
+
     /// Number of wildcard subscriptions (pattern, client) on this node.
     pub fn pattern_count(&self) -> usize {
         self.pattern_count.load(Ordering::Acquire)

@@ -245,6 +245,32 @@ impl<T: Hash + Eq> Sublist<T> {
         removed
     }
 
+    /// Whether `value` is registered under `pattern` (read as
+    /// [`Sublist::insert`] reads it).
+    pub fn contains(&self, pattern: &str, value: &T) -> bool {
+        let mut node = &self.root;
+        let mut rest = false;
+        for token in pattern.split('.') {
+            let next = match token {
+                REST => {
+                    rest = true;
+                    break;
+                }
+                ONE => node.star.as_deref(),
+                token => node.literal.get(token),
+            };
+            let Some(next) = next else { return false };
+            node = next;
+        }
+        node.values.as_ref().is_some_and(|v| {
+            if rest {
+                v.rest.contains(value)
+            } else {
+                v.here.contains(value)
+            }
+        })
+    }
+
     /// Calls `f` with the value of every subscription whose pattern matches the
     /// concrete channel `subject`. A value registered under several matching
     /// patterns is passed once per pattern; the order is unspecified.

@@ -411,8 +411,15 @@ impl Session {
         if !self.permit(id, Action::Subscribe, &channel, token) {
             return;
         }
-        if self.subscriptions.iter().any(|c| **c == *channel) {
-            return self.error(id, ErrorCode::AlreadySubscribed, "already subscribed");
+        if let Some(i) = self.subscriptions.iter().position(|c| **c == *channel) {
+            if !self.failed(&self.subscriptions[i]) {
+                return self.error(id, ErrorCode::AlreadySubscribed, "already subscribed");
+            }
+            // Its subscribe failed (the client had the error): forget it,
+            // releasing what the broker kept, and subscribe afresh.
+            let old = self.subscriptions.swap_remove(i);
+            drop(old);
+            self.release(&channel);
         }
         if self.subscriptions.len() >= self.node.config.max_subscriptions {
             return self.error(
@@ -528,6 +535,21 @@ impl Session {
                 }
             }),
         );
+    }
+
+    /// Whether the subscription `name` (in the list) failed: its broker
+    /// call answered (the callback, which holds the name weakly, is gone)
+    /// and did not register the client in the hub. One still waiting for
+    /// the broker has a weak reference; one that succeeded is in the hub.
+    fn failed(&self, name: &Arc<str>) -> bool {
+        if Arc::weak_count(name) > 0 {
+            return false;
+        }
+        if routing::is_pattern(name) {
+            !self.node.hub.has_pattern(name, &self.client)
+        } else {
+            !self.node.hub.is_subscribed(name, self.client.id)
+        }
     }
 
     fn unsubscribe(&mut self, id: u32, channel: &str) {
@@ -1318,8 +1340,40 @@ mod tests {
         );
         assert_eq!(hub.pattern_count(), 1);
 
+        // Asked again after the error: not "already subscribed", and it
+        // works once the broker can.
+        subscribe(&mut sub, 6, "c.*", None);
+        assert_eq!(drain(&sub), vec![], "waiting for the broker again");
+        subscribe(&mut sub, 7, "c.*", None);
+        assert_eq!(
+            drain(&sub).first().and_then(error_code),
+            Some(ErrorCode::AlreadySubscribed.code()),
+            "while the first waits, a second is refused"
+        );
+        broker.answer("c.*", Ok(()));
+        let got = drain(&sub);
+        assert!(
+            matches!(
+                &got[..],
+                [ServerMsg::Reply {
+                    id: 6,
+                    reply: Reply::Subscribe { .. }
+                }]
+            ),
+            "{got:?}"
+        );
+        assert_eq!(hub.pattern_count(), 2);
+        subscribe(&mut sub, 8, "a.*", None);
+        assert_eq!(
+            drain(&sub).first().and_then(error_code),
+            Some(ErrorCode::AlreadySubscribed.code()),
+            "a subscription that worked is still refused twice"
+        );
+
         drop(sub);
         assert_eq!(hub.pattern_count(), 0);
-        assert_eq!(broker.released(), vec!["b.*", "a.*"]);
+        let mut released = broker.released();
+        released.sort();
+        assert_eq!(released, vec!["a.*", "b.*", "c.*"]);
     }
 }

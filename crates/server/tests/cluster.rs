@@ -857,6 +857,10 @@ async fn a_wildcard_subscription_without_the_subscriber_link_fails_and_leaves_no
         assert_eq!(r["id"], 2, "{r}");
         assert_eq!(r["error"]["code"], 114, "{r}");
     }
+    // An exact channel likewise.
+    send_json(&mut one, json!({"id": 3, "subscribe": {"channel": "downplain"}})).await;
+    let r = recv_json(&mut one).await;
+    assert_eq!(r["error"]["code"], 114, "{r}");
 
     redis.restart();
     wait_ready(a.addr, 200).await;
@@ -867,6 +871,13 @@ async fn a_wildcard_subscription_without_the_subscriber_link_fails_and_leaves_no
     let mut exact = json_client(a.addr).await;
     subscribe(&mut exact, 2, json!({"channel": "plain"})).await;
     assert_eq!(numpat(&redis), Some(0));
+    // A client that had the error asks again on the same connection: the
+    // failed subscriptions are no "already subscribed" (105).
+    for (id, channel) in [(4, "down.*"), (5, "downplain")] {
+        send_json(&mut one, json!({"id": id, "subscribe": {"channel": channel}})).await;
+        let r = recv_json(&mut one).await;
+        assert!(r["subscribe"].is_object(), "{channel}: {r}");
+    }
     // And the glob works now, from the start.
     let mut publisher = json_client(b.addr).await;
     assert!(first_publication_arrives(a.addr, &mut publisher, "down.*", "down.x").await);
