@@ -382,6 +382,22 @@ mod tests {
     }
 
     #[test]
+    fn contains_reads_patterns_as_insert_does() {
+        let mut s = Sublist::new();
+        s.insert("a.*.c", 1);
+        s.insert("a.>", 2);
+        assert!(s.contains("a.*.c", &1));
+        assert!(!s.contains("a.*.c", &2));
+        assert!(s.contains("a.>", &2));
+        assert!(s.contains("a.>.ignored", &2), "tokens after > are ignored");
+        assert!(!s.contains("a.*", &1));
+        assert!(!s.contains("a.b.c", &1), "a literal is not the star");
+        assert!(!s.contains("x.>", &2));
+        s.remove("a.>", &2);
+        assert!(!s.contains("a.>", &2));
+    }
+
+    #[test]
     fn insert_remove_prune() {
         let mut s = Sublist::new();
         assert!(s.is_empty());
