@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    assert_metrics_documented, close_code, http, json_client, recv_json, request, send_json, Ws,
-    WAIT,
+    assert_metrics_documented, close_code, first_publication_arrives, http, json_client, recv_json,
+    request, send_json, Ws, WAIT,
 };
 use futures_util::SinkExt;
 use herald_redis::testing::RedisServer;
@@ -763,43 +763,6 @@ async fn a_bad_broker_url_is_refused_at_start() {
         })
         .map(|c| herald_server::server::build(c, herald_server::testing::games()));
         assert!(!matches!(r, Ok(Ok(_))), "{bad} was accepted");
-    }
-}
-
-/// Subscribes a fresh client on `sub_at` to `pattern` and, as soon as the
-/// reply is in, publishes on `channel` (a fresh channel it matches) through
-/// `publisher`, on another node. Then publishes on `channel` again until
-/// something arrives through the pattern: true when the first publication
-/// (offset 1) was what arrived first, false when it was missed. A channel's
-/// publications arrive in offset order through a pattern, so this needs no
-/// timing (the deadline only stops a hang).
-async fn first_publication_arrives(
-    sub_at: SocketAddr,
-    publisher: &mut Ws,
-    pattern: &str,
-    channel: &str,
-) -> bool {
-    let mut sub = json_client(sub_at).await;
-    let r = request(
-        &mut sub,
-        json!({"id": 2, "subscribe": {"channel": pattern}}),
-    )
-    .await;
-    assert!(r["subscribe"].is_object(), "{r}");
-    let p = publish(publisher, 3, channel, json!("first")).await;
-    assert_eq!(p["publish"]["offset"], 1, "{p}");
-    let deadline = Instant::now() + WAIT;
-    let mut id = 4;
-    loop {
-        match tokio::time::timeout(Duration::from_millis(300), recv_json(&mut sub)).await {
-            Ok(m) if m["pub"]["channel"] == channel => return m["pub"]["offset"] == 1,
-            Ok(_) => {}
-            Err(_) => {
-                assert!(Instant::now() < deadline, "nothing through {pattern}");
-                id += 1;
-                publish(publisher, id, channel, json!("later")).await;
-            }
-        }
     }
 }
 

@@ -37,7 +37,8 @@ mod failover;
 mod game_common;
 
 use common::{
-    assert_metrics_documented, http, json_client, recv_json, request, user_token, Ws, WAIT,
+    assert_metrics_documented, first_publication_arrives, http, json_client, recv_json, request,
+    user_token, Ws, WAIT,
 };
 use failover::{check, publish_through, subscriber};
 use game_common::{chips, cluster_args, owner, seeded, Player};
@@ -1105,43 +1106,6 @@ async fn a_node_dead_while_the_heartbeat_master_is_down_is_forgotten_after_the_p
 async fn a_heartbeat_outage_longer_than_dead_after_forgets_only_the_dead_node() {
     let (heartbeat, dead_after) = heartbeat_and_dead_after();
     node_dies_while_the_heartbeat_master_is_down(Some(dead_after + heartbeat * 2)).await;
-}
-
-/// Subscribes a fresh client on `sub_at` to `pattern` and, as soon as the
-/// reply is in, publishes on `channel` (a fresh channel it matches) through
-/// `publisher`, on another node. Then publishes on `channel` again until
-/// something arrives through the pattern: true when the first publication
-/// (offset 1) was what arrived first, false when it was missed. A channel's
-/// publications arrive in offset order through a pattern, so this needs no
-/// timing (the deadline only stops a hang).
-async fn first_publication_arrives(
-    sub_at: SocketAddr,
-    publisher: &mut Ws,
-    pattern: &str,
-    channel: &str,
-) -> bool {
-    let mut sub = json_client(sub_at).await;
-    let r = request(
-        &mut sub,
-        json!({"id": 2, "subscribe": {"channel": pattern}}),
-    )
-    .await;
-    assert!(r["subscribe"].is_object(), "{r}");
-    let p = publish(publisher, 3, channel, json!("first")).await;
-    assert_eq!(p["publish"]["offset"], 1, "{p}");
-    let deadline = Instant::now() + WAIT;
-    let mut id = 4;
-    loop {
-        match tokio::time::timeout(Duration::from_millis(300), recv_json(&mut sub)).await {
-            Ok(m) if m["pub"]["channel"] == channel => return m["pub"]["offset"] == 1,
-            Ok(_) => {}
-            Err(_) => {
-                assert!(Instant::now() < deadline, "nothing through {pattern}");
-                id += 1;
-                publish(publisher, id, channel, json!("later")).await;
-            }
-        }
-    }
 }
 
 /// Publishers put a publication on the classic pattern topic only while

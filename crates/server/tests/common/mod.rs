@@ -591,3 +591,61 @@ pub fn assert_metrics_documented(text: &str, cluster: bool) {
         "/metrics and the table in src/metrics.rs disagree"
     );
 }
+
+/// Publishes `data` on `channel`, again every 50 ms while the node refuses
+/// it (it may still be learning the cluster's map), for at most [`WAIT`];
+/// the last answer.
+pub async fn publish_retrying(ws: &mut Ws, id: u32, channel: &str, data: Value) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = request(
+            ws,
+            serde_json::json!({"id": id, "publish": {"channel": channel, "data": data.clone()}}),
+        )
+        .await;
+        if r["publish"].is_object() || std::time::Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Subscribes a fresh client on `sub_at` to `pattern` and, as soon as the
+/// reply is in, publishes on `channel` (a fresh channel it matches) through
+/// `publisher`, on another node. Then publishes on `channel` again until
+/// something arrives through the pattern: true when the first publication
+/// (offset 1) was what arrived first, false when it was missed. A channel's
+/// publications arrive in offset order through a pattern, so this needs no
+/// timing (the deadline only stops a hang).
+pub async fn first_publication_arrives(
+    sub_at: SocketAddr,
+    publisher: &mut Ws,
+    pattern: &str,
+    channel: &str,
+) -> bool {
+    let mut sub = json_client(sub_at).await;
+    let r = request(
+        &mut sub,
+        serde_json::json!({"id": 2, "subscribe": {"channel": pattern}}),
+    )
+    .await;
+    assert!(r["subscribe"].is_object(), "{r}");
+    let p = publish_retrying(publisher, 3, channel, Value::from("first")).await;
+    assert_eq!(p["publish"]["offset"], 1, "{p}");
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut id = 4;
+    loop {
+        match tokio::time::timeout(Duration::from_millis(300), recv_json(&mut sub)).await {
+            Ok(m) if m["pub"]["channel"] == channel => return m["pub"]["offset"] == 1,
+            Ok(_) => {}
+            Err(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "nothing through {pattern}"
+                );
+                id += 1;
+                publish_retrying(publisher, id, channel, Value::from("later")).await;
+            }
+        }
+    }
+}
