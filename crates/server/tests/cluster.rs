@@ -821,7 +821,11 @@ async fn a_wildcard_subscription_without_the_subscriber_link_fails_and_leaves_no
         assert_eq!(r["error"]["code"], 114, "{r}");
     }
     // An exact channel likewise.
-    send_json(&mut one, json!({"id": 3, "subscribe": {"channel": "downplain"}})).await;
+    send_json(
+        &mut one,
+        json!({"id": 3, "subscribe": {"channel": "downplain"}}),
+    )
+    .await;
     let r = recv_json(&mut one).await;
     assert_eq!(r["error"]["code"], 114, "{r}");
 
@@ -837,7 +841,11 @@ async fn a_wildcard_subscription_without_the_subscriber_link_fails_and_leaves_no
     // A client that had the error asks again on the same connection: the
     // failed subscriptions are no "already subscribed" (105).
     for (id, channel) in [(4, "down.*"), (5, "downplain")] {
-        send_json(&mut one, json!({"id": id, "subscribe": {"channel": channel}})).await;
+        send_json(
+            &mut one,
+            json!({"id": id, "subscribe": {"channel": channel}}),
+        )
+        .await;
         let r = recv_json(&mut one).await;
         assert!(r["subscribe"].is_object(), "{channel}: {r}");
     }
