@@ -22,7 +22,8 @@
 # Needs root (cgroup v1 cpu controller at /sys/fs/cgroup/cpu).
 #
 # Usage: bench/seed003-capacity.sh [topologies: a,b,c] [max bots] [step bots] [step s]
-#   env: QUOTA (% of a core per node, default 20), HERALD_BIN, LABEL (file prefix)
+#   env: QUOTA (% of a core per node, default 20), HERALD_BIN, LABEL (file prefix),
+#        BOTS_EXTRA (more `herald bench bots` options, e.g. --lobby-off-when-seated)
 # Results: bench/results/seed003/cap-$LABEL-{a,b,c}*.json, summary printed by
 # bench/seed003.py capacity.
 set -euo pipefail
@@ -84,7 +85,7 @@ run() { # topology urls name-of-the-process-the-bench-watches
   S=${PIDS[-1]}; unset 'PIDS[-1]'; unset 'NAMES[-1]'
   sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec taskset -c 1 "$@"' _ "$bench" \
     $H bench bots "$urls" --game holdem --transport ws-json -n "$MAX" --step-size "$STEP" \
-    --step-duration ${STEP_S}s --think 1s --chat-rate 2 --server-pid "$spid" \
+    --step-duration ${STEP_S}s --think 1s --chat-rate 2 --server-pid "$spid" ${BOTS_EXTRA:-} \
     --label "seed003 capacity ($t) quota $QUOTA" --out $f.json >$f.log 2>&1 \
     || echo "run failed: ($t)" >&2
   kill "$S"; wait "$S" 2>/dev/null || true; S=""
