@@ -1075,6 +1075,23 @@ mod tests {
         process(b, batch, "long-polling", None)
     }
 
+    /// A session's handshake, then its subscribe request to `/a` (id `s`).
+    fn subscribing(b: &Bayeux) -> (Arc<BayeuxSession>, Processed) {
+        let p = batch(
+            b,
+            r#"[{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"]}]"#,
+        );
+        let s = p.opened.expect("a session");
+        let sub = batch(
+            b,
+            &format!(
+                r#"[{{"channel":"/meta/subscribe","clientId":"{}","subscription":"/a","id":"s"}}]"#,
+                s.id
+            ),
+        );
+        (s, sub)
+    }
+
     fn channels(replies: &[Vec<u8>]) -> Vec<String> {
         replies
             .iter()
@@ -1092,18 +1109,7 @@ mod tests {
     #[tokio::test]
     async fn a_reply_goes_in_its_own_requests_response() {
         let b = bayeux();
-        let p = batch(
-            &b,
-            r#"[{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"]}]"#,
-        );
-        let s = p.opened.expect("a session");
-        let sub = batch(
-            &b,
-            &format!(
-                r#"[{{"channel":"/meta/subscribe","clientId":"{}","subscription":"/a","id":"s"}}]"#,
-                s.id
-            ),
-        );
+        let (s, sub) = subscribing(&b);
         assert!(sub.batch.is_some());
         // The held connect wakes first and drains.
         let mut connect = Vec::new();
@@ -1139,18 +1145,7 @@ mod tests {
     #[tokio::test]
     async fn a_kept_reply_goes_out_when_the_wait_runs_out() {
         let b = bayeux();
-        let p = batch(
-            &b,
-            r#"[{"channel":"/meta/handshake","supportedConnectionTypes":["long-polling"]}]"#,
-        );
-        let s = p.opened.expect("a session");
-        let sub = batch(
-            &b,
-            &format!(
-                r#"[{{"channel":"/meta/subscribe","clientId":"{}","subscription":"/a","id":"s"}}]"#,
-                s.id
-            ),
-        );
+        let (s, sub) = subscribing(&b);
         let mut connect = Vec::new();
         s.drain(&mut connect, None);
         assert!(connect.is_empty());
