@@ -33,9 +33,15 @@ impl Script {
 }
 
 /// Publish: offset, stream, live message.
-pub static PUBLISH: Script = Script::new(include_str!("lua/publish.lua"));
+pub static PUBLISH: Script = Script::new(concat!(
+    include_str!("lua/epoch_common.lua"),
+    include_str!("lua/publish.lua")
+));
 /// Position and history (and the epoch of a channel first subscribed to).
-pub(crate) static READ: Script = Script::new(include_str!("lua/read.lua"));
+pub(crate) static READ: Script = Script::new(concat!(
+    include_str!("lua/epoch_common.lua"),
+    include_str!("lua/read.lua")
+));
 /// A presence member joins or leaves.
 pub(crate) static MEMBER: Script = Script::new(include_str!("lua/member.lua"));
 /// A node's heartbeat.

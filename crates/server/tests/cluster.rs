@@ -8,8 +8,9 @@
 mod common;
 
 use common::{
-    assert_metrics_documented, close_code, first_publication_arrives, http, json_client, recv_json,
-    request, send_json, Ws, WAIT,
+    assert_metrics_documented, close_code, first_publication_arrives, http, json_client,
+    publish_retrying as publish, recv_json, request, send_json, subscribe_retrying as subscribe,
+    Ws, WAIT,
 };
 use futures_util::SinkExt;
 use herald_redis::testing::RedisServer;
@@ -29,35 +30,6 @@ impl Node {
             broker: Some(redis.url()),
             ..ServeArgs::default()
         })
-    }
-}
-
-/// Waits until `ready` is a clean subscribe reply; the broker may need a
-/// moment to reach Redis after a node starts.
-async fn subscribe(ws: &mut Ws, id: u32, sub: Value) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let r = request(ws, json!({"id": id, "subscribe": sub.clone()})).await;
-        if r["subscribe"].is_object() || Instant::now() > deadline {
-            assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn publish(ws: &mut Ws, id: u32, channel: &str, data: Value) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let r = request(
-            ws,
-            json!({"id": id, "publish": {"channel": channel, "data": data.clone()}}),
-        )
-        .await;
-        if r["publish"].is_object() || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

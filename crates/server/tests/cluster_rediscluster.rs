@@ -37,10 +37,10 @@ mod failover;
 mod game_common;
 
 use common::{
-    assert_metrics_documented, first_publication_arrives, http, json_client, recv_json, request,
-    user_token, Ws, WAIT,
+    assert_metrics_documented, first_publication_arrives, json_client, recv_json, request,
+    subscribe_retrying as subscribe, user_token, Ws, WAIT,
 };
-use failover::{check, publish_through, subscriber};
+use failover::{check, get, member_of, node, owned, presence_of, publish_through, subscriber};
 use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::slot;
 use herald_redis::testing::RedisCluster;
@@ -54,27 +54,6 @@ use tokio::sync::watch;
 
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
-}
-
-fn node(url: &str) -> NodeHandle {
-    NodeHandle::start(ServeArgs {
-        broker: Some(url.to_string()),
-        ..ServeArgs::default()
-    })
-}
-
-/// Retries until the node serves the subscribe (it may still be learning
-/// the slot map).
-async fn subscribe(ws: &mut Ws, id: u32, sub: Value) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let r = request(ws, json!({"id": id, "subscribe": sub.clone()})).await;
-        if r["subscribe"].is_object() || Instant::now() > deadline {
-            assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn publish(ws: &mut Ws, id: u32, channel: &str, data: Value) -> Value {
@@ -201,11 +180,6 @@ async fn channels_on_every_master_publish_subscribe_and_recover() {
             .collect();
         assert_eq!(got, vec![6, 7, 8, 9, 10], "{c}: {r}");
     }
-}
-
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let (status, _, body) = http(addr, "GET", path, &[], "").await;
-    (status, body)
 }
 
 /// The slot of channel `feed`'s keys.
@@ -388,28 +362,6 @@ async fn resharding_a_channels_slot_under_traffic_loses_nothing_untold() {
     assert_eq!(after["publish"]["offset"], 2, "{after}");
 }
 
-/// The client ids `presence` lists for `room` (`None`: an error).
-async fn presence_clients(ws: &mut Ws, id: u32) -> Option<Vec<String>> {
-    let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
-    let list = r["presence"]["clients"].as_array()?;
-    let mut ids: Vec<String> = list
-        .iter()
-        .filter_map(|c| c["client"].as_str().map(str::to_string))
-        .collect();
-    ids.sort();
-    Some(ids)
-}
-
-/// A JSON client on `addr` subscribed to `room`, and its client id.
-async fn member(addr: SocketAddr) -> (Ws, String) {
-    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
-    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
-    let id = r["connect"]["client"].as_str().unwrap().to_string();
-    let r = subscribe(&mut ws, 2, json!({"channel": "room"})).await;
-    assert!(r["subscribe"].is_object(), "{r}");
-    (ws, id)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn presence_spans_nodes_and_a_dead_nodes_members_leave() {
     let Some(redis) = blocking(|| RedisCluster::start(3)) else {
@@ -417,14 +369,14 @@ async fn presence_spans_nodes_and_a_dead_nodes_members_leave() {
     };
     let url = redis.url();
     let (a, b, mut c) = (node(&url), node(&url), node(&url));
-    let (_on_a, a1) = member(a.addr).await;
-    let (on_c, c1) = member(c.addr).await;
+    let (_on_a, a1) = member_of(a.addr, "room").await;
+    let (on_c, c1) = member_of(c.addr, "room").await;
     let mut asker = json_client(b.addr).await;
     let mut want = vec![a1.clone(), c1];
     want.sort();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut id = 3;
-    while presence_clients(&mut asker, id).await.as_ref() != Some(&want) {
+    while presence_of(&mut asker, id, "room").await.as_ref() != Some(&want) {
         assert!(Instant::now() < deadline, "never both members");
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -452,7 +404,7 @@ async fn presence_spans_nodes_and_a_dead_nodes_members_leave() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         id += 1;
-        let got = presence_clients(&mut asker, id).await;
+        let got = presence_of(&mut asker, id, "room").await;
         if got.as_ref() == Some(&vec![a1.clone()]) {
             break;
         }
@@ -473,17 +425,6 @@ async fn presence_spans_nodes_and_a_dead_nodes_members_leave() {
 }
 
 const SECRET: &str = "cluster-game-secret-cluster-game!!!";
-
-/// The tables `addr` owns (`/api/tables` entries with an `owner`).
-async fn owned(addr: SocketAddr) -> Vec<Value> {
-    let (status, body) = get(addr, "/api/tables").await;
-    if status != 200 {
-        return Vec::new();
-    }
-    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let all = v["tables"].as_array().cloned().unwrap_or_default();
-    all.into_iter().filter(|t| t["owner"].is_object()).collect()
-}
 
 // Without `table_save_replicas` this failed about 1 run in 4 under load:
 // the promoted replica lacked the table's saves (asynchronous replication,
@@ -768,28 +709,6 @@ fn channel_apart_from_global(redis: &RedisCluster) -> String {
         .map(|i| format!("room{i}"))
         .find(|c| blocking(|| redis.owner_of(channel_slot(c))) != Some(global))
         .expect("a channel on another master")
-}
-
-/// The client ids `presence` lists for `channel` (`None`: an error).
-async fn presence_of(ws: &mut Ws, id: u32, channel: &str) -> Option<Vec<String>> {
-    let r = request(ws, json!({"id": id, "presence": {"channel": channel}})).await;
-    let list = r["presence"]["clients"].as_array()?;
-    let mut ids: Vec<String> = list
-        .iter()
-        .filter_map(|c| c["client"].as_str().map(str::to_string))
-        .collect();
-    ids.sort();
-    Some(ids)
-}
-
-/// A JSON client on `addr` subscribed to `channel`, and its client id.
-async fn member_of(addr: SocketAddr, channel: &str) -> (Ws, String) {
-    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
-    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
-    let id = r["connect"]["client"].as_str().unwrap().to_string();
-    let r = subscribe(&mut ws, 2, json!({"channel": channel})).await;
-    assert!(r["subscribe"].is_object(), "{r}");
-    (ws, id)
 }
 
 /// Asks `asker` for `channel`'s presence until it is `want` (sorted), at

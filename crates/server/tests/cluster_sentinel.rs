@@ -17,28 +17,15 @@ mod failover;
 #[path = "common/game.rs"]
 mod game_common;
 
-use common::{assert_metrics_documented, http, json_client, request, user_token, Ws};
-use failover::{check, publish_through, subscriber};
+use common::{assert_metrics_documented, json_client, request, user_token};
+use failover::{check, get, member_of, node, owned, presence_of, publish_through, subscriber};
 use game_common::{chips, cluster_args, owner, seeded, Player};
 use herald_redis::testing::Sentinels;
 use herald_server::testing::NodeHandle;
 use herald_server::ServeArgs;
 use serde_json::{json, Value};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-fn node(url: &str) -> NodeHandle {
-    NodeHandle::start(ServeArgs {
-        broker: Some(url.to_string()),
-        ..ServeArgs::default()
-    })
-}
-
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let (status, _, body) = http(addr, "GET", path, &[], "").await;
-    (status, body)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
@@ -117,17 +104,6 @@ async fn every_subscriber_gets_everything_or_is_told_through_a_failover() {
 
 const SECRET: &str = "sentinel-game-secret-sentinel-game!";
 
-/// The tables `n` owns (`/api/tables` entries with an `owner`).
-async fn owned(n: &NodeHandle) -> Vec<Value> {
-    let (status, body) = get(n.addr, "/api/tables").await;
-    if status != 200 {
-        return Vec::new();
-    }
-    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let all = v["tables"].as_array().cloned().unwrap_or_default();
-    all.into_iter().filter(|t| t["owner"].is_object()).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     let Some(mut s) = tokio::task::block_in_place(Sentinels::start) else {
@@ -145,7 +121,7 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     };
     let nodes = [game_node(), game_node()];
     let first = owner(&[&nodes[0], &nodes[1]]).await;
-    let before_token = owned(&nodes[first]).await[0]["owner"]["token"]
+    let before_token = owned(nodes[first].addr).await[0]["owner"]["token"]
         .as_u64()
         .unwrap();
     assert_eq!(before_token, 1, "a fresh Redis issues token 1 first");
@@ -177,12 +153,12 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     // the table again, with a token above every earlier one).
     let deadline = Instant::now() + Duration::from_secs(30);
     let (at, listed) = loop {
-        let a = owned(&nodes[0]).await;
-        let b = owned(&nodes[1]).await;
+        let a = owned(nodes[0].addr).await;
+        let b = owned(nodes[1].addr).await;
         assert!(a.is_empty() || b.is_empty(), "two owners: {a:?} {b:?}");
         if !a.is_empty() || !b.is_empty() {
             tokio::time::sleep(Duration::from_millis(1500)).await;
-            let (a2, b2) = (owned(&nodes[0]).await, owned(&nodes[1]).await);
+            let (a2, b2) = (owned(nodes[0].addr).await, owned(nodes[1].addr).await);
             assert!(a2.is_empty() || b2.is_empty(), "two owners: {a2:?} {b2:?}");
             if a2.len() + b2.len() == 1 {
                 break if a2.is_empty() { (1, b2) } else { (0, a2) };
@@ -226,34 +202,6 @@ async fn a_table_mid_hand_keeps_one_owner_and_every_chip_through_a_failover() {
     assert_eq!(chips(&after), total, "{after}");
 }
 
-/// The client ids `presence` lists for channel `room` (`None`: an error).
-async fn presence_clients(ws: &mut Ws, id: u32) -> Option<Vec<String>> {
-    let r = request(ws, json!({"id": id, "presence": {"channel": "room"}})).await;
-    let list = r["presence"]["clients"].as_array()?;
-    let mut ids: Vec<String> = list
-        .iter()
-        .filter_map(|c| c["client"].as_str().map(str::to_string))
-        .collect();
-    ids.sort();
-    Some(ids)
-}
-
-/// A JSON client on `addr` subscribed to `room`, and its client id.
-async fn member(addr: SocketAddr) -> (Ws, String) {
-    let mut ws = common::connect(addr, "/ws", Some("herald.json")).await;
-    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
-    let id = r["connect"]["client"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = request(&mut ws, json!({"id": 2, "subscribe": {"channel": "room"}})).await;
-        if r["subscribe"].is_object() {
-            return (ws, id);
-        }
-        assert!(Instant::now() < deadline, "{r}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// A node that dies with the master leaves no phantom member on the new
 /// master beyond the usual dead-node timeout; a member on a surviving node
 /// is closed with 3004 (the channel's epoch ended), comes back, and is
@@ -265,14 +213,14 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     };
     let url = s.url();
     let (a, b, mut c) = (node(&url), node(&url), node(&url));
-    let (mut on_a, a1) = member(a.addr).await;
-    let (on_c, c1) = member(c.addr).await;
+    let (mut on_a, a1) = member_of(a.addr, "room").await;
+    let (on_c, c1) = member_of(c.addr, "room").await;
     let mut asker = json_client(b.addr).await;
     let mut want = vec![a1, c1.clone()];
     want.sort();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut id = 3;
-    while presence_clients(&mut asker, id).await.as_ref() != Some(&want) {
+    while presence_of(&mut asker, id, "room").await.as_ref() != Some(&want) {
         assert!(Instant::now() < deadline, "never both members");
         id += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -284,12 +232,12 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     assert_eq!(common::close_code(&mut on_a).await, 3004);
     // As a real client does: the connection ends with the close.
     drop(on_a);
-    let (_on_a, a2) = member(a.addr).await;
+    let (_on_a, a2) = member_of(a.addr, "room").await;
     // Within the dead-node time (5 s) and a few heartbeats: A's member only.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         id += 1;
-        let got = presence_clients(&mut asker, id).await;
+        let got = presence_of(&mut asker, id, "room").await;
         if got.as_ref() == Some(&vec![a2.clone()]) {
             break;
         }
@@ -302,7 +250,7 @@ async fn presence_is_rebuilt_on_the_new_master_without_phantoms() {
     // And it stays so.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     id += 1;
-    assert_eq!(presence_clients(&mut asker, id).await, Some(vec![a2]));
+    assert_eq!(presence_of(&mut asker, id, "room").await, Some(vec![a2]));
     drop(on_c);
 }
 

@@ -13,30 +13,15 @@
 -- pattern topic while some node has a wildcard subscription), ARGV[9] the
 -- slot master's lineage in a Redis Cluster ('REPLID;,OTHER,...,', '' when
 -- unknown or outside a cluster; decision 0021): the meta's 'r' names the
--- lineage that last wrote it. Written by this one: whole. Written by
--- another live master's: the keys came whole by MIGRATE (a resharding).
--- Any other (the master this one replaced, or one unknown): a fail-over
--- may have lost writes, so a new epoch. Without lineages the config
--- epochs decide, as on Sentinel.
-local f
-if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[6] or '0' end
+-- lineage that last wrote it (epoch_common.lua, prepended, decides).
 local lin = ARGV[9] or ''
-local mine = nil
-if lin ~= '' then mine = string.sub(lin, 1, (string.find(lin, ';', 1, true) or 1) - 1) end
+local f, mine = failover(KEYS[3], ARGV[6], lin)
 local m = redis.call('HMGET', KEYS[1], 'e', 'f', 'r')
 local e = m[1]
-local stale
-if mine and m[3] then
-  stale = m[3] ~= mine and not string.find(lin, ',' .. m[3] .. ',', 1, true)
+if e then
+  e = checked_epoch(KEYS[1], e, m[2], m[3], ARGV[2], f, mine, lin)
 else
-  stale = tonumber(m[2] or '0') < tonumber(f)
-end
-if not e or stale then
-  e = ARGV[2]
-  redis.call('HSET', KEYS[1], 'e', e, 'f', f)
-  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
-elseif mine and m[3] ~= mine then
-  redis.call('HSET', KEYS[1], 'r', mine, 'f', f)
+  e = first_epoch(KEYS[1], ARGV[2], f, mine)
 end
 local o = redis.call('HINCRBY', KEYS[1], 'o', 1)
 local size = tonumber(ARGV[3])

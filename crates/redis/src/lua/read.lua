@@ -12,33 +12,17 @@
 -- publish.lua: the meta's 'r' decides whether a fail-over came between)
 -- Returns {epoch, top, offset, data, offset, data, ...}, oldest first,
 -- without publications older than the ttl.
-local f
-if KEYS[3] then f = redis.call('GET', KEYS[3]) or '0' else f = ARGV[8] or '0' end
 local lin = ARGV[9] or ''
-local mine = nil
-if lin ~= '' then mine = string.sub(lin, 1, (string.find(lin, ';', 1, true) or 1) - 1) end
+local f, mine = failover(KEYS[3], ARGV[8], lin)
 local m = redis.call('HMGET', KEYS[1], 'e', 'o', 'f', 'r')
 local e = m[1]
 local top = tonumber(m[2] or '0')
 local ttl = tonumber(ARGV[7])
-local stale
-if mine and m[4] then
-  stale = m[4] ~= mine and not string.find(lin, ',' .. m[4] .. ',', 1, true)
+if e then
+  e = checked_epoch(KEYS[1], e, m[3], m[4], ARGV[2], f, mine, lin)
 else
-  stale = tonumber(m[3] or '0') < tonumber(f)
-end
-if e and stale then
-  e = ARGV[2]
-  redis.call('HSET', KEYS[1], 'e', e, 'f', f)
-  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
-elseif e and mine and m[4] ~= mine then
-  redis.call('HSET', KEYS[1], 'r', mine, 'f', f)
-end
-if not e then
   if ARGV[1] ~= '1' then return {'', 0} end
-  e = ARGV[2]
-  redis.call('HSET', KEYS[1], 'e', e, 'o', 0, 'f', f)
-  if mine then redis.call('HSET', KEYS[1], 'r', mine) end
+  e = first_epoch(KEYS[1], ARGV[2], f, mine, 'o', 0)
   top = 0
 end
 if ARGV[1] == '1' and ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end

@@ -3,12 +3,16 @@
 //! tests: subscribers to `feed` that resubscribe after each 3004, a
 //! publisher that disturbs Redis after 30 acknowledged publications, and
 //! the check that every subscriber got every publication or was told to
-//! resynchronise, with one message per (epoch, offset).
+//! resynchronise, with one message per (epoch, offset). And the two
+//! files' other helpers: a node on a broker URL, `/api/tables` owners,
+//! presence members.
 
 #![allow(clippy::unwrap_used, dead_code)]
 
-use crate::common::{json_client, request, Ws};
+use crate::common::{http, json_client, request, subscribe_retrying, Ws};
 use futures_util::StreamExt;
+use herald_server::testing::NodeHandle;
+use herald_server::ServeArgs;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -207,4 +211,51 @@ pub async fn publish_through(
         }
     }
     (acked, refused)
+}
+
+/// A node on broker `url`, everything else default.
+pub fn node(url: &str) -> NodeHandle {
+    NodeHandle::start(ServeArgs {
+        broker: Some(url.to_string()),
+        ..ServeArgs::default()
+    })
+}
+
+/// A `GET` of `path`: its status and body.
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = http(addr, "GET", path, &[], "").await;
+    (status, body)
+}
+
+/// The tables `addr` owns (`/api/tables` entries with an `owner`).
+pub async fn owned(addr: SocketAddr) -> Vec<Value> {
+    let (status, body) = get(addr, "/api/tables").await;
+    if status != 200 {
+        return Vec::new();
+    }
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let all = v["tables"].as_array().cloned().unwrap_or_default();
+    all.into_iter().filter(|t| t["owner"].is_object()).collect()
+}
+
+/// The client ids `presence` lists for `channel`, sorted (`None`: an
+/// error).
+pub async fn presence_of(ws: &mut Ws, id: u32, channel: &str) -> Option<Vec<String>> {
+    let r = request(ws, json!({"id": id, "presence": {"channel": channel}})).await;
+    let list = r["presence"]["clients"].as_array()?;
+    let mut ids: Vec<String> = list
+        .iter()
+        .filter_map(|c| c["client"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// A JSON client on `addr` subscribed to `channel`, and its client id.
+pub async fn member_of(addr: SocketAddr, channel: &str) -> (Ws, String) {
+    let mut ws = crate::common::connect(addr, "/ws", Some("herald.json")).await;
+    let r = request(&mut ws, json!({"id": 1, "connect": {}})).await;
+    let id = r["connect"]["client"].as_str().unwrap().to_string();
+    subscribe_retrying(&mut ws, 2, json!({"channel": channel})).await;
+    (ws, id)
 }

@@ -592,6 +592,24 @@ pub fn assert_metrics_documented(text: &str, cluster: bool) {
     );
 }
 
+/// How long [`subscribe_retrying`] retries: a node may still be learning
+/// where Redis is (a new master after a fail-over, the slot map).
+pub const SUBSCRIBE_WAIT: Duration = Duration::from_secs(30);
+
+/// Subscribes with `sub`, again every 50 ms while the node refuses it;
+/// fails the test after [`SUBSCRIBE_WAIT`]. The reply.
+pub async fn subscribe_retrying(ws: &mut Ws, id: u32, sub: Value) -> Value {
+    let deadline = std::time::Instant::now() + SUBSCRIBE_WAIT;
+    loop {
+        let r = request(ws, serde_json::json!({"id": id, "subscribe": sub.clone()})).await;
+        if r["subscribe"].is_object() || std::time::Instant::now() > deadline {
+            assert!(r["subscribe"].is_object(), "subscribe failed: {r}");
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Publishes `data` on `channel`, again every 50 ms while the node refuses
 /// it (it may still be learning the cluster's map), for at most [`WAIT`];
 /// the last answer.
