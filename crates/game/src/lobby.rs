@@ -273,10 +273,8 @@ impl Lobby {
     /// Sets a table's entry as published in the cluster with sequence
     /// number `seq`; ignored (false) if the entry held is as new or newer.
     /// An entry equal to the one held only moves the number on: nothing is
-    /// sent (owners republish unchanged entries, and every one of them was
-    /// an update to every subscriber of the cluster's lobby: 2.3 per seated
-    /// player per second on an edge of seed 003, where a singleton sent
-    /// none; bench/RESULTS.md).
+    /// sent (as in [`Lobby::put`]: an entry back where the lobby shows it is
+    /// no change to anyone).
     pub fn put_seq(&self, entry: TableEntry, seq: u64) -> bool {
         let mut s = self.state();
         let known = s.cluster_seq.entry(entry.table).or_default();
